@@ -1,0 +1,69 @@
+// The capability table (linux-backend.txt, "Enforcement report"): for each
+// capability of the contract, whether this host enforces it. The report
+// prints this table and the launcher decides placement from the same
+// computation (Assess + Place): there is no second copy.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "host_facts.h"
+#include "policy.h"
+
+namespace oarbank {
+
+enum class CapabilityId {
+  kNoNewPrivs,
+  kSeccomp,
+  kFilesystem,
+  kExecWritableDeny,
+  kGpu,
+  kNetNone,
+  kNetEgressAllowlist,
+  kNetNoLoopback,
+  kNetNoLinkLocal,
+  kNetNeverListen,
+  kNetEgressAny,
+  kIpcUnixSockets,
+  kIpcBrokerOnly,
+  kIpcScoping,
+  kChildrenNoNamespaces,
+  kProcessContainer,
+  kLimitsMemory,
+  kLimitsCpu,
+  kHideExistence,
+};
+
+enum class Status { kEnforced, kCooperative, kUnavailable };
+
+struct CapabilityStatus {
+  CapabilityId id;
+  Status status;
+  std::string detail;  // why, and what would make it enforced
+};
+
+// The capability ids are the same strings in code, JSON, JUnit and HTML.
+const char* CapabilityName(CapabilityId id);
+const char* StatusName(Status status);
+std::vector<CapabilityId> AllCapabilities();
+
+CapabilityStatus Assess(CapabilityId id, const HostFacts& host);
+std::vector<CapabilityStatus> AssessAll(const HostFacts& host);
+
+// What a policy needs enforced to run: its grants plus the always-on rules.
+std::vector<CapabilityId> RequiredCapabilities(const Policy& policy);
+
+enum class Verdict { kOk, kBackendMissing, kCapabilityNotEnforced };
+const char* VerdictName(Verdict verdict);  // "ok", "SANDBOX_BACKEND_MISSING", ...
+
+struct Placement {
+  Verdict verdict = Verdict::kOk;
+  std::vector<CapabilityStatus> at_fault;  // required but not enforced
+};
+
+Placement Place(const Policy& policy, const HostFacts& host);
+
+// One line for stderr: "sandbox: CAPABILITY_NOT_ENFORCED: filesystem (needs ...)".
+std::string PlacementLine(const Placement& placement);
+
+}  // namespace oarbank

@@ -1,0 +1,274 @@
+#include "enforce.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <linux/landlock.h>
+#include <linux/mount.h>
+#include <linux/securebits.h>
+#include <seccomp.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <sched.h>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+#ifndef PR_CAP_AMBIENT
+#define PR_CAP_AMBIENT 47
+#define PR_CAP_AMBIENT_CLEAR_ALL 4
+#endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+extern "C" int mount(const char* source, const char* target, const char* fstype, unsigned long flags,
+                     const void* data);
+
+namespace oarbank {
+namespace {
+
+// The 6.1 headers know only handled_access_fs; these are the ABI 6 layouts.
+struct RulesetAttr {
+  uint64_t handled_access_fs;
+  uint64_t handled_access_net;  // ABI 4
+  uint64_t scoped;              // ABI 6
+};
+struct NetPortAttr {
+  uint64_t allowed_access;
+  uint64_t port;
+};
+
+std::optional<StepFailure> Fail(LaunchStep step, int err, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+std::optional<StepFailure> Fail(LaunchStep step, int err, const char* fmt, ...) {
+  StepFailure f;
+  f.step = step;
+  f.err = err;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(f.detail, sizeof f.detail, fmt, ap);
+  va_end(ap);
+  return f;
+}
+
+bool WriteFile(const char* path, const char* text) {
+  const int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t len = static_cast<ssize_t>(strlen(text));
+  const bool ok = write(fd, text, static_cast<size_t>(len)) == len;
+  const int saved = errno;
+  close(fd);
+  errno = saved;
+  return ok;
+}
+
+std::optional<StepFailure> CloseInheritedFds() {
+  // Close-on-exec rather than close: the launcher's own error pipe (if any)
+  // must live until exec, and nothing survives exec.
+  if (syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) == 0) return std::nullopt;
+  DIR* dir = opendir("/proc/self/fd");
+  if (dir == nullptr) return Fail(LaunchStep::kCloseFds, errno, "close_range unsupported and /proc/self/fd unreadable");
+  const int self = dirfd(dir);
+  while (dirent* e = readdir(dir)) {
+    const int fd = atoi(e->d_name);
+    if (e->d_name[0] == '.' || fd <= 2 || fd == self) continue;
+    const int flags = fcntl(fd, F_GETFD);
+    if (flags < 0 || fcntl(fd, F_SETFD, flags | FD_CLOEXEC) != 0) {
+      closedir(dir);
+      return Fail(LaunchStep::kCloseFds, errno, "fd %d", fd);
+    }
+  }
+  closedir(dir);
+  return std::nullopt;
+}
+
+std::optional<StepFailure> SetNoNewPrivs() {
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return Fail(LaunchStep::kNoNewPrivs, errno, "prctl");
+  if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1) return Fail(LaunchStep::kNoNewPrivs, 0, "not set after prctl");
+  return std::nullopt;
+}
+
+std::optional<StepFailure> EnterMountNamespace(const Plan& plan) {
+  if (!plan.mount_namespace) return std::nullopt;
+  constexpr LaunchStep kStep = LaunchStep::kMountNamespace;
+  const uid_t uid = getuid();
+  const gid_t gid = getgid();
+  char cwd[4096];
+  if (getcwd(cwd, sizeof cwd) == nullptr) return Fail(kStep, errno, "getcwd");
+  if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return Fail(kStep, errno, "unshare(CLONE_NEWUSER|CLONE_NEWNS)");
+  char map[64];
+  if (!WriteFile("/proc/self/setgroups", "deny")) return Fail(kStep, errno, "/proc/self/setgroups");
+  snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
+  if (!WriteFile("/proc/self/uid_map", map)) return Fail(kStep, errno, "/proc/self/uid_map");
+  snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
+  if (!WriteFile("/proc/self/gid_map", map)) return Fail(kStep, errno, "/proc/self/gid_map");
+  // Nothing done here may propagate back to the host's mounts.
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return Fail(kStep, errno, "make / private");
+  for (const auto& path : plan.noexec_binds) {
+    if (mount(path.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+      return Fail(kStep, errno, "bind %s", path.c_str());
+    mount_attr attr {};
+    attr.attr_set = MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    if (syscall(SYS_mount_setattr, AT_FDCWD, path.c_str(), AT_RECURSIVE | AT_SYMLINK_NOFOLLOW, &attr,
+                sizeof attr) != 0)
+      return Fail(kStep, errno, "noexec %s", path.c_str());
+  }
+  // The working directory still points into the mount below the binds:
+  // resolve it again so "./written-file" meets the noexec mount.
+  if (chdir(cwd) != 0) return Fail(kStep, errno, "chdir %s", cwd);
+  return std::nullopt;
+}
+
+std::optional<StepFailure> DropCapabilities() {
+  constexpr LaunchStep kStep = LaunchStep::kDropCapabilities;
+  __user_cap_header_struct header {_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] {};
+  if (syscall(SYS_capget, &header, data) != 0) return Fail(kStep, errno, "capget");
+  // The bounding set can only be dropped with CAP_SETPCAP. Without it the
+  // process holds no capability to lose, and no_new_privs (already set)
+  // stops exec from granting any: the bounding set is then moot.
+  const bool has_setpcap = data[CAP_TO_INDEX(CAP_SETPCAP)].effective & CAP_TO_MASK(CAP_SETPCAP);
+  if (has_setpcap) {
+    for (int cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; ++cap) {
+      if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) return Fail(kStep, errno, "bounding set, capability %d", cap);
+    }
+    // Root keeps no special status across exec either.
+    if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                                     SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED,
+              0, 0, 0) != 0)
+      return Fail(kStep, errno, "securebits");
+  }
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
+    return Fail(kStep, errno, "ambient set");
+  __user_cap_data_struct none[2] {};
+  if (syscall(SYS_capset, &header, none) != 0) return Fail(kStep, errno, "capset");
+  if (syscall(SYS_capget, &header, data) != 0) return Fail(kStep, errno, "capget");
+  for (const auto& d : data)
+    if (d.effective || d.permitted || d.inheritable) return Fail(kStep, 0, "capabilities remain after capset");
+  return std::nullopt;
+}
+
+std::optional<StepFailure> ApplyLandlock(const LandlockPlan& ll) {
+  constexpr LaunchStep kStep = LaunchStep::kLandlock;
+  if (ll.abi == LandlockAbi::kNone) return Fail(kStep, 0, "no Landlock ABI in the plan");
+  RulesetAttr attr {ll.handled_fs, ll.handled_net, ll.scoped};
+  const int ruleset = static_cast<int>(syscall(SYS_landlock_create_ruleset, &attr, RulesetAttrSize(ll.abi), 0));
+  if (ruleset < 0) return Fail(kStep, errno, "create_ruleset (ABI %d)", static_cast<int>(ll.abi));
+  auto fail = [ruleset](int err, const char* what, const char* path) {
+    close(ruleset);
+    return Fail(kStep, err, "%s %s", what, path);
+  };
+  for (const auto& rule : ll.paths) {
+    const int fd = open(rule.path.c_str(), O_PATH | O_CLOEXEC);
+    if (fd < 0) {
+      if (rule.optional && errno == ENOENT) continue;
+      return fail(errno, rule.source.c_str(), rule.path.c_str());
+    }
+    struct stat st {};
+    if (fstat(fd, &st) != 0) {
+      const int err = errno;
+      close(fd);
+      return fail(err, rule.source.c_str(), rule.path.c_str());
+    }
+    landlock_path_beneath_attr beneath {};
+    beneath.allowed_access = S_ISDIR(st.st_mode) ? rule.access : (rule.access & kFsFileRights);
+    beneath.parent_fd = fd;
+    const long rc = beneath.allowed_access == 0
+                        ? 0
+                        : syscall(SYS_landlock_add_rule, ruleset, kLandlockRulePathBeneath, &beneath, 0);
+    const int err = errno;
+    close(fd);
+    if (rc != 0) return fail(err, rule.source.c_str(), rule.path.c_str());
+  }
+  for (const auto& rule : ll.ports) {
+    NetPortAttr port {rule.access, rule.port};
+    if (syscall(SYS_landlock_add_rule, ruleset, kLandlockRuleNetPort, &port, 0) != 0)
+      return fail(errno, rule.source.c_str(), std::to_string(rule.port).c_str());
+  }
+  if (syscall(SYS_landlock_restrict_self, ruleset, 0) != 0) return fail(errno, "restrict_self", "");
+  close(ruleset);
+  return std::nullopt;
+}
+
+scmp_compare ToScmp(CmpOp op) {
+  switch (op) {
+    case CmpOp::kEq: return SCMP_CMP_EQ;
+    case CmpOp::kMaskedEq: return SCMP_CMP_MASKED_EQ;
+    case CmpOp::kGe: return SCMP_CMP_GE;
+    case CmpOp::kNe: return SCMP_CMP_NE;
+  }
+  return SCMP_CMP_EQ;
+}
+
+std::optional<StepFailure> ApplySeccomp(const std::vector<SeccompRule>& rules) {
+  constexpr LaunchStep kStep = LaunchStep::kSeccomp;
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  if (ctx == nullptr) return Fail(kStep, 0, "seccomp_init");
+  auto fail = [ctx](int rc, const char* what) {
+    seccomp_release(ctx);
+    return Fail(kStep, -rc, "%s", what);
+  };
+  // Only the native ABI is in the filter: i386 (int 0x80) and x32 calls take
+  // the bad-arch action and kill the process.
+  if (int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS); rc != 0)
+    return fail(rc, "bad-arch action");
+  if (int rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2); rc != 0) return fail(rc, "optimize");
+  for (const auto& rule : rules) {
+    const int nr = seccomp_syscall_resolve_name(rule.syscall.c_str());
+    if (nr == __NR_SCMP_ERROR) return fail(-ENOSYS, rule.syscall.c_str());
+    scmp_arg_cmp cmps[6];
+    unsigned n = 0;
+    for (const auto& a : rule.args) {
+      cmps[n++] = a.op == CmpOp::kMaskedEq ? scmp_arg_cmp{a.arg, SCMP_CMP_MASKED_EQ, a.mask, a.value}
+                                          : scmp_arg_cmp{a.arg, ToScmp(a.op), a.value, 0};
+    }
+    if (int rc = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(static_cast<uint16_t>(rule.err)), nr, n, cmps); rc != 0)
+      return fail(rc, rule.syscall.c_str());
+  }
+  if (int rc = seccomp_load(ctx); rc != 0) return fail(rc, "load");
+  seccomp_release(ctx);
+  return std::nullopt;
+}
+
+}  // namespace
+
+const char* StepName(LaunchStep step) {
+  switch (step) {
+    case LaunchStep::kPlacement: return "placement";
+    case LaunchStep::kCloseFds: return "close-fds";
+    case LaunchStep::kNoNewPrivs: return "no-new-privs";
+    case LaunchStep::kMountNamespace: return "mount-namespace";
+    case LaunchStep::kDropCapabilities: return "drop-capabilities";
+    case LaunchStep::kLandlock: return "landlock";
+    case LaunchStep::kSeccomp: return "seccomp";
+    case LaunchStep::kExec: return "exec";
+  }
+  return "?";
+}
+
+std::string StepFailureLine(const StepFailure& failure) {
+  std::string line = std::string("sandbox: ") + StepName(failure.step) + ": " + failure.detail;
+  if (failure.err != 0) line += std::string(": ") + strerror(failure.err);
+  return line;
+}
+
+std::optional<StepFailure> ConfineSelf(const Plan& plan) {
+  if (plan.placement.verdict != Verdict::kOk)
+    return Fail(LaunchStep::kPlacement, 0, "%s", VerdictName(plan.placement.verdict));
+  if (auto f = CloseInheritedFds()) return f;
+  if (auto f = SetNoNewPrivs()) return f;
+  if (auto f = EnterMountNamespace(plan)) return f;
+  if (auto f = DropCapabilities()) return f;
+  if (auto f = ApplyLandlock(plan.landlock)) return f;
+  if (auto f = ApplySeccomp(plan.seccomp)) return f;
+  return std::nullopt;
+}
+
+void ExecModule(char* const argv[]) { execvp(argv[0], argv); }
+
+}  // namespace oarbank

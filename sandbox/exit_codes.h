@@ -1,0 +1,12 @@
+// The launcher's exit codes, assigned here and nowhere else (DESIGN §1).
+// After a successful exec the launcher *is* the module, so any other status
+// is the module's own.
+#pragma once
+
+namespace oarbank {
+
+inline constexpr int kExitUsage = 64;       // bad arguments or a bad policy
+inline constexpr int kExitNotEnforced = 70; // a part of the cage cannot be applied in full
+inline constexpr int kExitExecFailed = 71;  // the cage is in place but exec failed
+
+}  // namespace oarbank

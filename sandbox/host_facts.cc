@@ -1,0 +1,134 @@
+#include "host_facts.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <linux/landlock.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "base_system.h"
+#include "landlock_abi.h"
+
+namespace oarbank {
+namespace {
+
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+std::vector<std::string> Words(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> out;
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+void ProbeLandlock(HostFacts& f, int abi_cap) {
+  const long abi = syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  f.landlock_kernel_abi = abi > 0 ? static_cast<int>(abi) : 0;
+  f.landlock_abi = f.landlock_kernel_abi;
+  if (abi_cap >= 0 && abi_cap < f.landlock_abi) {
+    f.landlock_abi = abi_cap;
+    f.landlock_capped = true;
+  }
+  if (f.landlock_kernel_abi > 0) {
+    const long errata = syscall(SYS_landlock_create_ruleset, nullptr, 0, kLandlockCreateRulesetErrata);
+    f.landlock_errata = errata > 0 ? static_cast<uint32_t>(errata) : 0;
+  }
+}
+
+void ProbeSeccomp(HostFacts& f) {
+  // actions_avail exists only with CONFIG_SECCOMP_FILTER.
+  f.seccomp_actions = Words(ReadFirstLine("/proc/sys/kernel/seccomp/actions_avail"));
+  auto has = [&](const char* a) {
+    return std::find(f.seccomp_actions.begin(), f.seccomp_actions.end(), a) != f.seccomp_actions.end();
+  };
+  f.seccomp_filter = has("errno") && has("kill_process") && has("allow");
+}
+
+void ProbeUserNamespaces(HostFacts& f) {
+  // Debian's knob, the upstream limit, and Ubuntu's AppArmor restriction.
+  const std::string debian = ReadFirstLine("/proc/sys/kernel/unprivileged_userns_clone");
+  const std::string max = ReadFirstLine("/proc/sys/user/max_user_namespaces");
+  const std::string apparmor = ReadFirstLine("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
+  if (access("/proc/self/ns/user", F_OK) != 0) {
+    f.user_namespaces_detail = "kernel built without user namespaces";
+  } else if (!max.empty() && max == "0") {
+    f.user_namespaces_detail = "user.max_user_namespaces is 0";
+  } else if (geteuid() != 0 && debian == "0") {
+    f.user_namespaces_detail = "kernel.unprivileged_userns_clone is 0";
+  } else if (geteuid() != 0 && apparmor == "1") {
+    f.user_namespaces_detail = "kernel.apparmor_restrict_unprivileged_userns is 1";
+  } else {
+    f.user_namespaces = true;
+    f.user_namespaces_detail = "available";
+  }
+}
+
+void ProbeCgroup(HostFacts& f) {
+  // The cgroup2 mount, from mountinfo: "... - cgroup2 none rw".
+  std::ifstream mounts("/proc/self/mountinfo");
+  for (std::string line; std::getline(mounts, line);) {
+    const auto dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    const auto fields = Words(line.substr(0, dash));
+    const auto tail = Words(line.substr(dash + 3));
+    if (fields.size() >= 5 && !tail.empty() && tail[0] == "cgroup2") {
+      f.cgroup.v2_mounted = true;
+      f.cgroup.mount_point = fields[4];
+      break;
+    }
+  }
+  if (!f.cgroup.v2_mounted) return;
+  std::ifstream self("/proc/self/cgroup");
+  for (std::string line; std::getline(self, line);) {
+    if (line.rfind("0::", 0) == 0) f.cgroup.own_path = f.cgroup.mount_point + line.substr(3);
+  }
+  if (f.cgroup.own_path.empty()) return;
+  while (f.cgroup.own_path.size() > 1 && f.cgroup.own_path.back() == '/') f.cgroup.own_path.pop_back();
+  f.cgroup.controllers = Words(ReadFirstLine(f.cgroup.own_path + "/cgroup.controllers"));
+  f.cgroup.writable = access(f.cgroup.own_path.c_str(), W_OK) == 0 &&
+                      access((f.cgroup.own_path + "/cgroup.subtree_control").c_str(), W_OK) == 0;
+  f.cgroup.has_kill = access((f.cgroup.own_path + "/cgroup.kill").c_str(), F_OK) == 0 ||
+                      access((f.cgroup.mount_point + "/cgroup.kill").c_str(), F_OK) == 0;
+}
+
+void ProbeGpuNodes(HostFacts& f) {
+  for (auto p : kGpuPaths)
+    if (access(std::string(p).c_str(), F_OK) == 0) f.gpu_nodes.emplace_back(p);
+  const std::string prefix(kGpuNodePrefix.substr(5));  // name part after "/dev/"
+  if (DIR* dev = opendir("/dev")) {
+    while (dirent* e = readdir(dev)) {
+      if (std::string(e->d_name).rfind(prefix, 0) == 0) f.gpu_nodes.push_back("/dev/" + std::string(e->d_name));
+    }
+    closedir(dev);
+  }
+  std::sort(f.gpu_nodes.begin(), f.gpu_nodes.end());
+}
+
+}  // namespace
+
+HostFacts ProbeHost(int abi_cap) {
+  HostFacts f;
+  utsname u {};
+  if (uname(&u) == 0) {
+    f.kernel_release = u.release;
+    f.arch = u.machine;
+  }
+  ProbeLandlock(f, abi_cap);
+  ProbeSeccomp(f);
+  ProbeUserNamespaces(f);
+  ProbeCgroup(f);
+  ProbeGpuNodes(f);
+  return f;
+}
+
+}  // namespace oarbank

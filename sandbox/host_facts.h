@@ -1,0 +1,53 @@
+// What this kernel and this process can do, probed once. A plain struct so
+// tests inject any host (every Landlock ABI from none to the newest) and the
+// planner and the report never touch the system themselves.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace oarbank {
+
+struct CgroupFacts {
+  bool v2_mounted = false;         // a cgroup2 hierarchy is mounted
+  std::string mount_point;         // where
+  std::string own_path;            // this process's cgroup, absolute on the host
+  bool writable = false;           // we may create a leaf below own_path
+  std::vector<std::string> controllers;  // cgroup.controllers of own_path
+  bool has_kill = false;           // cgroup.kill exists (5.14+)
+};
+
+struct HostFacts {
+  std::string kernel_release;
+  std::string arch;
+
+  // Landlock: 0 when the kernel has none (ENOSYS) or it is disabled
+  // (EOPNOTSUPP). `landlock_abi` is what the launcher will use; when a test
+  // caps it below what the kernel offers, `landlock_kernel_abi` keeps the
+  // kernel's value and `landlock_capped` is set. A cap can only lower it.
+  int landlock_abi = 0;
+  int landlock_kernel_abi = 0;
+  bool landlock_capped = false;
+  uint32_t landlock_errata = 0;
+
+  bool seccomp_filter = false;     // SECCOMP_SET_MODE_FILTER is built in
+  std::vector<std::string> seccomp_actions;
+
+  // Unprivileged user namespaces (and so a private mount namespace for the
+  // noexec binds). Read from sysctls here; the launch step that needs one
+  // fails closed (exit 70) if the kernel still refuses.
+  bool user_namespaces = false;
+  std::string user_namespaces_detail;
+
+  CgroupFacts cgroup;
+
+  // Existing GPU device nodes (devices.gpu = "compute").
+  std::vector<std::string> gpu_nodes;
+};
+
+// Reads the facts of the running kernel for this process. `abi_cap` >= 0
+// lowers the Landlock ABI used (test-only use: it can never raise it).
+HostFacts ProbeHost(int abi_cap = -1);
+
+}  // namespace oarbank

@@ -1,0 +1,69 @@
+// PlanConfinement decides, without a single syscall, everything the launcher
+// will apply for a policy on a host: the Landlock ruleset for the host's
+// ABI, the private mount namespace with noexec binds, the seccomp rows, the
+// fds to keep, and the placement verdict. The enforce step (enforce.h) only
+// carries the plan out; it holds no policy logic.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "capabilities.h"
+#include "host_facts.h"
+#include "landlock_abi.h"
+#include "policy.h"
+#include "seccomp_rules.h"
+
+namespace oarbank {
+
+struct PathRule {
+  std::string path;
+  uint64_t access = 0;   // Landlock fs rights; masked to file rights at apply time for a file
+  bool optional = false; // base-system paths absent on this host are skipped; a policy path is never optional
+  std::string source;    // the policy field or "base system"
+};
+
+struct PortRule {
+  uint16_t port = 0;
+  uint64_t access = 0;
+  std::string source;
+};
+
+struct LandlockPlan {
+  LandlockAbi abi = LandlockAbi::kNone;
+  uint64_t handled_fs = 0;
+  uint64_t handled_net = 0;
+  uint64_t scoped = 0;
+  std::vector<PathRule> paths;
+  std::vector<PortRule> ports;
+};
+
+// A grant the plan does not enforce, with the capability that would.
+struct Gap {
+  std::string field;
+  CapabilityId capability;
+  std::string detail;
+};
+
+struct Plan {
+  Placement placement;
+  LandlockPlan landlock;
+  // exec_writable = false: a private user+mount namespace in which each of
+  // these writable grants is bound onto itself noexec,nosuid,nodev, so that
+  // even the dynamic loader cannot map a written file executable.
+  bool mount_namespace = false;
+  std::vector<std::string> noexec_binds;
+  std::vector<SeccompRule> seccomp;
+  std::vector<Gap> gaps;
+};
+
+Plan PlanConfinement(const Policy& policy, const HostFacts& host);
+
+// Rights for each kind of grant at an ABI (exposed for tests and the report).
+uint64_t ReadExecuteRights(LandlockAbi abi);
+uint64_t ReadWriteRights(LandlockAbi abi, bool exec_writable);
+uint64_t DeviceRights(LandlockAbi abi);
+uint64_t GpuRights(LandlockAbi abi);
+
+}  // namespace oarbank

@@ -1,0 +1,75 @@
+#include "report.h"
+
+#include <cstdio>
+
+namespace oarbank {
+namespace {
+
+std::string Hex(uint64_t v) {
+  char buf[24];
+  snprintf(buf, sizeof buf, "%#llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+nlohmann::ordered_json HostReport(const HostFacts& h) {
+  nlohmann::ordered_json caps = nlohmann::ordered_json::array();
+  for (const auto& c : AssessAll(h))
+    caps.push_back({{"id", CapabilityName(c.id)}, {"status", StatusName(c.status)}, {"detail", c.detail}});
+  return {
+      {"kernel", {{"release", h.kernel_release}, {"arch", h.arch}}},
+      {"landlock",
+       {{"abi", h.landlock_abi}, {"kernel_abi", h.landlock_kernel_abi}, {"capped", h.landlock_capped},
+        {"errata", h.landlock_errata}}},
+      {"seccomp", {{"filter", h.seccomp_filter}, {"actions", h.seccomp_actions}}},
+      {"user_namespaces", {{"available", h.user_namespaces}, {"detail", h.user_namespaces_detail}}},
+      {"cgroup_v2",
+       {{"mounted", h.cgroup.v2_mounted},
+        {"mount_point", h.cgroup.mount_point},
+        {"own_cgroup", h.cgroup.own_path},
+        {"writable", h.cgroup.writable},
+        {"controllers", h.cgroup.controllers},
+        {"cgroup_kill", h.cgroup.has_kill}}},
+      {"gpu_nodes", h.gpu_nodes},
+      {"capabilities", caps},
+  };
+}
+
+nlohmann::ordered_json PlanReport(const Plan& plan) {
+  nlohmann::ordered_json at_fault = nlohmann::ordered_json::array();
+  for (const auto& c : plan.placement.at_fault)
+    at_fault.push_back({{"id", CapabilityName(c.id)}, {"status", StatusName(c.status)}, {"detail", c.detail}});
+  nlohmann::ordered_json paths = nlohmann::ordered_json::array();
+  for (const auto& p : plan.landlock.paths)
+    paths.push_back({{"path", p.path}, {"access", Hex(p.access)}, {"source", p.source}, {"optional", p.optional}});
+  nlohmann::ordered_json ports = nlohmann::ordered_json::array();
+  for (const auto& p : plan.landlock.ports)
+    ports.push_back({{"port", p.port}, {"access", Hex(p.access)}, {"source", p.source}});
+  nlohmann::ordered_json seccomp = nlohmann::ordered_json::array();
+  for (const auto& r : plan.seccomp)
+    seccomp.push_back({{"syscall", r.syscall},
+                       {"condition", DescribeCondition(r)},
+                       {"errno", r.err},
+                       {"when", WhenName(r.when)},
+                       {"why", r.why}});
+  nlohmann::ordered_json gaps = nlohmann::ordered_json::array();
+  for (const auto& g : plan.gaps)
+    gaps.push_back({{"field", g.field}, {"capability", CapabilityName(g.capability)}, {"detail", g.detail}});
+  return {
+      {"placement", {{"verdict", VerdictName(plan.placement.verdict)}, {"at_fault", at_fault}}},
+      {"plan",
+       {{"landlock",
+         {{"abi", static_cast<int>(plan.landlock.abi)},
+          {"handled_fs", Hex(plan.landlock.handled_fs)},
+          {"handled_net", Hex(plan.landlock.handled_net)},
+          {"scoped", Hex(plan.landlock.scoped)},
+          {"paths", paths},
+          {"ports", ports}}},
+        {"mount_namespace", {{"enabled", plan.mount_namespace}, {"noexec_binds", plan.noexec_binds}}},
+        {"seccomp", {{"default", "allow"}, {"bad_arch", "kill_process"}, {"rules", seccomp}}},
+        {"gaps", gaps}}},
+  };
+}
+
+}  // namespace oarbank

@@ -1,0 +1,17 @@
+// The enforcement report: host facts, every capability with its status, and
+// for a policy the placement verdict and the plan the launcher would apply.
+// Built from the same Assess/Place/PlanConfinement the launcher runs.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "host_facts.h"
+#include "plan.h"
+#include "policy.h"
+
+namespace oarbank {
+
+nlohmann::ordered_json HostReport(const HostFacts& host);
+nlohmann::ordered_json PlanReport(const Plan& plan);
+
+}  // namespace oarbank
