@@ -1,0 +1,117 @@
+/* The probe contract. One probe = one .c file in escapes/ = one escape
+ * attempt. The file name (without .c) is the probe's name everywhere: in
+ * expectations.tsv, in JSON, JUnit and the HTML matrix.
+ *
+ * A probe prints exactly one verdict line on stdout and exits 0:
+ *   {"probe":"bpf_syscall","verdict":"escaped","detail":"bpf() reached the kernel: EFAULT"}
+ *   {"probe":"bpf_syscall","verdict":"blocked","errno":"EPERM","detail":"..."}
+ *   {"probe":"bpf_syscall","verdict":"error","detail":"OARBANK_PROBE_SECRET not set"}
+ *   {"probe":"int80_socketcall","verdict":"unsupported","detail":"no i386 syscall entry"}
+ * A probe killed by a signal (SIGSYS from the seccomp bad-arch action) prints
+ * nothing; the harness records the signal.
+ *
+ * "escaped" means the attempt reached what the cage must keep from it. Where
+ * the effect itself needs privileges the probe does not have, it proves the
+ * call *reached the kernel* the way bubblewrap's try-syscall does: a bad
+ * pointer or a bad fd makes an unfiltered call fail with EFAULT/EBADF/EINVAL
+ * before any permission check, while the filter answers EPERM first.
+ *
+ * Probes are C11, statically linked, never sanitized, and read their targets
+ * from OARBANK_PROBE_* variables set by the harness (escapes/README.md). */
+#ifndef OARBANK_PROBE_H
+#define OARBANK_PROBE_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifndef PROBE_NAME
+#error "PROBE_NAME is defined by the build from the file name"
+#endif
+
+/* The errno's symbolic name ("EPERM"); strerrorname_np is glibc 2.32+. */
+static inline const char *probe_errno_name(int err) {
+  const char *name = strerrorname_np(err);
+  return name ? name : "E?";
+}
+
+static inline void probe_json_string(const char *s) {
+  putchar('"');
+  for (; *s; ++s) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') printf("\\%c", c);
+    else if (c < 0x20) printf("\\u%04x", c);
+    else putchar(c);
+  }
+  putchar('"');
+}
+
+static inline void probe_verdict(const char *verdict, int err, const char *fmt, va_list ap) {
+  char detail[512];
+  vsnprintf(detail, sizeof detail, fmt, ap);
+  printf("{\"probe\":\"%s\",\"verdict\":\"%s\"", PROBE_NAME, verdict);
+  if (err != 0) printf(",\"errno\":\"%s\"", probe_errno_name(err));
+  printf(",\"detail\":");
+  probe_json_string(detail);
+  printf("}\n");
+  fflush(stdout);
+}
+
+/* Each ends the probe. */
+__attribute__((noreturn, format(printf, 1, 2))) static inline void escaped(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  probe_verdict("escaped", 0, fmt, ap);
+  va_end(ap);
+  _exit(0);
+}
+
+__attribute__((noreturn, format(printf, 2, 3))) static inline void blocked(int err, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  probe_verdict("blocked", err, fmt, ap);
+  va_end(ap);
+  _exit(0);
+}
+
+__attribute__((noreturn, format(printf, 1, 2))) static inline void probe_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  probe_verdict("error", 0, fmt, ap);
+  va_end(ap);
+  _exit(0);
+}
+
+/* The attempted route does not exist on this kernel at all (for example no
+ * i386 syscall entry): said unconfined, it is counted and shown with its
+ * reason, never as a pass. */
+__attribute__((noreturn, format(printf, 1, 2))) static inline void unsupported(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  probe_verdict("unsupported", 0, fmt, ap);
+  va_end(ap);
+  _exit(0);
+}
+
+/* A required OARBANK_PROBE_* variable; its absence is an error, never a pass. */
+static inline const char *probe_env(const char *name) {
+  const char *v = getenv(name);
+  if (v == NULL || *v == '\0') probe_error("%s not set", name);
+  return v;
+}
+
+static inline long probe_env_long(const char *name) { return strtol(probe_env(name), NULL, 10); }
+
+/* For try-syscall probes: `ret`/`err` from a raw syscall made with bad
+ * arguments. Any answer but the filter's errno means the call reached the
+ * kernel. */
+__attribute__((noreturn)) static inline void verdict_reached_kernel(const char *what, long ret, int err, int filter_errno) {
+  if (ret == -1 && err == filter_errno) blocked(err, "%s refused before the kernel", what);
+  if (ret == -1) escaped("%s reached the kernel: %s", what, probe_errno_name(err));
+  escaped("%s succeeded", what);
+}
+
+#endif
