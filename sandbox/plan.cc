@@ -84,7 +84,7 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
   if (abi != LandlockAbi::kNone) {
     for (auto base : kBaseReadExecute)
       ll.paths.push_back({std::string(base), ReadExecuteRights(abi), true, "base system"});
-    for (auto dev : kBaseDevices) ll.paths.push_back({std::string(dev), DeviceRights(abi), true, "base system"});
+    for (auto dev : kBaseDevices) ll.paths.push_back({std::string(dev), DeviceRights(abi), true, "base device"});
     for (const auto& g : policy.grants()) {
       const uint64_t rights = g.access == Access::kReadExecute ? ReadExecuteRights(abi)
                                                                : ReadWriteRights(abi, policy.exec_writable());

@@ -1,0 +1,308 @@
+// Real confinement on this kernel: each test confines a forked child with
+// ConfineSelf (irreversible, so never the test process itself), makes one
+// call there, and asserts its exact errno or signal next to a positive
+// control: the same kind of call where the policy grants it. Every test runs
+// with the confined side as root and as uid 65534.
+#include "enforce.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <linux/keyctl.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <grp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+
+#include "test_util.h"
+
+namespace oarbank {
+namespace {
+
+using testing::TempTree;
+
+constexpr uid_t kNobody = 65534;
+
+// What the confined call gave: its errno (0 for success), or the signal that
+// killed the child, or a setup failure.
+struct Outcome {
+  int err = -1;
+  int signal = 0;
+  std::string setup_error;
+};
+
+std::ostream& operator<<(std::ostream& os, const Outcome& o) {
+  return os << "{errno " << o.err << " (" << (o.err > 0 ? strerrorname_np(o.err) : "-") << "), signal "
+            << o.signal << ", setup '" << o.setup_error << "'}";
+}
+
+// Returns 0 or the errno of a call that returns -1 on failure.
+int Errno(long ret) { return ret == -1 ? errno : 0; }
+
+class ConfineTest : public ::testing::TestWithParam<uid_t> {
+ protected:
+  void SetUp() override {
+    if (GetParam() != getuid() && getuid() != 0) GTEST_SKIP() << "switching to uid " << GetParam() << " needs root";
+    host_ = ProbeHost();
+    if (host_.landlock_abi < 6) GTEST_SKIP() << "this kernel has Landlock ABI " << host_.landlock_abi << " (< 6)";
+  }
+
+  // Confines a forked child with `policy` as the test's uid, runs `call`
+  // there, and returns what it gave.
+  Outcome RunConfined(const Policy& policy, const std::function<int()>& call) {
+    const Plan plan = PlanConfinement(policy, host_);
+    if (plan.placement.verdict != Verdict::kOk) return {-1, 0, PlacementLine(plan.placement)};
+    int pipefd[2];
+    if (pipe2(pipefd, O_CLOEXEC) != 0) return {-1, 0, "pipe"};
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(pipefd[0]);
+      char msg[256] = {};
+      if (GetParam() != getuid() &&
+          (setgroups(0, nullptr) != 0 || setresgid(GetParam(), GetParam(), GetParam()) != 0 ||
+           setresuid(GetParam(), GetParam(), GetParam()) != 0)) {
+        snprintf(msg, sizeof msg, "E setuid: %s", strerror(errno));
+      } else if (prctl(PR_SET_DUMPABLE, 1) != 0) {  // as an exec would (setresuid cleared it)
+        snprintf(msg, sizeof msg, "E dumpable: %s", strerror(errno));
+      } else if (auto failure = ConfineSelf(plan)) {
+        snprintf(msg, sizeof msg, "E %s", StepFailureLine(*failure).c_str());
+      } else {
+        snprintf(msg, sizeof msg, "R %d", call());
+      }
+      (void)!write(pipefd[1], msg, strlen(msg));
+      _exit(0);
+    }
+    close(pipefd[1]);
+    char buf[256] = {};
+    ssize_t n = 0, r;
+    while ((r = read(pipefd[0], buf + n, sizeof buf - 1 - static_cast<size_t>(n))) > 0) n += r;
+    close(pipefd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    Outcome out;
+    if (WIFSIGNALED(status)) out.signal = WTERMSIG(status);
+    else if (buf[0] == 'R') out.err = atoi(buf + 2);
+    else out.setup_error = buf[0] == 'E' ? buf + 2 : "child wrote nothing";
+    return out;
+  }
+
+  static Outcome Err(int err) { return {err, 0, ""}; }
+
+  TempTree tree_;
+  HostFacts host_;
+};
+
+bool operator==(const Outcome& a, const Outcome& b) {
+  return a.err == b.err && a.signal == b.signal && a.setup_error == b.setup_error;
+}
+
+int OpenErr(const std::string& path, int flags) {
+  const int fd = open(path.c_str(), flags | O_CLOEXEC, 0644);
+  if (fd < 0) return errno;
+  close(fd);
+  return 0;
+}
+
+// Forks and execs argv; the errno of execve, or 0 once the program ran.
+int ExecErr(const std::vector<std::string>& args) {
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    const int err = errno;
+    (void)!write(pipefd[1], &err, sizeof err);
+    _exit(127);
+  }
+  close(pipefd[1]);
+  int err = 0;
+  if (read(pipefd[0], &err, sizeof err) != sizeof err) err = 0;
+  close(pipefd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return err;
+}
+
+TEST_P(ConfineTest, ReadOutsideTheGrantsIsRefused) {
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return OpenErr(tree_.Path("outside/secret"), O_RDONLY); }), Err(EACCES));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return OpenErr(tree_.Path("bundle/file"), O_RDONLY); }), Err(0));
+}
+
+TEST_P(ConfineTest, WritingIntoTheBundleIsRefused) {
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return OpenErr(tree_.Path("bundle/new"), O_WRONLY | O_CREAT); }),
+            Err(EACCES));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return OpenErr(tree_.Path("work/new"), O_WRONLY | O_CREAT); }), Err(0));
+  EXPECT_FALSE(std::filesystem::exists(tree_.Path("bundle/new")));  // seen from outside
+}
+
+TEST_P(ConfineTest, TruncatingOutsideTheWritableGrantsIsRefused) {
+  tree_.Write("outside/victim", "keep me\n", 0666);
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(truncate(tree_.Path("outside/victim").c_str(), 0)); }),
+            Err(EACCES));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(truncate(tree_.Path("work/file").c_str(), 0)); }), Err(0));
+  EXPECT_EQ(std::filesystem::file_size(tree_.Path("outside/victim")), 8u);
+}
+
+TEST_P(ConfineTest, ExecutingAWrittenFileIsRefused) {
+  std::filesystem::copy_file("/bin/true", tree_.Path("work/written"));
+  chmod(tree_.Path("work/written").c_str(), 0755);
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return ExecErr({tree_.Path("work/written")}); }), Err(EACCES));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return ExecErr({"/bin/true"}); }), Err(0));
+  EXPECT_EQ(RunConfined(tree_.Runner(R"("exec_writable": true)"), [&] { return ExecErr({tree_.Path("work/written")}); }),
+            Err(0));
+}
+
+// What the dynamic loader does with `ld.so ./written`: map the file
+// executable. Landlock allows it (the file is readable); the noexec bind of
+// the writable grant refuses it.
+TEST_P(ConfineTest, MappingAWrittenFileExecutableIsRefused) {
+  std::filesystem::copy_file("/bin/true", tree_.Path("work/written"));
+  auto map_exec = [](const std::string& path) {
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return errno;
+    void* p = mmap(nullptr, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+    const int err = p == MAP_FAILED ? errno : 0;
+    close(fd);
+    return err;
+  };
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return map_exec(tree_.Path("work/written")); }), Err(EPERM));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return map_exec("/bin/true"); }), Err(0));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return ExecErr({"/lib64/ld-linux-x86-64.so.2", "/bin/true"}); }), Err(0));
+}
+
+TEST_P(ConfineTest, MemfdAndExecveatEmptyPathAreRefused) {
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(memfd_create("x", MFD_CLOEXEC)); }), Err(EPERM));
+  EXPECT_EQ(RunConfined(tree_.Runner(R"("exec_writable": true)"), [] { return Errno(memfd_create("x", MFD_CLOEXEC)); }),
+            Err(0));
+  auto execveat_empty = [] {
+    const int fd = open("/bin/true", O_RDONLY | O_CLOEXEC);
+    char* const argv[] = {const_cast<char*>("true"), nullptr};
+    syscall(SYS_execveat, fd, "", argv, environ, AT_EMPTY_PATH);
+    return errno;
+  };
+  EXPECT_EQ(RunConfined(tree_.Runner(), execveat_empty), Err(EPERM));
+}
+
+TEST_P(ConfineTest, UnixSocketsAreRefusedButSocketpairWorks) {
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(socket(AF_UNIX, SOCK_STREAM, 0)); }), Err(EPERM));
+  int sv[2];
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(socketpair(AF_UNIX, SOCK_STREAM, 0, sv)); }), Err(0));
+}
+
+TEST_P(ConfineTest, NetNoneRefusesIpSockets) {
+  const std::string egress = R"("net": {"mode": "egress-allowlist", "allow": ["a.example"], "proxy_port": 3128})";
+  for (int family : {AF_INET, AF_INET6}) {
+    EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(socket(family, SOCK_STREAM, 0)); }), Err(EPERM));
+    EXPECT_EQ(RunConfined(tree_.Runner(egress), [&] { return Errno(socket(family, SOCK_STREAM, 0)); }), Err(0));
+    EXPECT_EQ(RunConfined(tree_.Runner(egress), [&] { return Errno(socket(family, SOCK_DGRAM, 0)); }), Err(EPERM));
+  }
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(socket(AF_NETLINK, SOCK_RAW, 0)); }), Err(EPERM));
+}
+
+TEST_P(ConfineTest, ListenAndBindAreRefused) {
+  // Unconfined, listen/bind on fd -1 answer EBADF; the filter answers first.
+  EXPECT_EQ(Errno(listen(-1, 1)), EBADF);
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(listen(-1, 1)); }), Err(EPERM));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(bind(-1, nullptr, 0)); }), Err(EPERM));
+}
+
+TEST_P(ConfineTest, PtraceAndNamespacesAreRefused) {
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(ptrace(PTRACE_TRACEME, 0, nullptr, nullptr)); }), Err(EPERM));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(unshare(CLONE_NEWUSER)); }), Err(EPERM));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(unshare(CLONE_NEWNET)); }), Err(EPERM));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(syscall(SYS_clone3, nullptr, 0)); }), Err(ENOSYS));
+  // Positive control: the child still runs ordinary syscalls.
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return getppid() > 0 ? 0 : 1; }), Err(0));
+}
+
+TEST_P(ConfineTest, MountsAreRefusedOldAndNewApi) {
+  EXPECT_EQ(Errno(mount(nullptr, nullptr, nullptr, 0, reinterpret_cast<void*>(1))), EFAULT);  // reaches the kernel
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(mount("none", "/tmp", "tmpfs", 0, nullptr)); }), Err(EPERM));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(syscall(SYS_fsopen, "tmpfs", 0)); }), Err(EPERM));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(syscall(SYS_open_tree, AT_FDCWD, "/", 0)); }), Err(EPERM));
+}
+
+TEST_P(ConfineTest, KernelSurfaceIsRefused) {
+  EXPECT_EQ(Errno(syscall(SYS_bpf, 0, nullptr, 64)), EFAULT);  // reaches the kernel unconfined
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(syscall(SYS_bpf, 0, nullptr, 64)); }), Err(EPERM));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(syscall(SYS_add_key, "user", "k", "v", 1, KEY_SPEC_PROCESS_KEYRING)); }),
+            Err(EPERM));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(syscall(SYS_io_uring_setup, 4, nullptr)); }), Err(EPERM));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(syscall(SYS_userfaultfd, 0)); }), Err(EPERM));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(syscall(SYS_perf_event_open, nullptr, 0, -1, -1, 0)); }),
+            Err(EPERM));
+}
+
+TEST_P(ConfineTest, TerminalInjectionIsRefusedWhateverTheUpperBits) {
+  auto tiocsti = [](unsigned long request) {
+    const int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    const long ret = syscall(SYS_ioctl, fd, request, "x");
+    const int err = ret == -1 ? errno : 0;
+    close(fd);
+    return err;
+  };
+  EXPECT_EQ(tiocsti(TIOCSTI), ENOTTY);  // unfiltered: the tty layer answers
+  for (unsigned long req : {static_cast<unsigned long>(TIOCSTI), TIOCSTI | (1ul << 32), static_cast<unsigned long>(TIOCLINUX),
+                            TIOCLINUX | (1ul << 40)})
+    EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return tiocsti(req); }), Err(EPERM)) << std::hex << req;
+}
+
+TEST_P(ConfineTest, SignalsDoNotLeaveTheSandbox) {
+  const pid_t outside = getpid();  // the test process: outside the child's Landlock domain
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(kill(outside, 0)); }), Err(EPERM));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(kill(getpid(), 0)); }), Err(0));
+}
+
+TEST_P(ConfineTest, NothingIsLeftPrivileged) {
+  auto status_line = [](const char* key) {
+    std::ifstream in("/proc/self/status");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind(key, 0) == 0) return line;
+    return std::string();
+  };
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return status_line("NoNewPrivs:") == "NoNewPrivs:\t1" ? 0 : 1; }), Err(0));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return status_line("Seccomp:") == "Seccomp:\t2" ? 0 : 1; }), Err(0));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return status_line("CapEff:") == "CapEff:\t0000000000000000" ? 0 : 1; }),
+            Err(0));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return status_line("CapBnd:") == "CapBnd:\t0000000000000000" ? 0 : 1; }),
+            Err(0));
+}
+
+TEST_P(ConfineTest, InheritedFdsAreClosedAcrossExec) {
+  const int leaked = open(tree_.Path("outside/secret").c_str(), O_RDONLY);  // no O_CLOEXEC
+  ASSERT_GE(leaked, 0);
+  auto fd_open_after_exec = [&] {
+    // /bin/sh -c 'test -e /proc/self/fd/N' runs after the cage's exec step.
+    const std::string script = "exec 2>/dev/null; [ -e /proc/self/fd/" + std::to_string(leaked) + " ] && exit 3; exit 0";
+    const pid_t pid = fork();
+    if (pid == 0) {
+      execl("/bin/sh", "sh", "-c", script.c_str(), nullptr);
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+  };
+  EXPECT_EQ(RunConfined(tree_.Runner(), fd_open_after_exec), Err(0));
+  EXPECT_EQ(fd_open_after_exec(), 3);  // positive control: unconfined, the fd is inherited
+  close(leaked);
+}
+
+INSTANTIATE_TEST_SUITE_P(AsRootAndNobody, ConfineTest, ::testing::Values(uid_t{0}, kNobody),
+                         [](const auto& info) { return info.param == 0 ? std::string("root") : std::string("nobody"); });
+
+}  // namespace
+}  // namespace oarbank

@@ -1,0 +1,232 @@
+// PlanConfinement and the capability table over every Landlock ABI, with
+// injected host facts: no syscall is made, so every ABI is tested here.
+#include "plan.h"
+
+#include <errno.h>
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "report.h"
+#include "test_util.h"
+
+namespace oarbank {
+namespace {
+
+using testing::FakeHost;
+using testing::TempTree;
+
+std::set<std::string> AtFault(const Plan& plan) {
+  std::set<std::string> ids;
+  for (const auto& c : plan.placement.at_fault) ids.insert(CapabilityName(c.id));
+  return ids;
+}
+
+const PathRule* FindRule(const Plan& plan, const std::string& path) {
+  for (const auto& r : plan.landlock.paths)
+    if (r.path == path) return &r;
+  return nullptr;
+}
+
+bool HasSeccompRule(const Plan& plan, const std::string& syscall) {
+  return std::any_of(plan.seccomp.begin(), plan.seccomp.end(), [&](const SeccompRule& r) { return r.syscall == syscall; });
+}
+
+TEST(Placement, NoLandlockIsBackendMissing) {
+  TempTree tree;
+  const Plan plan = PlanConfinement(tree.Runner(), FakeHost(0));
+  EXPECT_EQ(plan.placement.verdict, Verdict::kBackendMissing);
+  EXPECT_TRUE(AtFault(plan).count("filesystem"));
+  EXPECT_TRUE(plan.landlock.paths.empty());
+}
+
+TEST(Placement, NoSeccompIsBackendMissing) {
+  TempTree tree;
+  HostFacts host = FakeHost(7);
+  host.seccomp_filter = false;
+  const Plan plan = PlanConfinement(tree.Runner(), host);
+  EXPECT_EQ(plan.placement.verdict, Verdict::kBackendMissing);
+  EXPECT_TRUE(AtFault(plan).count("seccomp"));
+}
+
+TEST(Placement, Abi2NamesTheFilesystem) {
+  TempTree tree;
+  const Plan plan = PlanConfinement(tree.Runner(), FakeHost(2));
+  EXPECT_EQ(plan.placement.verdict, Verdict::kCapabilityNotEnforced);
+  EXPECT_TRUE(AtFault(plan).count("filesystem"));
+  EXPECT_NE(PlacementLine(plan.placement).find("CAPABILITY_NOT_ENFORCED: filesystem"), std::string::npos);
+}
+
+TEST(Placement, Abi3To5LackOnlyIpcScopingForNetNone) {
+  TempTree tree;
+  for (int abi : {3, 4, 5}) {
+    const Plan plan = PlanConfinement(tree.Runner(), FakeHost(abi));
+    EXPECT_EQ(plan.placement.verdict, Verdict::kCapabilityNotEnforced) << abi;
+    EXPECT_EQ(AtFault(plan), std::set<std::string>{"ipc.scoping"}) << abi;
+  }
+}
+
+TEST(Placement, Abi6AndNewerRunTheStrictRunner) {
+  TempTree tree;
+  for (int abi = 6; abi <= kNewestKnownAbiNumber + 2; ++abi) {
+    const Plan plan = PlanConfinement(tree.Runner(), FakeHost(abi));
+    EXPECT_EQ(plan.placement.verdict, Verdict::kOk) << abi;
+    EXPECT_TRUE(plan.gaps.empty()) << abi;
+  }
+}
+
+TEST(Placement, EgressNeedsAbi4AndAnyIsNeverEnforced) {
+  TempTree tree;
+  const Policy egress =
+      tree.Runner(R"("net": {"mode": "egress-allowlist", "allow": ["api.example.org"], "proxy_port": 3128})");
+  EXPECT_TRUE(AtFault(PlanConfinement(egress, FakeHost(3))).count("net.egress-allowlist"));
+  EXPECT_EQ(PlanConfinement(egress, FakeHost(6)).placement.verdict, Verdict::kOk);
+  const Policy any = tree.Runner(R"("net": {"mode": "egress-any"})");
+  EXPECT_EQ(AtFault(PlanConfinement(any, FakeHost(kNewestKnownAbiNumber))), std::set<std::string>{"net.egress-any"});
+}
+
+TEST(Placement, ExecWritableDenyNeedsAMountNamespace) {
+  TempTree tree;
+  HostFacts host = FakeHost(7);
+  host.user_namespaces = false;
+  host.user_namespaces_detail = "kernel.unprivileged_userns_clone is 0";
+  const Plan strict = PlanConfinement(tree.Runner(), host);
+  EXPECT_EQ(AtFault(strict), std::set<std::string>{"exec_writable.deny"});
+  EXPECT_NE(PlacementLine(strict.placement).find("unprivileged_userns_clone"), std::string::npos);
+  // Granting exec_writable needs no mount namespace.
+  EXPECT_EQ(PlanConfinement(tree.Runner(R"("exec_writable": true)"), host).placement.verdict, Verdict::kOk);
+}
+
+TEST(Placement, BrokerNeedsResolveUnix) {
+  TempTree tree;
+  const Policy broker = tree.Runner("\"broker\": \"" + tree.MakeSocket("broker.sock") + "\"");
+  EXPECT_EQ(AtFault(PlanConfinement(broker, FakeHost(8))), std::set<std::string>{"ipc.broker-only"});
+  const Plan plan = PlanConfinement(broker, FakeHost(9));
+  ASSERT_EQ(plan.placement.verdict, Verdict::kOk);
+  const PathRule* rule = FindRule(plan, tree.Path("broker.sock"));
+  ASSERT_NE(rule, nullptr);
+  EXPECT_EQ(rule->access, kFsResolveUnix);
+  EXPECT_FALSE(HasSeccompRule(plan, "socket") &&
+               std::any_of(plan.seccomp.begin(), plan.seccomp.end(),
+                           [](const SeccompRule& r) { return r.when == When::kNoBroker; }));
+}
+
+TEST(Plan, WritableGrantsLoseExecuteUnlessExecWritable) {
+  TempTree tree;
+  const Plan strict = PlanConfinement(tree.Runner(), FakeHost(7));
+  const PathRule* work = FindRule(strict, tree.Path("work"));
+  ASSERT_NE(work, nullptr);
+  EXPECT_EQ(work->access & kFsExecute, 0u);
+  EXPECT_NE(work->access & kFsWriteFile, 0u);
+  EXPECT_NE(work->access & kFsTruncate, 0u);
+  EXPECT_TRUE(strict.mount_namespace);
+  EXPECT_EQ(strict.noexec_binds,
+            (std::vector<std::string>{tree.Path("work"), tree.Path("data"), tree.Path("work/tmp")}));
+  const Plan open = PlanConfinement(tree.Runner(R"("exec_writable": true)"), FakeHost(7));
+  EXPECT_NE(FindRule(open, tree.Path("work"))->access & kFsExecute, 0u);
+  EXPECT_FALSE(open.mount_namespace);
+  EXPECT_TRUE(open.noexec_binds.empty());
+}
+
+TEST(Plan, ReadExecuteGrantsNeverWrite) {
+  TempTree tree;
+  const Plan plan = PlanConfinement(tree.Runner(), FakeHost(kNewestKnownAbiNumber));
+  for (const auto& rule : plan.landlock.paths) {
+    if (rule.source == "bundle" || rule.source == "runtime" || rule.source == "base system") {
+      EXPECT_EQ(rule.access & (kFsWriteFile | kFsRemoveFile | kFsMakeReg | kFsTruncate | kFsRefer), 0u) << rule.path;
+    }
+  }
+}
+
+TEST(Plan, EgressConnectsToTheProxyPortAloneAndNeverBinds) {
+  TempTree tree;
+  const Policy egress =
+      tree.Runner(R"("net": {"mode": "egress-allowlist", "allow": ["api.example.org"], "proxy_port": 3128})");
+  const Plan plan = PlanConfinement(egress, FakeHost(7));
+  ASSERT_EQ(plan.landlock.ports.size(), 1u);
+  EXPECT_EQ(plan.landlock.ports[0].port, 3128);
+  EXPECT_EQ(plan.landlock.ports[0].access, kNetConnectTcp);
+  EXPECT_NE(plan.landlock.handled_net & kNetBindTcp, 0u);
+  // net none: no port rule at all, TCP handled, so every connect is refused.
+  const Plan none = PlanConfinement(tree.Runner(), FakeHost(7));
+  EXPECT_TRUE(none.landlock.ports.empty());
+  EXPECT_NE(none.landlock.handled_net & kNetConnectTcp, 0u);
+}
+
+TEST(Plan, SeccompRowsFollowThePolicy) {
+  TempTree tree;
+  const Plan strict = PlanConfinement(tree.Runner(), FakeHost(7));
+  for (const char* always : {"io_uring_setup", "io_uring_enter", "io_uring_register", "ptrace", "unshare", "setns",
+                             "mount", "fsopen", "fsmount", "move_mount", "open_tree", "fspick", "fsconfig", "bpf",
+                             "add_key", "keyctl", "init_module", "finit_module", "perf_event_open", "userfaultfd",
+                             "process_vm_readv", "process_vm_writev", "pidfd_getfd", "open_by_handle_at", "listen",
+                             "memfd_create", "execveat", "clone3", "clone", "ioctl"})
+    EXPECT_TRUE(HasSeccompRule(strict, always)) << always;
+  const auto clone3 = std::find_if(strict.seccomp.begin(), strict.seccomp.end(),
+                                   [](const SeccompRule& r) { return r.syscall == "clone3"; });
+  EXPECT_EQ(clone3->err, ENOSYS);
+  const Plan open = PlanConfinement(tree.Runner(R"("exec_writable": true)"), FakeHost(7));
+  EXPECT_FALSE(HasSeccompRule(open, "memfd_create"));
+  EXPECT_FALSE(HasSeccompRule(open, "execveat"));
+}
+
+TEST(Plan, HotSyscallsStayOutOfTheFilter) {
+  // Keeps them in the kernel's per-syscall allow cache.
+  for (const auto& rule : SeccompRuleTable())
+    for (const char* hot : {"read", "write", "futex", "mmap", "getppid", "close", "openat", "fstat", "brk"})
+      EXPECT_NE(rule.syscall, hot);
+}
+
+TEST(Report, HostReportListsEveryCapability) {
+  const auto report = HostReport(FakeHost(7));
+  EXPECT_EQ(report["capabilities"].size(), AllCapabilities().size());
+  EXPECT_EQ(report["landlock"]["abi"], 7);
+}
+
+TEST(Report, PlanReportCarriesTheVerdict) {
+  TempTree tree;
+  const auto report = PlanReport(PlanConfinement(tree.Runner(), FakeHost(2)));
+  EXPECT_EQ(report["placement"]["verdict"], "CAPABILITY_NOT_ENFORCED");
+  EXPECT_EQ(report["placement"]["at_fault"][0]["id"], "filesystem");
+}
+
+// Properties over every pair of ABIs: a lower ABI never enforces more, and
+// every grant is enforced by a rule or listed as a gap.
+RC_GTEST_PROP(PlanProperty, LowerAbiNeverEnforcesMore, ()) {
+  const int low = *rc::gen::inRange(0, kNewestKnownAbiNumber + 2);
+  const int high = *rc::gen::inRange(low, kNewestKnownAbiNumber + 3);
+  const LandlockAbi a = ToAbi(low), b = ToAbi(high);
+  RC_ASSERT((HandledFs(a) & ~HandledFs(b)) == 0u);
+  RC_ASSERT((HandledNet(a) & ~HandledNet(b)) == 0u);
+  RC_ASSERT((HandledScopes(a) & ~HandledScopes(b)) == 0u);
+  const HostFacts ha = FakeHost(low), hb = FakeHost(high);
+  for (auto id : AllCapabilities())
+    if (Assess(id, ha).status == Status::kEnforced) RC_ASSERT(Assess(id, hb).status == Status::kEnforced);
+}
+
+RC_GTEST_PROP(PlanProperty, EveryGrantIsInThePlanOrTheGaps, ()) {
+  static TempTree tree;
+  const int abi = *rc::gen::inRange(0, kNewestKnownAbiNumber + 2);
+  const bool exec_writable = *rc::gen::arbitrary<bool>();
+  const bool egress = *rc::gen::arbitrary<bool>();
+  HostFacts host = FakeHost(abi);
+  host.user_namespaces = *rc::gen::arbitrary<bool>();
+  host.seccomp_filter = *rc::gen::arbitrary<bool>();
+  std::string extra = exec_writable ? R"("exec_writable": true)" : R"("exec_writable": false)";
+  if (egress) extra += R"(, "net": {"mode": "egress-allowlist", "allow": ["a.example"], "proxy_port": 8080})";
+  const Policy policy = tree.Runner(extra);
+  const Plan plan = PlanConfinement(policy, host);
+  for (const auto& g : policy.grants()) {
+    const bool in_plan = std::any_of(plan.landlock.paths.begin(), plan.landlock.paths.end(),
+                                     [&](const PathRule& r) { return r.path == g.path && r.access != 0; });
+    const bool in_gaps = std::any_of(plan.gaps.begin(), plan.gaps.end(), [&](const Gap& x) { return x.field == g.field; });
+    RC_ASSERT(in_plan || in_gaps);
+  }
+  // A plan that runs has no gap, and one with a gap never runs.
+  RC_ASSERT((plan.placement.verdict == Verdict::kOk) == plan.gaps.empty());
+}
+
+}  // namespace
+}  // namespace oarbank
