@@ -1,0 +1,142 @@
+"""End-to-end checks of oarbank-agent as a user runs it: exit codes (64 bad
+input, 70 not enforceable, 71 exec failed, else the module's own status),
+one-line errors, and the enforcement report."""
+import json
+import os
+import subprocess
+import socket
+
+import pytest
+
+BUILD = os.environ.get("OARBANK_BUILD", os.path.join(os.path.dirname(__file__), "..", "build"))
+AGENT = os.path.join(BUILD, "sandbox", "oarbank-agent")
+
+
+def run(*args, **kw):
+    return subprocess.run([AGENT, *args], capture_output=True, text=True, timeout=30, **kw)
+
+
+@pytest.fixture
+def tree(tmp_path):
+    for d in ("bundle", "work", "work/tmp", "data"):
+        (tmp_path / d).mkdir()
+    os.chmod(tmp_path, 0o755)
+    return tmp_path
+
+
+def write_policy(tree, **fields):
+    policy = {"contract": 1, "role": "runner", "bundle": str(tree / "bundle"), "work": str(tree / "work"),
+              "data": str(tree / "data"), "tmp": str(tree / "work/tmp")}
+    policy.update(fields)
+    path = tree / "policy.json"
+    path.write_text(json.dumps(policy))
+    return str(path)
+
+
+def test_the_module_status_passes_through(tree):
+    r = run("sandbox-exec", write_policy(tree), "--", "/bin/sh", "-c", "exit 7")
+    assert r.returncode == 7, r.stderr
+    assert r.stderr == ""
+
+
+def test_the_module_runs_confined(tree):
+    r = run("sandbox-exec", write_policy(tree), "--", "/bin/sh", "-c", "grep -E '^(NoNewPrivs|Seccomp|CapEff):' /proc/self/status")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:3] == ["CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"]
+
+
+def test_a_bad_policy_is_one_line_and_64(tree):
+    path = write_policy(tree, net={"mode": "egress-allowlist", "allow": ["a.example"], "proxy_port": 0})
+    r = run("sandbox-exec", path, "--", "/bin/true")
+    assert r.returncode == 64
+    assert r.stderr == "policy: net.proxy_port: expected integer 1..65535\n"
+
+
+def test_an_unknown_field_is_named(tree):
+    r = run("sandbox-exec", write_policy(tree, colour="red"), "--", "/bin/true")
+    assert r.returncode == 64
+    assert r.stderr.startswith("policy: colour: unknown field")
+    assert r.stderr.count("\n") == 1
+
+
+def test_a_missing_policy_file_is_64(tree):
+    r = run("sandbox-exec", str(tree / "nope.json"), "--", "/bin/true")
+    assert r.returncode == 64
+    assert r.stderr == f"policy: {tree / 'nope.json'}: cannot read the policy file\n"
+
+
+def test_usage_errors_are_64():
+    assert run("sandbox-exec").returncode == 64
+    assert run("no-such-command").returncode == 64
+
+
+def test_exec_failure_is_71(tree):
+    r = run("sandbox-exec", write_policy(tree), "--", "/no/such/program")
+    assert r.returncode == 71
+    assert r.stderr == "sandbox: exec: /no/such/program: No such file or directory\n"
+
+
+def test_exec_outside_the_grants_is_71_with_eacces(tree):
+    (tree / "work" / "x").write_text("#!/bin/sh\nexit 0\n")
+    os.chmod(tree / "work" / "x", 0o755)
+    r = run("sandbox-exec", write_policy(tree), "--", str(tree / "work" / "x"))
+    assert r.returncode == 71
+    assert r.stderr.endswith(": Permission denied\n")
+
+
+@pytest.mark.parametrize("abi,verdict,capability", [
+    (0, "SANDBOX_BACKEND_MISSING", "filesystem"),
+    (2, "CAPABILITY_NOT_ENFORCED", "filesystem"),
+    (5, "CAPABILITY_NOT_ENFORCED", "ipc.scoping"),
+])
+def test_a_kernel_that_cannot_enforce_refuses_with_70(tree, abi, verdict, capability):
+    marker = tree / "work" / "ran"
+    r = run("sandbox-exec", "--landlock-abi-max", str(abi), write_policy(tree), "--", "/bin/sh", "-c", f"touch {marker}")
+    assert r.returncode == 70
+    assert r.stderr.startswith(f"sandbox: {verdict}: {capability} (")
+    assert r.stderr.count("\n") == 1
+    assert not marker.exists(), "nothing may run unconfined"
+
+
+def test_egress_any_is_never_enforced(tree):
+    r = run("sandbox-exec", write_policy(tree, net={"mode": "egress-any"}), "--", "/bin/true")
+    assert r.returncode == 70
+    assert r.stderr.startswith("sandbox: CAPABILITY_NOT_ENFORCED: net.egress-any (")
+
+
+def test_report_lists_every_capability():
+    r = run("sandbox-report")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    ids = [c["id"] for c in report["capabilities"]]
+    for expected in ("filesystem", "exec_writable.deny", "net.none", "net.egress-allowlist", "ipc.scoping",
+                     "ipc.unix-sockets", "process.container", "limits.memory", "net.egress-any"):
+        assert expected in ids
+    assert all(c["status"] in ("enforced", "cooperative", "unavailable") for c in report["capabilities"])
+    assert report["landlock"]["abi"] == report["landlock"]["kernel_abi"]
+
+
+def test_report_with_a_policy_has_the_verdict_and_plan(tree):
+    r = run("sandbox-report", "--landlock-abi-max", "2", write_policy(tree))
+    report = json.loads(r.stdout)
+    assert report["placement"]["verdict"] == "CAPABILITY_NOT_ENFORCED"
+    assert "filesystem" in [c["id"] for c in report["placement"]["at_fault"]]
+    assert report["landlock"]["capped"] is True
+    r = run("sandbox-report", write_policy(tree))
+    report = json.loads(r.stdout)
+    syscalls = {rule["syscall"] for rule in report["plan"]["seccomp"]["rules"]}
+    assert {"io_uring_setup", "clone3", "memfd_create", "ptrace"} <= syscalls
+
+
+def test_the_abi_cap_can_only_lower():
+    real = json.loads(run("sandbox-report").stdout)["landlock"]["abi"]
+    capped = json.loads(run("sandbox-report", "--landlock-abi-max", "99").stdout)["landlock"]
+    assert capped["abi"] == real
+    assert capped["capped"] is False
+
+
+def test_the_launcher_keeps_no_fd_open(tree):
+    # An fd the caller leaks into the launcher never reaches the module.
+    r = subprocess.run(f"exec 9<{tree / 'policy.json'}; {AGENT} sandbox-exec {write_policy(tree)} -- /bin/sh -c '[ -e /proc/self/fd/9 ] && echo leaked || echo closed'",
+                       shell=True, capture_output=True, text=True, timeout=30)
+    assert r.stdout == "closed\n", r.stderr
