@@ -123,6 +123,11 @@ std::vector<SeccompRule> BuildTable() {
     t.push_back({"socket", {Eq(0, family), Ge(2, IPPROTO_TCP + 1)}, EPERM, When::kNetEgressAllowlist,
                  "egress-allowlist: plain TCP only (no MPTCP or SCTP)"});
   }
+  // TCP Fast Open connects from inside sendto/sendmsg, where Landlock's
+  // connect check never runs (landlock-lsm/linux#41): refuse the flag.
+  for (const auto& [syscall, flags_arg] : {std::pair{"sendto", 3u}, {"sendmsg", 2u}, {"sendmmsg", 3u}})
+    t.push_back({syscall, {Masked(flags_arg, MSG_FASTOPEN, MSG_FASTOPEN)}, EPERM, When::kNetEgressAllowlist,
+                 "egress-allowlist: MSG_FASTOPEN connects without connect(), around Landlock's TCP rule"});
   return t;
 }
 

@@ -1,0 +1,356 @@
+#include "battery.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "environment.h"
+#include "exit_codes.h"
+#include "policy.h"
+
+namespace oarbank {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr int kTimeoutMs = 10000;
+
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "SIG" + std::to_string(sig);
+}
+
+// Runs argv with exactly `env`, as `uid`, in its own process group; captures
+// stdout and stderr; kills the group after the timeout.
+ProbeRun Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, uid_t uid) {
+  ProbeRun run;
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+    run.detail = "pipe failed";
+    return run;
+  }
+  std::vector<char*> args, envp;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    const int devnull = open("/dev/null", O_RDONLY);
+    dup2(devnull, 0);
+    if (uid != 0 && (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0))
+      _exit(125);
+    execve(args[0], args.data(), envp.data());
+    _exit(126);
+  }
+  close(out[1]);
+  close(err[1]);
+  std::string o, e;
+  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  int open_fds = 2;
+  while (open_fds > 0) {
+    const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    const int left = kTimeoutMs - static_cast<int>(elapsed.count());
+    if (left <= 0 || poll(fds, 2, left) == 0) {
+      run.timed_out = true;
+      kill(-pid, SIGKILL);
+      break;
+    }
+    for (auto& p : fds) {
+      if (p.fd < 0 || !p.revents) continue;
+      char buf[4096];
+      const ssize_t n = read(p.fd, buf, sizeof buf);
+      if (n <= 0) {
+        close(p.fd);
+        p.fd = -1;
+        --open_fds;
+        continue;
+      }
+      (p.fd == out[0] ? o : e).append(buf, static_cast<size_t>(n));
+    }
+  }
+  for (auto& p : fds)
+    if (p.fd >= 0) close(p.fd);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  kill(-pid, SIGKILL);  // nothing of the run stays behind in its group
+  run.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (WIFSIGNALED(status)) run.signal = WTERMSIG(status);
+  else run.exit_code = WEXITSTATUS(status);
+  run.stderr_text = e.substr(0, 2000);
+  // The verdict: the last line of stdout that parses as one.
+  size_t pos = 0;
+  while (pos < o.size()) {
+    size_t end = o.find('\n', pos);
+    if (end == std::string::npos) end = o.size();
+    const auto j = nlohmann::json::parse(o.substr(pos, end - pos), nullptr, false);
+    if (j.is_object() && j.contains("verdict") && j["verdict"].is_string()) {
+      run.verdict = j["verdict"];
+      run.err = j.value("errno", "");
+      run.detail = j.value("detail", "");
+    }
+    pos = end + 1;
+  }
+  return run;
+}
+
+std::string Expected(const Expectation& row, int abi, int min_abi) {
+  if (abi < min_abi) return "refused (exit 70)";
+  switch (row.expect) {
+    case Expect::kBlocked: return "blocked " + row.code;
+    case Expect::kKilled: return "killed " + row.code;
+    case Expect::kAllowed: return "allowed";
+    case Expect::kGap: return "gap";
+  }
+  return "?";
+}
+
+// Compares one confined run with its row (and what the world saw).
+void Judge(Cell& cell, const Expectation* row, int policy_min_abi, int abi, const std::vector<std::string>& evidence) {
+  const ProbeRun& r = cell.run;
+  if (row == nullptr) {
+    cell.outcome = Outcome::kUnexpected;
+    cell.why = "no row in expectations.tsv";
+    return;
+  }
+  const int min_abi = std::max(row->min_abi, policy_min_abi);
+  cell.expected = Expected(*row, abi, min_abi);
+  cell.why = row->why;
+  const bool refused = r.exit_code == kExitNotEnforced && r.verdict.empty();
+  if (abi < min_abi) {
+    cell.outcome = refused ? Outcome::kPass : Outcome::kUnexpected;
+    cell.why = refused ? "the policy needs Landlock ABI " + std::to_string(min_abi) + ": " + r.stderr_text
+                       : "the launcher ran the probe on Landlock ABI " + std::to_string(abi) + " < " +
+                             std::to_string(min_abi) + ": " + r.Summary();
+    return;
+  }
+  if (refused) {
+    cell.outcome = Outcome::kUnexpected;
+    cell.why = "refused by the launcher: " + r.stderr_text;
+    return;
+  }
+  const bool got_through = r.verdict == "escaped";
+  switch (row->expect) {
+    case Expect::kAllowed:
+      cell.outcome = got_through ? Outcome::kPass : Outcome::kUnexpected;
+      if (!got_through) cell.why = "a granted operation was refused: " + r.Summary() + " " + r.detail;
+      return;
+    case Expect::kGap:
+      cell.outcome = Outcome::kGap;
+      return;
+    case Expect::kBlocked:
+    case Expect::kKilled: break;
+  }
+  if (got_through) {
+    cell.outcome = Outcome::kEscaped;
+    cell.why = r.detail;
+    return;
+  }
+  if (!evidence.empty()) {
+    cell.outcome = Outcome::kEscaped;
+    cell.why = "seen from outside: " + evidence.front();
+    return;
+  }
+  if (r.verdict == "unsupported") {
+    cell.outcome = Outcome::kUnsupported;
+    cell.why = r.detail;
+    return;
+  }
+  const bool match = row->expect == Expect::kBlocked ? (r.verdict == "blocked" && r.err == row->code)
+                                                     : (r.signal != 0 && SignalName(r.signal) == row->code);
+  cell.outcome = match ? Outcome::kPass : Outcome::kUnexpected;
+  if (!match) cell.why = r.detail.empty() ? r.stderr_text : r.detail;
+}
+
+std::vector<std::string> Sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+bool Selected(const std::vector<std::string>& only, const std::string& name) {
+  return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
+}
+
+}  // namespace
+
+const char* OutcomeName(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kPass: return "PASS";
+    case Outcome::kGap: return "GAP";
+    case Outcome::kUnsupported: return "UNSUPPORTED";
+    case Outcome::kBroken: return "BROKEN";
+    case Outcome::kEscaped: return "ESCAPED";
+    case Outcome::kUnexpected: return "UNEXPECTED";
+  }
+  return "?";
+}
+
+bool IsFailure(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kPass:
+    case Outcome::kGap:
+    case Outcome::kUnsupported: return false;
+    case Outcome::kBroken:
+    case Outcome::kEscaped:
+    case Outcome::kUnexpected: return true;
+  }
+  return true;
+}
+
+std::string ProbeRun::Summary() const {
+  if (timed_out) return "timed out";
+  if (signal != 0) return "killed " + SignalName(signal);
+  if (!verdict.empty()) return verdict + (err.empty() ? "" : " " + err);
+  if (exit_code == kExitNotEnforced) return "refused (exit 70)";
+  return "exit " + std::to_string(exit_code) + ", no verdict line";
+}
+
+Result<BatteryResult> RunBattery(const BatteryOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  BatteryResult result;
+  result.host = ProbeHost(o.abi_cap);
+  result.abi = result.host.landlock_abi;
+  result.uids = o.uids;
+
+  auto table = Expectations::Load(o.expectations);
+  if (!table.ok()) return table.error();
+
+  // Probes: every built probe (the build finds them; the table must cover them).
+  for (const auto& entry : fs::directory_iterator(o.probe_dir))
+    if (entry.is_regular_file() && Selected(o.only_probes, entry.path().filename().string()))
+      result.probes.push_back(entry.path().filename().string());
+  result.probes = Sorted(result.probes);
+  for (const auto& entry : fs::directory_iterator(o.policy_dir))
+    if (entry.path().extension() == ".json" && Selected(o.only_policies, entry.path().stem().string()))
+      result.policies.push_back(entry.path().stem().string());
+  result.policies = Sorted(result.policies);
+  if (result.probes.empty()) return Error{o.probe_dir, "no probes found"};
+  if (result.policies.empty()) return Error{o.policy_dir, "no battery policies found"};
+
+  auto world_or = MakeWorld(o.probe_dir, o.uids);
+  if (!world_or.ok()) return world_or.error();
+  std::unique_ptr<World> world = std::move(world_or).value();
+  result.notes = world->notes;
+
+  std::map<std::string, std::string> policy_paths;
+  for (const auto& name : result.policies) {
+    auto path = MaterializePolicy(*world, o.policy_dir + "/" + name + ".json", name);
+    if (!path.ok()) return path.error();
+    policy_paths[name] = path.value();
+  }
+
+  int run_number = 0;
+  // Per run: a fresh outside dir and writable subdirectory, and the probe's variables.
+  auto prepare = [&](uid_t uid, std::string& outside_dir) {
+    const std::string id = "run-" + std::to_string(++run_number);
+    outside_dir = world->outside + "/" + id;
+    const std::string writable = world->work + "/" + id;
+    for (const auto& d : {outside_dir, writable}) {
+      fs::create_directories(d);
+      chmod(d.c_str(), 0777);
+      (void)!chown(d.c_str(), uid, uid);
+    }
+    const auto outside_pid = world->outside_pid.count(uid) ? world->outside_pid.at(uid) : world->outside_pid.begin()->second;
+    return std::map<std::string, std::string>{
+        {"OARBANK_PROBE_BUNDLE", world->bundle},
+        {"OARBANK_PROBE_WRITABLE", writable},
+        {"OARBANK_PROBE_DATA", world->data},
+        {"OARBANK_PROBE_SECRET", world->secret},
+        {"OARBANK_PROBE_OUTSIDE_DIR", outside_dir},
+        {"OARBANK_PROBE_UNIX_SOCKET", world->unix_socket},
+        {"OARBANK_PROBE_UNIX_DGRAM_SOCKET", world->unix_dgram_socket},
+        {"OARBANK_PROBE_ABSTRACT_SOCKET", world->abstract_name},
+        {"OARBANK_PROBE_TCP_PORT", std::to_string(world->tcp_port)},
+        {"OARBANK_PROBE_PROXY_PORT", std::to_string(world->proxy_port)},
+        {"OARBANK_PROBE_UDP_PORT", std::to_string(world->udp_port)},
+        {"OARBANK_PROBE_OUTSIDE_PID", std::to_string(outside_pid)},
+        {"OARBANK_PROBE_INHERITED_FD", std::to_string(world->inherited_fd)},
+        {"OARBANK_PROBE_SETUID_HELPER", world->setuid_helper},
+        {"OARBANK_PROBE_CGROUP_PROCS", world->cgroup_dir.empty() ? "" : world->cgroup_dir + "/cgroup.procs"},
+        {"OARBANK_PROBE_PIDFILE", writable + "/daemon.pid"},
+        {"OARBANK_PROBE_GPU_NODE", world->gpu_node},
+    };
+  };
+  // A daemon a probe left: evidence, then killed.
+  auto reap_daemon = [](const std::string& pidfile, std::vector<std::string>& evidence) {
+    std::ifstream in(pidfile);
+    long pid = 0;
+    if (in >> pid && pid > 1 && kill(static_cast<pid_t>(pid), 0) == 0) {
+      evidence.push_back("daemon pid " + std::to_string(pid) + " outlived the job");
+      kill(static_cast<pid_t>(pid), SIGKILL);
+    }
+  };
+
+  // 1. Unconfined, as root, with the agent's full environment: every probe
+  //    must escape (or say its route does not exist on this kernel).
+  for (const auto& probe : result.probes) {
+    std::string outside_dir;
+    auto vars = prepare(0, outside_dir);
+    std::vector<std::string> env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world->env_secret};
+    for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
+    Cell cell{probe, "unconfined", 0, "escaped", Spawn({world->bundle + "/" + probe}, env, 0), Outcome::kPass, ""};
+    std::vector<std::string> ignored;
+    reap_daemon(vars["OARBANK_PROBE_PIDFILE"], ignored);
+    world->listeners->Drain();  // what an unconfined probe reached is not evidence against a confined one
+    if (world->cgroup_dir.size()) {  // move anything a probe put there back out
+      std::ifstream procs(world->cgroup_dir + "/cgroup.procs");
+      for (long pid; procs >> pid;) kill(static_cast<pid_t>(pid), SIGKILL);
+    }
+    if (cell.run.verdict == "unsupported") {
+      cell.outcome = Outcome::kUnsupported;
+      cell.why = cell.run.detail;
+    } else if (cell.run.verdict != "escaped") {
+      cell.outcome = Outcome::kBroken;
+      cell.why = "unconfined it did not escape: " + cell.run.Summary() + " " + cell.run.detail;
+    }
+    result.unconfined.push_back(cell);
+  }
+
+  // 2. Confined: every policy, every identity, the agent's built environment.
+  for (const auto& policy_name : result.policies) {
+    auto policy = LoadPolicyFile(policy_paths[policy_name]);
+    if (!policy.ok()) return Error{policy_name, PolicyErrorLine(policy.error())};
+    for (const auto& probe : result.probes) {
+      for (uid_t uid : o.uids) {
+        std::string outside_dir;
+        auto vars = prepare(uid, outside_dir);
+        const auto env = BuildModuleEnvironment(policy.value(), vars);
+        std::vector<std::string> argv = {o.agent, "sandbox-exec"};
+        if (o.abi_cap >= 0) argv.insert(argv.end(), {"--landlock-abi-max", std::to_string(o.abi_cap)});
+        argv.insert(argv.end(), {policy_paths[policy_name], "--", world->bundle + "/" + probe});
+        const Evidence before = ObserveWorld(*world, outside_dir);
+        Cell cell{probe, policy_name, uid, "", Spawn(argv, env, uid), Outcome::kPass, ""};
+        std::vector<std::string> evidence = CompareEvidence(before, ObserveWorld(*world, outside_dir), probe);
+        reap_daemon(vars["OARBANK_PROBE_PIDFILE"], evidence);
+        Judge(cell, table.value().Find(probe, policy_name), table.value().PolicyMinAbi(policy_name), result.abi,
+              evidence);
+        result.confined.push_back(cell);
+      }
+    }
+  }
+
+  result.passed = true;
+  for (const auto& c : result.unconfined) result.passed &= !IsFailure(c.outcome);
+  for (const auto& c : result.confined) result.passed &= !IsFailure(c.outcome);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace oarbank

@@ -1,0 +1,76 @@
+// The battery: every probe, first unconfined as root (it must escape, or it
+// is BROKEN: it could not see an escape if there were one), then confined
+// under each battery policy as each identity, compared with the
+// expectations table and with what the world saw from outside.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "expectations.h"
+#include "host_facts.h"
+#include "world.h"
+
+namespace oarbank {
+
+enum class Outcome {
+  kPass,          // matched the table (blocked, killed, allowed or refused as expected)
+  kGap,           // a declared known gap, shown amber
+  kUnsupported,   // the route does not exist on this kernel (said unconfined)
+  kBroken,        // the probe did not escape unconfined
+  kEscaped,       // it got through where the table says blocked (or the world saw an effect)
+  kUnexpected,    // any other mismatch (wrong errno, refused when it should run, no verdict, ...)
+};
+const char* OutcomeName(Outcome outcome);
+bool IsFailure(Outcome outcome);
+
+struct ProbeRun {
+  int exit_code = -1;  // -1 when killed
+  int signal = 0;
+  bool timed_out = false;
+  std::string verdict;  // escaped / blocked / error / unsupported / "" (no line)
+  std::string err;      // errno name from the verdict line
+  std::string detail;
+  std::string stderr_text;
+  double ms = 0;
+  std::string Summary() const;  // "blocked EACCES", "killed SIGSYS", "refused (exit 70)", ...
+};
+
+struct Cell {
+  std::string probe;
+  std::string policy;
+  uid_t uid = 0;
+  std::string expected;
+  ProbeRun run;
+  Outcome outcome = Outcome::kPass;
+  std::string why;  // the table's why, or what went wrong
+};
+
+struct BatteryOptions {
+  std::string agent;         // oarbank-agent
+  std::string probe_dir;     // built probes
+  std::string policy_dir;    // fixtures/policies/battery
+  std::string expectations;  // escapes/expectations.tsv
+  int abi_cap = -1;          // --landlock-abi-max for the launcher
+  std::vector<uid_t> uids = {0, 65534};
+  std::vector<std::string> only_probes;
+  std::vector<std::string> only_policies;
+};
+
+struct BatteryResult {
+  HostFacts host;
+  int abi = 0;  // what the launcher used (capped or not)
+  std::vector<std::string> probes, policies;
+  std::vector<uid_t> uids;
+  std::vector<Cell> unconfined;  // one per probe
+  std::vector<Cell> confined;
+  std::vector<std::string> notes;
+  double seconds = 0;
+  bool passed = false;
+};
+
+Result<BatteryResult> RunBattery(const BatteryOptions& options);
+
+}  // namespace oarbank

@@ -1,0 +1,61 @@
+// oarbank-conform: runs the escape battery on this host and writes the
+// reports. Exit 0 only when every probe escapes unconfined and every
+// confined run matches the expectations table.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "battery.h"
+#include "exit_codes.h"
+#include "reports.h"
+
+int main(int argc, char** argv) {
+  using namespace oarbank;
+  namespace fs = std::filesystem;
+  const fs::path self = fs::canonical("/proc/self/exe").parent_path();
+  BatteryOptions o;
+  o.agent = (self.parent_path() / "sandbox" / "oarbank-agent").string();
+  o.probe_dir = (self.parent_path() / "probes").string();
+  o.policy_dir = std::string(OARBANK_SOURCE_DIR) + "/fixtures/policies/battery";
+  o.expectations = std::string(OARBANK_SOURCE_DIR) + "/escapes/expectations.tsv";
+  std::string out = "conform-report";
+  std::vector<int> uids = {0, 65534};
+
+  CLI::App app{"oarbank-conform: the escape battery on this host"};
+  app.add_option("--agent", o.agent, "oarbank-agent to test")->check(CLI::ExistingFile);
+  app.add_option("--probes", o.probe_dir, "Directory of built probes")->check(CLI::ExistingDirectory);
+  app.add_option("--policies", o.policy_dir, "Directory of battery policy fixtures")->check(CLI::ExistingDirectory);
+  app.add_option("--expectations", o.expectations, "expectations.tsv")->check(CLI::ExistingFile);
+  app.add_option("--out", out, "Directory for battery.json, battery.xml, battery.md, battery.html");
+  app.add_option("--landlock-abi-max", o.abi_cap, "Run the launcher at most at this Landlock ABI (can only lower)");
+  app.add_option("--uids", uids, "Identities the confined side runs as")->delimiter(',');
+  app.add_option("--probe", o.only_probes, "Only these probes")->delimiter(',');
+  app.add_option("--policy", o.only_policies, "Only these policies")->delimiter(',');
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "usage: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  o.uids.assign(uids.begin(), uids.end());
+
+  auto result = RunBattery(o);
+  if (!result.ok()) {
+    std::cerr << "oarbank-conform: " << result.error().where << ": " << result.error().what << "\n";
+    return kExitUsage;
+  }
+  fs::create_directories(out);
+  std::ofstream(out + "/battery.json") << BatteryJson(result.value()).dump(2) << "\n";
+  std::ofstream(out + "/battery.xml") << BatteryJunit(result.value());
+  std::ofstream(out + "/battery.md") << BatteryMarkdown(result.value());
+  std::ofstream(out + "/battery.html") << BatteryHtml(result.value());
+  std::cout << BatterySummary(result.value());
+  std::cout << "reports: " << out << "/battery.{json,xml,md,html}\n";
+  return result.value().passed ? 0 : 1;
+}

@@ -1,0 +1,88 @@
+#include "expectations.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace oarbank {
+namespace {
+
+std::vector<std::string> SplitTabs(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream in(line);
+  for (std::string field; std::getline(in, field, '\t');) out.push_back(field);
+  return out;
+}
+
+}  // namespace
+
+const char* ExpectName(Expect expect) {
+  switch (expect) {
+    case Expect::kBlocked: return "blocked";
+    case Expect::kKilled: return "killed";
+    case Expect::kAllowed: return "allowed";
+    case Expect::kGap: return "gap";
+  }
+  return "?";
+}
+
+Result<Expectations> Expectations::Load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error{path, "cannot read the expectations table"};
+  Expectations table;
+  int number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++number;
+    if (number == 1 || line.empty() || line[0] == '#') continue;  // header
+    const auto f = SplitTabs(line);
+    const std::string where = path + ":" + std::to_string(number);
+    if (f.size() != 6) return Error{where, "expected 6 tab-separated fields, got " + std::to_string(f.size())};
+    Expectation e;
+    e.probe = f[0];
+    e.policy = f[1];
+    e.line = number;
+    try {
+      e.min_abi = std::stoi(f[2]);
+    } catch (...) {
+      return Error{where, "min_abi: expected an integer"};
+    }
+    if (e.probe == "(policy)") {
+      if (f[3] != "runs") return Error{where, "a (policy) row's expect is \"runs\""};
+      table.policy_min_abi_[e.policy] = e.min_abi;
+      continue;
+    }
+    if (f[3] == "blocked") e.expect = Expect::kBlocked;
+    else if (f[3] == "killed") e.expect = Expect::kKilled;
+    else if (f[3] == "allowed") e.expect = Expect::kAllowed;
+    else if (f[3] == "gap") e.expect = Expect::kGap;
+    else return Error{where, "expect: one of blocked, killed, allowed, gap"};
+    e.code = f[4];
+    e.why = f[5];
+    if (e.expect == Expect::kBlocked && e.code.rfind("E", 0) != 0)
+      return Error{where, "blocked needs an errno name such as EPERM"};
+    if (e.expect == Expect::kKilled && e.code.rfind("SIG", 0) != 0)
+      return Error{where, "killed needs a signal name such as SIGSYS"};
+    if (!table.rows_.emplace(std::make_pair(e.probe, e.policy), e).second)
+      return Error{where, "a second row for " + e.probe + " under " + e.policy};
+  }
+  return table;
+}
+
+const Expectation* Expectations::Find(const std::string& probe, const std::string& policy) const {
+  if (auto it = rows_.find({probe, policy}); it != rows_.end()) return &it->second;
+  if (auto it = rows_.find({probe, "*"}); it != rows_.end()) return &it->second;
+  return nullptr;
+}
+
+int Expectations::PolicyMinAbi(const std::string& policy) const {
+  const auto it = policy_min_abi_.find(policy);
+  return it == policy_min_abi_.end() ? 0 : it->second;
+}
+
+std::vector<std::string> Expectations::Probes() const {
+  std::set<std::string> names;
+  for (const auto& [key, row] : rows_) names.insert(key.first);
+  return {names.begin(), names.end()};
+}
+
+}  // namespace oarbank

@@ -1,0 +1,49 @@
+// escapes/expectations.tsv: what each probe must show, confined, under each
+// battery policy. One row per (probe, policy); policy "*" covers every
+// policy without a row of its own. A row whose probe is "(policy)" and whose
+// expect is "runs" states the Landlock ABI a policy needs at all.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "result.h"
+
+namespace oarbank {
+
+enum class Expect {
+  kBlocked,  // the probe says blocked, with this errno
+  kKilled,   // the probe dies by this signal (seccomp's bad-arch kill)
+  kAllowed,  // a positive control: the policy grants it, the probe must get through
+  kGap,      // a known gap closed by a later layer (the row says which); shown, never hidden
+};
+const char* ExpectName(Expect expect);
+
+struct Expectation {
+  std::string probe;
+  std::string policy;  // or "*"
+  int min_abi = 0;     // below it the launcher must refuse the policy (exit 70)
+  Expect expect = Expect::kBlocked;
+  std::string code;    // errno name, signal name, or "-"
+  std::string why;
+  int line = 0;
+};
+
+class Expectations {
+ public:
+  static Result<Expectations> Load(const std::string& path);
+  // The row for (probe, policy), else (probe, "*"), else none.
+  const Expectation* Find(const std::string& probe, const std::string& policy) const;
+  std::vector<std::string> Probes() const;
+  // A policy's own floor, from its "(policy)" row: below it the launcher
+  // must refuse every run under that policy. 0 when it has no such row.
+  int PolicyMinAbi(const std::string& policy) const;
+
+ private:
+  std::map<std::pair<std::string, std::string>, Expectation> rows_;
+  std::map<std::string, int> policy_min_abi_;
+};
+
+}  // namespace oarbank

@@ -1,0 +1,312 @@
+#include "world.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <grp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "host_facts.h"
+
+namespace oarbank {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr int kInheritedFd = 7;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::set<std::string> ListTree(const std::string& dir) {
+  std::set<std::string> names;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    names.insert(it->path().string());
+  return names;
+}
+
+pid_t StartOutsideProcess(uid_t uid) {
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(0);
+  if (uid != 0 && (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0))
+    _exit(1);
+  prctl(PR_SET_DUMPABLE, 1);  // like any process of that user after exec
+  for (;;) pause();
+}
+
+}  // namespace
+
+Listeners::Listeners() = default;
+
+Listeners::~Listeners() {
+  for (const auto& s : sockets_) close(s.fd);
+}
+
+bool Listeners::AddUnix(const std::string& name, const std::string& path, int type) {
+  const int fd = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_un addr {};
+  addr.sun_family = AF_UNIX;
+  snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return false;
+  if (type == SOCK_STREAM && listen(fd, 64) != 0) return false;
+  chmod(path.c_str(), 0777);
+  sockets_.push_back({fd, name, type == SOCK_STREAM});
+  return true;
+}
+
+bool Listeners::AddAbstract(const std::string& name, const std::string& abstract) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_un addr {};
+  addr.sun_family = AF_UNIX;
+  memcpy(addr.sun_path + 1, abstract.data(), abstract.size());
+  const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + abstract.size());
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(fd, 64) != 0) return false;
+  sockets_.push_back({fd, name, true});
+  return true;
+}
+
+int Listeners::AddTcp(const std::string& name, int port) {
+  const int one = 1;
+  const int v4 = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_in a4 {};
+  a4.sin_family = AF_INET;
+  a4.sin_port = htons(static_cast<uint16_t>(port));
+  a4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  setsockopt(v4, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (v4 < 0 || bind(v4, reinterpret_cast<sockaddr*>(&a4), sizeof a4) != 0 || listen(v4, 64) != 0) return -1;
+  socklen_t len = sizeof a4;
+  getsockname(v4, reinterpret_cast<sockaddr*>(&a4), &len);
+  port = ntohs(a4.sin_port);
+  sockets_.push_back({v4, name, true});
+  const int v6 = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_in6 a6 {};
+  a6.sin6_family = AF_INET6;
+  a6.sin6_port = htons(static_cast<uint16_t>(port));
+  a6.sin6_addr = in6addr_loopback;
+  setsockopt(v6, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  if (v6 >= 0 && bind(v6, reinterpret_cast<sockaddr*>(&a6), sizeof a6) == 0 && listen(v6, 64) == 0)
+    sockets_.push_back({v6, name, true});
+  else if (v6 >= 0)
+    close(v6);
+  return port;
+}
+
+int Listeners::AddUdp(const std::string& name) {
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_in a {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return -1;
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  sockets_.push_back({fd, name, false});
+  return ntohs(a.sin_port);
+}
+
+std::vector<std::string> Listeners::Drain() {
+  auto first_line = [](const char* buf, ssize_t n) {
+    std::string text(buf, n > 0 ? static_cast<size_t>(n) : 0);
+    return text.substr(0, text.find('\n'));
+  };
+  std::vector<std::string> arrivals;
+  char buf[256];
+  for (const auto& s : sockets_) {
+    if (s.stream) {
+      for (int c; (c = accept4(s.fd, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) {
+        pollfd p = {c, POLLIN, 0};
+        const ssize_t n = poll(&p, 1, 20) == 1 ? recv(c, buf, sizeof buf, MSG_DONTWAIT) : 0;
+        arrivals.push_back(s.name + ": " + first_line(buf, n));
+        close(c);
+      }
+    } else {
+      for (ssize_t n; (n = recv(s.fd, buf, sizeof buf, MSG_DONTWAIT)) >= 0;)
+        arrivals.push_back(s.name + ": " + first_line(buf, n));
+    }
+  }
+  return arrivals;
+}
+
+World::~World() {
+  listeners.reset();
+  for (const auto& [uid, pid] : outside_pid) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  if (inherited_fd >= 0) close(inherited_fd);
+  if (!cgroup_dir.empty()) rmdir(cgroup_dir.c_str());
+  if (!gpu_node.empty() && !created_dev_dri.empty()) {
+    umount2(created_dev_dri.c_str(), MNT_DETACH);
+    rmdir(created_dev_dri.c_str());
+  }
+  std::error_code ec;
+  if (!root.empty()) fs::remove_all(root, ec);
+}
+
+Result<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std::vector<uid_t>& uids) {
+  if (geteuid() != 0) return Error{"world", "needs root: it runs the confined side as uid 65534 and makes a setuid helper"};
+  auto w = std::make_unique<World>();
+  char tmpl[] = "/tmp/oarbank-conform-XXXXXX";
+  if (mkdtemp(tmpl) == nullptr) return Error{"world", std::string("mkdtemp: ") + strerror(errno)};
+  w->root = tmpl;
+  chmod(w->root.c_str(), 0755);
+  w->bundle = w->root + "/bundle";
+  w->runtime = w->root + "/runtime";
+  w->work = w->root + "/work";
+  w->data = w->root + "/data";
+  w->outside = w->root + "/outside";
+  for (const auto& d : {w->bundle, w->runtime, w->work, w->work + "/tmp", w->data, w->data + "/tmp", w->outside,
+                        w->root + "/secret", w->root + "/policies"}) {
+    fs::create_directories(d);
+    chmod(d.c_str(), 0755);
+  }
+  for (const auto& d : {w->work, w->work + "/tmp", w->data, w->data + "/tmp", w->outside}) chmod(d.c_str(), 0777);
+
+  // The probes, read+execute for everyone; the setuid helper owned by root.
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(probe_dir, ec)) {
+    if (!entry.is_regular_file()) continue;
+    const std::string dst = w->bundle + "/" + entry.path().filename().string();
+    fs::copy_file(entry.path(), dst, fs::copy_options::overwrite_existing, ec);
+    chmod(dst.c_str(), 0755);
+  }
+  const std::string helper = probe_dir + "/helpers/probe_capeff_helper";
+  if (fs::exists(helper)) {
+    w->setuid_helper = w->bundle + "/probe_capeff_helper.setuid";
+    fs::copy_file(helper, w->setuid_helper, fs::copy_options::overwrite_existing, ec);
+    if (chown(w->setuid_helper.c_str(), 0, 0) != 0 || chmod(w->setuid_helper.c_str(), 04755) != 0)
+      w->notes.push_back("setuid helper: " + std::string(strerror(errno)));
+  } else {
+    w->notes.push_back("no probe_capeff_helper in " + probe_dir + "/helpers");
+  }
+
+  w->secret = w->root + "/secret/id_ed25519";
+  std::ofstream(w->secret) << "-----BEGIN OPENSSH PRIVATE KEY----- (oarbank battery secret)\n";
+  chmod(w->secret.c_str(), 0644);
+
+  // Host sockets.
+  w->listeners = std::make_unique<Listeners>();
+  w->unix_socket = w->root + "/secret/host.sock";
+  w->broker_socket = w->root + "/broker.sock";
+  std::random_device rd;
+  w->abstract_name = "oarbank-battery-" + std::to_string(getpid()) + "-" + std::to_string(rd() % 100000);
+  if (!w->listeners->AddUnix("unix", w->unix_socket)) return Error{"world", "unix listener: " + std::string(strerror(errno))};
+  w->unix_dgram_socket = w->root + "/secret/host-dgram.sock";
+  if (!w->listeners->AddUnix("unix-dgram", w->unix_dgram_socket, SOCK_DGRAM))
+    return Error{"world", "unix datagram listener: " + std::string(strerror(errno))};
+  if (!w->listeners->AddUnix("broker", w->broker_socket)) return Error{"world", "broker listener: " + std::string(strerror(errno))};
+  if (!w->listeners->AddAbstract("abstract", w->abstract_name))
+    return Error{"world", "abstract listener: " + std::string(strerror(errno))};
+  w->tcp_port = w->listeners->AddTcp("tcp", 0);
+  w->proxy_port = w->listeners->AddTcp("proxy", 0);
+  w->udp_port = w->listeners->AddUdp("udp");
+  if (w->tcp_port < 0 || w->proxy_port < 0 || w->udp_port < 0)
+    return Error{"world", "loopback listeners: " + std::string(strerror(errno))};
+
+  for (uid_t uid : uids) w->outside_pid[uid] = StartOutsideProcess(uid);
+
+  // An fd the agent forgot to close, on the secret.
+  const int fd = open(w->secret.c_str(), O_RDONLY);
+  if (fd < 0 || dup2(fd, kInheritedFd) < 0) return Error{"world", "inherited fd: " + std::string(strerror(errno))};
+  if (fd != kInheritedFd) close(fd);
+  w->inherited_fd = kInheritedFd;
+
+  w->env_secret = "oarbank-secret-" + std::to_string(rd());
+
+  // An outer cgroup a probe could move itself into.
+  const HostFacts host = ProbeHost();
+  if (host.cgroup.v2_mounted) {
+    const std::string dir = host.cgroup.mount_point + "/oarbank-battery-" + std::to_string(getpid());
+    if (mkdir(dir.c_str(), 0755) == 0) w->cgroup_dir = dir;
+    else w->notes.push_back("outer cgroup " + dir + ": " + strerror(errno));
+  } else {
+    w->notes.push_back("no cgroup2 mounted: cgroup_escape has no target");
+  }
+
+  // A GPU node: the host's own, or a stand-in (a copy of /dev/null's device
+  // number) on a tmpfs over /dev/dri in the battery's private mount
+  // namespace, so the host's /dev is not touched.
+  if (!host.gpu_nodes.empty()) {
+    for (const auto& n : host.gpu_nodes)
+      if (n != "/dev/dri") w->gpu_node = n;
+  }
+  if (w->gpu_node.empty()) {
+    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+      w->notes.push_back("GPU stand-in: private mount namespace: " + std::string(strerror(errno)));
+    } else {
+      if (!fs::exists("/dev/dri") && mkdir("/dev/dri", 0755) == 0) w->created_dev_dri = "/dev/dri";
+      if (mount("tmpfs", "/dev/dri", "tmpfs", MS_NOSUID, "mode=0755") == 0 &&
+          mknod("/dev/dri/renderD128", S_IFCHR | 0666, makedev(1, 3)) == 0) {
+        chmod("/dev/dri/renderD128", 0666);
+        w->gpu_node = "/dev/dri/renderD128";
+      } else {
+        w->notes.push_back("GPU stand-in: " + std::string(strerror(errno)));
+      }
+    }
+  }
+  return w;
+}
+
+Result<std::string> MaterializePolicy(const World& world, const std::string& fixture_path, const std::string& name) {
+  std::string text = ReadAll(fixture_path);
+  if (text.empty()) return Error{fixture_path, "cannot read the policy fixture"};
+  auto replace = [&text](const std::string& from, const std::string& to) {
+    for (size_t pos; (pos = text.find(from)) != std::string::npos;) text.replace(pos, from.size(), to);
+  };
+  replace("@ROOT@", world.root);
+  replace("@PROXY_PORT@", std::to_string(world.proxy_port));
+  const std::string path = world.root + "/policies/" + name + ".json";
+  std::ofstream(path) << text;
+  chmod(path.c_str(), 0644);
+  return path;
+}
+
+Evidence ObserveWorld(World& world, const std::string& outside_dir) {
+  Evidence e;
+  e.arrivals = world.listeners->Drain();
+  e.bundle_files = ListTree(world.bundle);
+  e.outside_files = ListTree(outside_dir);
+  e.outside_files.merge(ListTree(world.root + "/secret"));
+  if (!world.cgroup_dir.empty()) e.cgroup_procs = ReadAll(world.cgroup_dir + "/cgroup.procs");
+  return e;
+}
+
+std::vector<std::string> CompareEvidence(const Evidence& before, const Evidence& after, const std::string& probe) {
+  std::vector<std::string> out;
+  for (const auto& arrival : after.arrivals) {
+    const std::string said = arrival.substr(arrival.find(": ") + 2);
+    if (said.empty() || said == probe) out.push_back("the host's " + arrival.substr(0, arrival.find(':')) + " listener got \"" + said + "\"");
+  }
+  for (const auto& f : after.bundle_files)
+    if (!before.bundle_files.count(f)) out.push_back("new file in the bundle: " + f);
+  for (const auto& f : after.outside_files)
+    if (!before.outside_files.count(f)) out.push_back("new file outside the grants: " + f);
+  if (after.cgroup_procs != before.cgroup_procs) out.push_back("a process entered the outer cgroup");
+  return out;
+}
+
+}  // namespace oarbank

@@ -1,0 +1,85 @@
+// The world the battery runs in: a job's directories (bundle holding the
+// probes, runtime, work, data, tmp), a secret outside every grant, host
+// listeners (pathname and abstract unix, TCP on 127.0.0.1 and ::1, a stand-in
+// proxy, UDP), outside processes, an inherited fd, a setuid helper, an outer
+// cgroup and a GPU stand-in. Everything a probe might reach is also watched
+// from outside, so a confined run's effect is seen even if a probe lies.
+#pragma once
+
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "result.h"
+
+namespace oarbank {
+
+// Records every connection or datagram that reached the host's sockets, with
+// the first line it carried (probes send their own name first), so a late
+// connection is attributed to the probe that made it.
+class Listeners {
+ public:
+  Listeners();
+  ~Listeners();
+  Listeners(const Listeners&) = delete;
+  Listeners& operator=(const Listeners&) = delete;
+
+  // Each returns false on failure (errno set). Ports are chosen by the kernel.
+  bool AddUnix(const std::string& name, const std::string& path, int type = SOCK_STREAM);
+  bool AddAbstract(const std::string& name, const std::string& abstract);
+  int AddTcp(const std::string& name, int port);  // 127.0.0.1 and ::1, same port; returns it or -1
+  int AddUdp(const std::string& name);            // 127.0.0.1; returns the port or -1
+  // "listener: first line" for each arrival since the last call.
+  std::vector<std::string> Drain();
+
+ private:
+  struct Socket {
+    int fd;
+    std::string name;
+    bool stream;
+  };
+  std::vector<Socket> sockets_;
+};
+
+struct World {
+  std::string root;
+  std::string bundle, runtime, work, data, outside, secret;
+  std::string unix_socket, unix_dgram_socket, abstract_name, broker_socket;
+  std::string setuid_helper, cgroup_dir, gpu_node;
+  int tcp_port = 0, proxy_port = 0, udp_port = 0;
+  std::map<uid_t, pid_t> outside_pid;  // one per identity the battery runs as
+  int inherited_fd = -1;
+  std::string env_secret;              // the agent's own secret, value "oarbank-secret-..."
+  std::unique_ptr<Listeners> listeners;
+  std::vector<std::string> notes;      // what could not be set up, said in the report
+  std::string created_dev_dri;         // /dev/dri made for the GPU stand-in, removed at the end
+
+  ~World();
+};
+
+// Builds the world under a fresh /tmp directory; `probe_dir` holds the
+// built probes (and helpers/). Needs root.
+Result<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std::vector<uid_t>& uids);
+
+// A battery policy fixture with @ROOT@ and @PROXY_PORT@ filled in, written
+// into the world; returns its path.
+Result<std::string> MaterializePolicy(const World& world, const std::string& fixture_path, const std::string& name);
+
+// Everything a confined run could have changed, read from outside.
+struct Evidence {
+  std::vector<std::string> arrivals;  // Listeners::Drain() at this observation
+  std::set<std::string> bundle_files;
+  std::set<std::string> outside_files;
+  std::string cgroup_procs;
+};
+Evidence ObserveWorld(World& world, const std::string& outside_dir);
+// What a run changed between two observations, one line each; arrivals that
+// name another probe are left out.
+std::vector<std::string> CompareEvidence(const Evidence& before, const Evidence& after, const std::string& probe);
+
+}  // namespace oarbank
