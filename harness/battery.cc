@@ -173,7 +173,7 @@ void Judge(Cell& cell, const Expectation* row, int policy_min_abi, int abi, cons
     cell.why = r.detail;
     return;
   }
-  const bool match = row->expect == Expect::kBlocked ? (r.verdict == "blocked" && r.err == row->code)
+  const bool match = row->expect == Expect::kBlocked ? (r.verdict == "blocked" && r.err == (row->code == "-" ? "" : row->code))
                                                      : (r.signal != 0 && SignalName(r.signal) == row->code);
   cell.outcome = match ? Outcome::kPass : Outcome::kUnexpected;
   if (!match) cell.why = r.detail.empty() ? r.stderr_text : r.detail;
@@ -258,15 +258,22 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
 
   int run_number = 0;
   // Per run: a fresh outside dir and writable subdirectory, and the probe's variables.
-  auto prepare = [&](uid_t uid, std::string& outside_dir) {
+  // `grant` is the writable grant the run's role has: work for a runner, data otherwise.
+  auto prepare = [&](const std::string& probe, uid_t uid, const std::string& grant, std::string& outside_dir) {
     const std::string id = "run-" + std::to_string(++run_number);
     outside_dir = world->outside + "/" + id;
-    const std::string writable = world->work + "/" + id;
+    const std::string writable = grant + "/" + id;
     for (const auto& d : {outside_dir, writable}) {
       fs::create_directories(d);
       chmod(d.c_str(), 0777);
       (void)!chown(d.c_str(), uid, uid);
     }
+    // A file of the run's own uid outside the grants, for truncate and link
+    // probes: only the cage, not file permissions, may stop them.
+    const std::string victim = outside_dir + "/" + probe + ".victim";
+    std::ofstream(victim) << "outside the grants\n";
+    chmod(victim.c_str(), 0666);
+    (void)!chown(victim.c_str(), uid, uid);
     const auto outside_pid = world->outside_pid.count(uid) ? world->outside_pid.at(uid) : world->outside_pid.begin()->second;
     return std::map<std::string, std::string>{
         {"OARBANK_PROBE_BUNDLE", world->bundle},
@@ -302,7 +309,7 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
   //    must escape (or say its route does not exist on this kernel).
   for (const auto& probe : result.probes) {
     std::string outside_dir;
-    auto vars = prepare(0, outside_dir);
+    auto vars = prepare(probe, 0, world->work, outside_dir);
     std::vector<std::string> env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world->env_secret};
     for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
     Cell cell{probe, "unconfined", 0, "escaped", Spawn({world->bundle + "/" + probe}, env, 0), Outcome::kPass, ""};
@@ -330,7 +337,7 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
     for (const auto& probe : result.probes) {
       for (uid_t uid : o.uids) {
         std::string outside_dir;
-        auto vars = prepare(uid, outside_dir);
+        auto vars = prepare(probe, uid, policy.value().work() ? world->work : world->data, outside_dir);
         const auto env = BuildModuleEnvironment(policy.value(), vars);
         std::vector<std::string> argv = {o.agent, "sandbox-exec"};
         if (o.abi_cap >= 0) argv.insert(argv.end(), {"--landlock-abi-max", std::to_string(o.abi_cap)});

@@ -58,8 +58,8 @@ Result<Expectations> Expectations::Load(const std::string& path) {
     else return Error{where, "expect: one of blocked, killed, allowed, gap"};
     e.code = f[4];
     e.why = f[5];
-    if (e.expect == Expect::kBlocked && e.code.rfind("E", 0) != 0)
-      return Error{where, "blocked needs an errno name such as EPERM"};
+    if (e.expect == Expect::kBlocked && e.code.rfind("E", 0) != 0 && e.code != "-")
+      return Error{where, "blocked needs an errno name such as EPERM, or - when no call fails (a value not found)"};
     if (e.expect == Expect::kKilled && e.code.rfind("SIG", 0) != 0)
       return Error{where, "killed needs a signal name such as SIGSYS"};
     if (!table.rows_.emplace(std::make_pair(e.probe, e.policy), e).second)
@@ -75,7 +75,8 @@ const Expectation* Expectations::Find(const std::string& probe, const std::strin
 }
 
 int Expectations::PolicyMinAbi(const std::string& policy) const {
-  const auto it = policy_min_abi_.find(policy);
+  auto it = policy_min_abi_.find(policy);
+  if (it == policy_min_abi_.end()) it = policy_min_abi_.find("*");
   return it == policy_min_abi_.end() ? 0 : it->second;
 }
 

@@ -38,12 +38,16 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
+// Every path below dir with its size, so a truncation shows as well as a new file.
 std::set<std::string> ListTree(const std::string& dir) {
   std::set<std::string> names;
   std::error_code ec;
   for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec))
-    names.insert(it->path().string());
+       it.increment(ec)) {
+    std::error_code size_ec;
+    const auto size = it->is_regular_file(size_ec) ? fs::file_size(it->path(), size_ec) : 0;
+    names.insert(it->path().string() + " (" + std::to_string(size) + " bytes)");
+  }
   return names;
 }
 
@@ -241,7 +245,10 @@ Result<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std
   const HostFacts host = ProbeHost();
   if (host.cgroup.v2_mounted) {
     const std::string dir = host.cgroup.mount_point + "/oarbank-battery-" + std::to_string(getpid());
-    if (mkdir(dir.c_str(), 0755) == 0) w->cgroup_dir = dir;
+    if (mkdir(dir.c_str(), 0755) == 0) {
+      w->cgroup_dir = dir;
+      chmod((dir + "/cgroup.procs").c_str(), 0666);  // only the cage may stop either identity
+    }
     else w->notes.push_back("outer cgroup " + dir + ": " + strerror(errno));
   } else {
     w->notes.push_back("no cgroup2 mounted: cgroup_escape has no target");
@@ -304,7 +311,7 @@ std::vector<std::string> CompareEvidence(const Evidence& before, const Evidence&
   for (const auto& f : after.bundle_files)
     if (!before.bundle_files.count(f)) out.push_back("new file in the bundle: " + f);
   for (const auto& f : after.outside_files)
-    if (!before.outside_files.count(f)) out.push_back("new file outside the grants: " + f);
+    if (!before.outside_files.count(f)) out.push_back("changed outside the grants: " + f);
   if (after.cgroup_procs != before.cgroup_procs) out.push_back("a process entered the outer cgroup");
   return out;
 }

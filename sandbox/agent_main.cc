@@ -18,6 +18,26 @@
 namespace oarbank {
 namespace {
 
+#ifdef OARBANK_FAULT_INJECTION
+// Test-only, compiled into oarbank-agent-faulty and never into
+// oarbank-agent: breaks one rule of the plan on purpose, so a test can show
+// that the battery turns the matching probe red. The variables are removed
+// before the module runs.
+void InjectFaults(Plan& plan) {
+  if (const char* syscall = getenv("OARBANK_FAULT_DROP_SECCOMP")) {
+    std::erase_if(plan.seccomp, [&](const SeccompRule& r) { return r.syscall == syscall; });
+  }
+  if (const char* bit = getenv("OARBANK_FAULT_UNHANDLE_FS")) {
+    const uint64_t right = 1ull << atoi(bit);
+    plan.landlock.handled_fs &= ~right;
+    for (auto& rule : plan.landlock.paths) rule.access &= ~right;
+  }
+  if (getenv("OARBANK_FAULT_UNHANDLE_SCOPES")) plan.landlock.scoped = 0;
+  for (const char* v : {"OARBANK_FAULT_DROP_SECCOMP", "OARBANK_FAULT_UNHANDLE_FS", "OARBANK_FAULT_UNHANDLE_SCOPES"})
+    unsetenv(v);
+}
+#endif
+
 int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, int abi_cap) {
   auto policy = LoadPolicyFile(policy_path);
   if (!policy.ok()) {
@@ -25,7 +45,10 @@ int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, i
     return kExitUsage;
   }
   const HostFacts host = ProbeHost(abi_cap);
-  const Plan plan = PlanConfinement(policy.value(), host);
+  Plan plan = PlanConfinement(policy.value(), host);
+#ifdef OARBANK_FAULT_INJECTION
+  InjectFaults(plan);
+#endif
   if (plan.placement.verdict != Verdict::kOk) {
     fprintf(stderr, "%s\n", PlacementLine(plan.placement).c_str());
     return kExitNotEnforced;

@@ -27,6 +27,10 @@ const char* TypeName(const json& v) {
   return v.type_name();
 }
 
+// A key as it appears in an error's `where`: the empty key is shown as ""
+// so that the culprit is never blank.
+std::string KeyName(const std::string& key) { return key.empty() ? "\"\"" : key; }
+
 // Fails on the first key of `obj` not in `allowed`.
 std::optional<Error> CheckKeys(const json& obj, const std::string& prefix,
                                std::initializer_list<std::string_view> allowed) {
@@ -34,7 +38,7 @@ std::optional<Error> CheckKeys(const json& obj, const std::string& prefix,
     if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
       std::string list;
       for (auto a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-      return Bad(prefix + key, "unknown field (known: " + list + ")");
+      return Bad(prefix + KeyName(key), "unknown field (known: " + list + ")");
     }
   }
   return std::nullopt;
@@ -151,7 +155,7 @@ Result<json> ParseJson(std::string_view text) {
   };
   json doc = json::parse(text.begin(), text.end(), on_event, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return Bad("(policy)", "expected a JSON object: the text is not valid JSON");
-  if (duplicate) return Bad(*duplicate, "duplicate field");
+  if (duplicate) return Bad(KeyName(*duplicate), "duplicate field");
   if (!doc.is_object()) return Bad("(policy)", std::string("expected a JSON object, got ") + TypeName(doc));
   return doc;
 }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/sched.h>
 #include <sys/personality.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
@@ -17,9 +18,12 @@ constexpr uint64_t kLow32 = 0xffffffffull;
 constexpr uint64_t kSockTypeMask = 0xf;
 constexpr uint64_t kSeccompSetModeFilter = 1;
 constexpr uint64_t kSeccompFilterFlagNewListener = 1ull << 3;
+constexpr uint64_t kPersonalityQueryBit = 1ull << 31;
+constexpr uint64_t kIoprioWhoProcess = 1;
 
 ArgCmp Eq(unsigned arg, uint64_t v) { return {arg, CmpOp::kEq, v}; }
 ArgCmp Ge(unsigned arg, uint64_t v) { return {arg, CmpOp::kGe, v}; }
+ArgCmp Ne(unsigned arg, uint64_t v) { return {arg, CmpOp::kNe, v}; }
 ArgCmp Masked(unsigned arg, uint64_t mask, uint64_t v) { return {arg, CmpOp::kMaskedEq, v, mask}; }
 
 std::vector<SeccompRule> BuildTable() {
@@ -77,8 +81,27 @@ std::vector<SeccompRule> BuildTable() {
       {"open_by_handle_at", {}, EPERM, When::kAlways, "file handles bypass path-based rules"},
       {"syslog", {}, EPERM, When::kAlways, "no reading the kernel log"},
       {"uselib", {}, EPERM, When::kAlways, "legacy loader maps files outside exec checks"},
-      {"personality", {Masked(0, READ_IMPLIES_EXEC, READ_IMPLIES_EXEC)}, EPERM, When::kAlways,
+      // Bit 31 is never set by a real persona but is by the query 0xffffffff,
+      // which must keep working.
+      {"personality", {Masked(0, kPersonalityQueryBit | READ_IMPLIES_EXEC, READ_IMPLIES_EXEC)}, EPERM, When::kAlways,
        "READ_IMPLIES_EXEC would make readable mappings executable"},
+
+      // Other processes of the same uid outside the cage: uid checks alone
+      // allow these, and Landlock has no hook for them (a pid namespace
+      // would hide the targets; the launcher alone has none). Only the
+      // calling process itself (pid/who 0) may be named.
+      {"prlimit64", {Ne(0, 0)}, EPERM, When::kAlways,
+       "no setting another process's limits (RLIMIT_CPU kills it)"},
+      {"setpriority", {Ne(0, PRIO_PROCESS)}, EPERM, When::kAlways,
+       "no renicing a process group or every process of the uid"},
+      {"setpriority", {Ne(1, 0)}, EPERM, When::kAlways, "no renicing another process"},
+      {"ioprio_set", {Ne(0, kIoprioWhoProcess)}, EPERM, When::kAlways,
+       "no I/O priority for a process group or every process of the uid"},
+      {"ioprio_set", {Ne(1, 0)}, EPERM, When::kAlways, "no I/O priority for another process"},
+      {"sched_setaffinity", {Ne(0, 0)}, EPERM, When::kAlways, "no pinning another process"},
+      {"sched_setscheduler", {Ne(0, 0)}, EPERM, When::kAlways, "no starving another process"},
+      {"sched_setparam", {Ne(0, 0)}, EPERM, When::kAlways, "no starving another process"},
+      {"sched_setattr", {Ne(0, 0)}, EPERM, When::kAlways, "no starving another process"},
       {"seccomp", {Eq(0, kSeccompSetModeFilter), Masked(1, kSeccompFilterFlagNewListener, kSeccompFilterFlagNewListener)},
        EPERM, When::kAlways, "no seccomp user-notification supervisor inside the sandbox"},
 

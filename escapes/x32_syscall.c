@@ -1,0 +1,26 @@
+/* The x32 syscall table: the x86_64 `syscall` instruction with bit 30
+ * (__X32_SYSCALL_BIT) set in the number. seccomp reports x32 calls with the
+ * x86_64 audit arch, so a filter that checks only the arch and then compares
+ * numbers never matches socket = 41 | 0x40000000. Tries socket(AF_UNIX,
+ * SOCK_STREAM), which the no-broker rule refuses. What stops it: libseccomp's
+ * x86_64 filter sends numbers >= 0x40000000 to the bad-arch action, which
+ * kills the process (SIGSYS, no verdict line). A kernel without
+ * CONFIG_X86_X32_ABI answers ENOSYS: the route does not exist there. */
+#include <sys/socket.h>
+
+#include "probe.h"
+
+#define X32_SYSCALL_BIT 0x40000000L
+#define X32_NR_SOCKET 41
+
+int main(void) {
+  long ret;
+  __asm__ volatile("syscall"
+                   : "=a"(ret)
+                   : "a"(X32_SYSCALL_BIT | X32_NR_SOCKET), "D"((long)AF_UNIX), "S"((long)SOCK_STREAM), "d"(0L)
+                   : "rcx", "r11", "memory");
+  if (ret >= 0) escaped("x32 socket(AF_UNIX, SOCK_STREAM) made fd %ld", ret);
+  if (ret == -ENOSYS) unsupported("x32 socket answered ENOSYS: kernel built without CONFIG_X86_X32_ABI");
+  if (ret == -EPERM) blocked(EPERM, "x32 socket refused");
+  escaped("x32 socket reached the kernel: %s", probe_errno_name((int)-ret));
+}

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Fuzzes the policy parser (sandbox/policy_fuzz.cc) for a bounded time.
+#
+#   scripts/fuzz-policy.sh [SECONDS]     (default 60)
+#
+# Configures build-fuzz/ with clang and -DOARBANK_FUZZ=ON, builds policy_fuzz,
+# seeds a corpus from fixtures/policies with @ROOT@ replaced by a temporary
+# directory laid out as the tests lay it out, and runs libFuzzer. Exits
+# non-zero if the fuzzer finds a crash, a sanitizer report, a leak, a
+# timeout or an out-of-memory; the input is kept in build-fuzz/artifacts/.
+set -euo pipefail
+
+seconds="${1:-60}"
+if ! [[ "$seconds" =~ ^[0-9]+$ ]] || (( seconds < 1 )); then
+  echo "usage: $0 [SECONDS]  (a positive number of seconds, default 60)" >&2
+  exit 64
+fi
+
+src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="$src/build-fuzz"
+artifacts="$build/artifacts"
+
+# Instrument every object, not only policy_fuzz.cc: the parser lives in the
+# oarbank_sandbox library, and without fuzzer-no-link there libFuzzer would
+# get no coverage from the code it is meant to explore.
+sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+CC=clang CXX=clang++ cmake -S "$src" -B "$build" -G Ninja \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DOARBANK_FUZZ=ON -DOARBANK_TESTS=OFF \
+  -DCMAKE_C_FLAGS="$sanitize" -DCMAKE_CXX_FLAGS="$sanitize" >/dev/null
+ninja -C "$build" policy_fuzz
+
+# The tree @ROOT@ stands for (see sandbox/policy_test.cc, PolicyRoot).
+scratch="$(realpath "$(mktemp -d "${TMPDIR:-/tmp}/oarbank-fuzz.XXXXXX")")"
+listener=""
+cleanup() {
+  if [[ -n "$listener" ]]; then kill "$listener" 2>/dev/null || true; wait "$listener" 2>/dev/null || true; fi
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+
+root="$scratch/root"
+mkdir -p "$root/bundle" "$root/runtime" "$root/tool" "$root/work/tmp" "$root/data/tmp"
+printf '#!/bin/sh\n' >"$root/runtime-file"
+ln -s bundle "$root/link-to-bundle"
+python3 -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(sys.argv[1])
+s.listen(1)
+while True:
+    time.sleep(3600)
+' "$root/broker.sock" &
+listener=$!
+for _ in $(seq 50); do [[ -S "$root/broker.sock" ]] && break; sleep 0.1; done
+if ! [[ -S "$root/broker.sock" ]]; then echo "fuzz-policy: could not create $root/broker.sock" >&2; exit 1; fi
+
+corpus="$scratch/corpus"
+mkdir -p "$corpus"
+for kind in valid invalid; do
+  for f in "$src/fixtures/policies/$kind"/*.json; do
+    [[ -e "$f" ]] || continue
+    sed "s|@ROOT@|$root|g" "$f" >"$corpus/$kind-$(basename "$f")"
+  done
+done
+if [[ -z "$(ls -A "$corpus")" ]]; then echo "fuzz-policy: no fixtures under $src/fixtures/policies" >&2; exit 1; fi
+
+# Words the parser knows, so mutations reach the field checks.
+dict="$scratch/policy.dict"
+{
+  for word in contract role bundle runtime tools work data tmp net broker devices exec_writable limits \
+              mode allow proxy_port id paths trust gpu mem_gb cpus coordinator runner service probe \
+              none egress-allowlist egress-any compute code-exec; do
+    printf '"\\"%s\\""\n' "$word"
+  done
+  for rel in bundle runtime runtime-file tool work work/tmp data data/tmp broker.sock link-to-bundle; do
+    printf '"\\"%s/%s\\""\n' "$root" "$rel"
+  done
+  printf '"%s"\n' '*.' ':443' '::1' '/usr' '/' '..' 'true' 'false' 'null' '65535' '\\u0000'
+} >"$dict"
+
+mkdir -p "$artifacts"
+echo "fuzz-policy: $(ls "$corpus" | wc -l) seeds, ${seconds}s, root $root"
+status=0
+ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}" \
+  "$build/sandbox/policy_fuzz" "$corpus" \
+  -dict="$dict" -max_total_time="$seconds" -timeout=5 -rss_limit_mb=2048 -max_len=8192 \
+  -artifact_prefix="$artifacts/" -print_final_stats=1 || status=$?
+
+if (( status != 0 )); then
+  echo "fuzz-policy: FAILED (exit $status); inputs in $artifacts:" >&2
+  ls -t "$artifacts" | head -5 >&2
+  exit "$status"
+fi
+echo "fuzz-policy: no crash in ${seconds}s"
