@@ -95,7 +95,8 @@ std::optional<std::string> CheckAllowEntry(const std::string& entry) {
   if (colon != std::string::npos) {
     host = entry.substr(0, colon);
     const std::string port = entry.substr(colon + 1);
-    if (port.empty() || port.size() > 5 || !std::all_of(port.begin(), port.end(), ::isdigit) ||
+    if (port.empty() || port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](unsigned char c) { return std::isdigit(c) != 0; }) ||
         std::stoi(port) < 1 || std::stoi(port) > 65535)
       return "expected a port 1..65535 after ':'";
   }
@@ -118,6 +119,13 @@ std::optional<std::string> CheckAllowEntry(const std::string& entry) {
   }
   if (host.back() == '.') return "expected host[:port] with non-empty labels";
   if (all_numeric || count == 0) return "IP addresses are not allowed, only host names";
+  // inet_aton reads "127.1", "0x7f.1" and "2130706433" as addresses; no
+  // top-level domain is numeric, so a numeric or hex last label is an address.
+  const std::string last = host.substr(host.rfind('.') == std::string::npos ? 0 : host.rfind('.') + 1);
+  if (std::all_of(last.begin(), last.end(), [](unsigned char c) { return std::isdigit(c) != 0; }) ||
+      last.rfind("0x", 0) == 0)
+    return "IP addresses are not allowed, only host names";
+  if (last == "localhost") return "localhost names loopback, which is never reachable";
   return std::nullopt;
 }
 
@@ -181,7 +189,21 @@ const char* NetModeName(NetMode mode) {
   return "?";
 }
 
-std::string PolicyErrorLine(const Error& error) { return "policy: " + error.where + ": " + error.what; }
+// One line whatever the policy held: control bytes in keys or paths are
+// shown escaped, never written to the terminal.
+std::string PolicyErrorLine(const Error& error) {
+  std::string line;
+  for (unsigned char c : "policy: " + error.where + ": " + error.what) {
+    if (c >= 0x20 && c != 0x7f) {
+      line += static_cast<char>(c);
+    } else {
+      char hex[8];
+      snprintf(hex, sizeof hex, "\\x%02x", c);
+      line += hex;
+    }
+  }
+  return line;
+}
 
 Result<Policy> ParsePolicy(std::string_view json_text) {
   auto parsed = ParseJson(json_text);
@@ -306,7 +328,8 @@ Result<Policy> ParsePolicy(std::string_view json_text) {
         const std::string where = "net.allow[" + std::to_string(i) + "]";
         if (!allow[i].is_string()) return Bad(where, "expected a string host[:port]");
         std::string entry = allow[i].get<std::string>();
-        std::transform(entry.begin(), entry.end(), entry.begin(), ::tolower);
+        std::transform(entry.begin(), entry.end(), entry.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
         if (auto why = CheckAllowEntry(entry)) return Bad(where, *why);
         p.net_.allow.push_back(entry);
       }
@@ -360,6 +383,13 @@ Result<Policy> ParsePolicy(std::string_view json_text) {
   // read+execute one (the policy's or the base system's) would inherit
   // execute, and a read+execute grant inside a writable one would become
   // writable. Refuse both rather than enforce less than the policy says.
+  // Pseudo filesystems are never a grant: their files are the kernel's and
+  // other processes' (the base system already reads /proc and the CPU list).
+  for (const auto& g : p.grants_)
+    for (const char* pseudo : {"/dev", "/proc", "/sys"})
+      if (IsWithin(g.path, pseudo))
+        return Bad(g.field, g.path + " is inside " + pseudo + ", which a grant may not name");
+
   std::vector<Grant> read_execute;
   for (auto base : kBaseReadExecute) {
     char resolved[PATH_MAX];
@@ -375,6 +405,9 @@ Result<Policy> ParsePolicy(std::string_view json_text) {
         return Bad(r.field.rfind("base system", 0) == 0 ? w.field : r.field,
                    r.path + " (" + r.field + ") lies inside the writable grant " + w.field + " (" + w.path +
                        ") and would become writable");
+      const bool base = r.field.rfind("base system", 0) == 0;
+      if (IsWithin(w.path, r.path) && base)
+        return Bad(w.field, w.path + " lies inside the base system (" + r.path + "), which no module may write");
       if (IsWithin(w.path, r.path) && !p.exec_writable_)
         return Bad(w.field, w.path + " lies inside the read+execute grant " + r.field + " (" + r.path +
                                 ") and would inherit execute (Landlock rules only add rights): move it out, "
