@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -114,7 +116,7 @@ ProbeRun Spawn(const std::vector<std::string>& argv, const std::vector<std::stri
 std::string Expected(const Expectation& row, int abi, int min_abi) {
   if (abi < min_abi) return "refused (exit 70)";
   switch (row.expect) {
-    case Expect::kBlocked: return "blocked " + row.code;
+    case Expect::kBlocked: return row.code == "-" ? "blocked" : "blocked " + row.code;
     case Expect::kKilled: return "killed " + row.code;
     case Expect::kAllowed: return "allowed";
     case Expect::kGap: return "gap";
@@ -256,7 +258,14 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
     policy_paths[name] = path.value();
   }
 
-  int run_number = 0;
+  std::vector<Policy> policies;
+  for (const auto& name : result.policies) {
+    auto policy = LoadPolicyFile(policy_paths[name]);
+    if (!policy.ok()) return Error{name, PolicyErrorLine(policy.error())};
+    policies.push_back(policy.value());
+  }
+
+  std::atomic<int> run_number{0};
   // Per run: a fresh outside dir and writable subdirectory, and the probe's variables.
   // `grant` is the writable grant the run's role has: work for a runner, data otherwise.
   auto prepare = [&](const std::string& probe, uid_t uid, const std::string& grant, std::string& outside_dir) {
@@ -305,9 +314,9 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
     }
   };
 
-  // 1. Unconfined, as root, with the agent's full environment: every probe
+  // 1. Unconfined, as root, with the agent's full environment: the probe
   //    must escape (or say its route does not exist on this kernel).
-  for (const auto& probe : result.probes) {
+  auto run_unconfined = [&](const std::string& probe) {
     std::string outside_dir;
     auto vars = prepare(probe, 0, world->work, outside_dir);
     std::vector<std::string> env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world->env_secret};
@@ -315,11 +324,7 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
     Cell cell{probe, "unconfined", 0, "escaped", Spawn({world->bundle + "/" + probe}, env, 0), Outcome::kPass, ""};
     std::vector<std::string> ignored;
     reap_daemon(vars["OARBANK_PROBE_PIDFILE"], ignored);
-    world->listeners->Drain();  // what an unconfined probe reached is not evidence against a confined one
-    if (world->cgroup_dir.size()) {  // move anything a probe put there back out
-      std::ifstream procs(world->cgroup_dir + "/cgroup.procs");
-      for (long pid; procs >> pid;) kill(static_cast<pid_t>(pid), SIGKILL);
-    }
+    world->listeners->Take(probe);  // what it reached unconfined is no evidence against a confined run
     if (cell.run.verdict == "unsupported") {
       cell.outcome = Outcome::kUnsupported;
       cell.why = cell.run.detail;
@@ -327,30 +332,49 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
       cell.outcome = Outcome::kBroken;
       cell.why = "unconfined it did not escape: " + cell.run.Summary() + " " + cell.run.detail;
     }
-    result.unconfined.push_back(cell);
-  }
+    return cell;
+  };
 
-  // 2. Confined: every policy, every identity, the agent's built environment.
-  for (const auto& policy_name : result.policies) {
-    auto policy = LoadPolicyFile(policy_paths[policy_name]);
-    if (!policy.ok()) return Error{policy_name, PolicyErrorLine(policy.error())};
-    for (const auto& probe : result.probes) {
-      for (uid_t uid : o.uids) {
-        std::string outside_dir;
-        auto vars = prepare(probe, uid, policy.value().work() ? world->work : world->data, outside_dir);
-        const auto env = BuildModuleEnvironment(policy.value(), vars);
-        std::vector<std::string> argv = {o.agent, "sandbox-exec"};
-        if (o.abi_cap >= 0) argv.insert(argv.end(), {"--landlock-abi-max", std::to_string(o.abi_cap)});
-        argv.insert(argv.end(), {policy_paths[policy_name], "--", world->bundle + "/" + probe});
-        const Evidence before = ObserveWorld(*world, outside_dir);
-        Cell cell{probe, policy_name, uid, "", Spawn(argv, env, uid), Outcome::kPass, ""};
-        std::vector<std::string> evidence = CompareEvidence(before, ObserveWorld(*world, outside_dir), probe);
-        reap_daemon(vars["OARBANK_PROBE_PIDFILE"], evidence);
-        Judge(cell, table.value().Find(probe, policy_name), table.value().PolicyMinAbi(policy_name), result.abi,
-              evidence);
-        result.confined.push_back(cell);
-      }
+  // 2. Confined: the policy, the identity, the environment the agent builds.
+  auto run_confined = [&](const std::string& probe, size_t policy_index, uid_t uid) {
+    const Policy& policy = policies[policy_index];
+    const std::string& name = result.policies[policy_index];
+    std::string outside_dir;
+    auto vars = prepare(probe, uid, policy.work() ? world->work : world->data, outside_dir);
+    const auto env = BuildModuleEnvironment(policy, vars);
+    std::vector<std::string> argv = {o.agent, "sandbox-exec"};
+    if (o.abi_cap >= 0) argv.insert(argv.end(), {"--landlock-abi-max", std::to_string(o.abi_cap)});
+    argv.insert(argv.end(), {policy_paths[name], "--", world->bundle + "/" + probe});
+    const Evidence before = ObserveWorld(*world, outside_dir, probe);
+    Cell cell{probe, name, uid, "", Spawn(argv, env, uid), Outcome::kPass, ""};
+    std::vector<std::string> evidence = CompareEvidence(before, ObserveWorld(*world, outside_dir, probe));
+    reap_daemon(vars["OARBANK_PROBE_PIDFILE"], evidence);
+    Judge(cell, table.value().Find(probe, name), table.value().PolicyMinAbi(name), result.abi, evidence);
+    return cell;
+  };
+
+  // Workers take whole probes, so each probe's runs stay in order and what
+  // the world sees is attributed by the probe's name.
+  const size_t per_probe = result.policies.size() * o.uids.size();
+  result.unconfined.resize(result.probes.size());
+  result.confined.resize(result.probes.size() * per_probe);
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next++) < result.probes.size();) {
+      const std::string& probe = result.probes[i];
+      result.unconfined[i] = run_unconfined(probe);
+      for (size_t p = 0; p < result.policies.size(); ++p)
+        for (size_t u = 0; u < o.uids.size(); ++u)
+          result.confined[i * per_probe + p * o.uids.size() + u] = run_confined(probe, p, o.uids[u]);
     }
+  };
+  std::vector<std::thread> workers;
+  for (int j = 0; j < std::max(1, o.jobs); ++j) workers.emplace_back(worker);
+  for (auto& w : workers) w.join();
+  // Anything a probe moved into the outer cgroup is killed with the world.
+  if (!world->cgroup_dir.empty()) {
+    std::ifstream procs(world->cgroup_dir + "/cgroup.procs");
+    for (long pid; procs >> pid;) kill(static_cast<pid_t>(pid), SIGKILL);
   }
 
   result.passed = true;

@@ -54,6 +54,7 @@ struct BatteryOptions {
   std::string policy_dir;    // fixtures/policies/battery
   std::string expectations;  // escapes/expectations.tsv
   int abi_cap = -1;          // --landlock-abi-max for the launcher
+  int jobs = 2;              // probes run at once (each probe's runs stay in order)
   std::vector<uid_t> uids = {0, 65534};
   std::vector<std::string> only_probes;
   std::vector<std::string> only_policies;

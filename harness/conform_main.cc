@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
   app.add_option("--expectations", o.expectations, "expectations.tsv")->check(CLI::ExistingFile);
   app.add_option("--out", out, "Directory for battery.json, battery.xml, battery.md, battery.html");
   app.add_option("--landlock-abi-max", o.abi_cap, "Run the launcher at most at this Landlock ABI (can only lower)");
+  o.jobs = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  app.add_option("--jobs", o.jobs, "Probes run at once (default: the number of CPUs)")->check(CLI::Range(1, 64));
   app.add_option("--uids", uids, "Identities the confined side runs as")->delimiter(',');
   app.add_option("--probe", o.only_probes, "Only these probes")->delimiter(',');
   app.add_option("--policy", o.only_policies, "Only these policies")->delimiter(',');

@@ -8,6 +8,13 @@
 namespace oarbank {
 namespace {
 
+// xs:decimal: never scientific notation.
+std::string Seconds(double s) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.3f", s);
+  return buf;
+}
+
 std::string Identity(uid_t uid) { return uid == 0 ? "root" : "uid " + std::to_string(uid); }
 
 std::string Escape(const std::string& s) {  // XML and HTML
@@ -120,7 +127,7 @@ std::string BatteryJunit(const BatteryResult& r) {
   const Counts all = CountAll(r);
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   x << "<testsuites name=\"oarbank-conform\" tests=\"" << all.total << "\" failures=\"" << all.failures()
-    << "\" time=\"" << r.seconds << "\">\n";
+    << "\" errors=\"0\" time=\"" << Seconds(r.seconds) << "\">\n";
   for (const auto& [name, cells] : suites) {
     int failures = 0, skipped = 0;
     double time = 0;
@@ -130,10 +137,10 @@ std::string BatteryJunit(const BatteryResult& r) {
       time += c->run.ms / 1000;
     }
     x << "  <testsuite name=\"" << Escape(name) << "\" tests=\"" << cells.size() << "\" failures=\"" << failures
-      << "\" errors=\"0\" skipped=\"" << skipped << "\" time=\"" << time << "\">\n";
+      << "\" errors=\"0\" skipped=\"" << skipped << "\" time=\"" << Seconds(time) << "\">\n";
     for (const Cell* c : cells) {
       x << "    <testcase classname=\"oarbank.battery." << Escape(c->policy) << "." << (c->uid == 0 ? "root" : "nobody")
-        << "\" name=\"" << Escape(c->probe) << "\" time=\"" << c->run.ms / 1000 << "\"";
+        << "\" name=\"" << Escape(c->probe) << "\" time=\"" << Seconds(c->run.ms / 1000) << "\"";
       const std::string text = "expected " + c->expected + ", got " + c->run.Summary() + ": " + c->why;
       if (IsFailure(c->outcome)) {
         x << ">\n      <failure message=\"" << OutcomeName(c->outcome) << ": " << Escape(text) << "\" type=\""

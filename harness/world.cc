@@ -132,27 +132,32 @@ int Listeners::AddUdp(const std::string& name) {
   return ntohs(a.sin_port);
 }
 
-std::vector<std::string> Listeners::Drain() {
+std::vector<std::string> Listeners::Take(const std::string& probe) {
   auto first_line = [](const char* buf, ssize_t n) {
     std::string text(buf, n > 0 ? static_cast<size_t>(n) : 0);
     return text.substr(0, text.find('\n'));
   };
-  std::vector<std::string> arrivals;
+  std::lock_guard<std::mutex> lock(mutex_);
   char buf[256];
   for (const auto& s : sockets_) {
     if (s.stream) {
       for (int c; (c = accept4(s.fd, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) {
         pollfd p = {c, POLLIN, 0};
         const ssize_t n = poll(&p, 1, 20) == 1 ? recv(c, buf, sizeof buf, MSG_DONTWAIT) : 0;
-        arrivals.push_back(s.name + ": " + first_line(buf, n));
+        pending_.push_back({s.name, first_line(buf, n)});
         close(c);
       }
     } else {
-      for (ssize_t n; (n = recv(s.fd, buf, sizeof buf, MSG_DONTWAIT)) >= 0;)
-        arrivals.push_back(s.name + ": " + first_line(buf, n));
+      for (ssize_t n; (n = recv(s.fd, buf, sizeof buf, MSG_DONTWAIT)) >= 0;) pending_.push_back({s.name, first_line(buf, n)});
     }
   }
-  return arrivals;
+  std::vector<std::string> taken;
+  std::erase_if(pending_, [&](const Arrival& a) {
+    if (!a.said.empty() && a.said != probe) return false;
+    taken.push_back(a.listener + ": " + a.said);
+    return true;
+  });
+  return taken;
 }
 
 World::~World() {
@@ -292,9 +297,9 @@ Result<std::string> MaterializePolicy(const World& world, const std::string& fix
   return path;
 }
 
-Evidence ObserveWorld(World& world, const std::string& outside_dir) {
+Evidence ObserveWorld(World& world, const std::string& outside_dir, const std::string& probe) {
   Evidence e;
-  e.arrivals = world.listeners->Drain();
+  e.arrivals = world.listeners->Take(probe);
   e.bundle_files = ListTree(world.bundle);
   e.outside_files = ListTree(outside_dir);
   e.outside_files.merge(ListTree(world.root + "/secret"));
@@ -302,12 +307,10 @@ Evidence ObserveWorld(World& world, const std::string& outside_dir) {
   return e;
 }
 
-std::vector<std::string> CompareEvidence(const Evidence& before, const Evidence& after, const std::string& probe) {
+std::vector<std::string> CompareEvidence(const Evidence& before, const Evidence& after) {
   std::vector<std::string> out;
-  for (const auto& arrival : after.arrivals) {
-    const std::string said = arrival.substr(arrival.find(": ") + 2);
-    if (said.empty() || said == probe) out.push_back("the host's " + arrival.substr(0, arrival.find(':')) + " listener got \"" + said + "\"");
-  }
+  for (const auto& arrival : after.arrivals)
+    out.push_back("the host's " + arrival.substr(0, arrival.find(':')) + " listener got \"" + arrival.substr(arrival.find(": ") + 2) + "\"");
   for (const auto& f : after.bundle_files)
     if (!before.bundle_files.count(f)) out.push_back("new file in the bundle: " + f);
   for (const auto& f : after.outside_files)

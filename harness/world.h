@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -34,16 +35,24 @@ class Listeners {
   bool AddAbstract(const std::string& name, const std::string& abstract);
   int AddTcp(const std::string& name, int port);  // 127.0.0.1 and ::1, same port; returns it or -1
   int AddUdp(const std::string& name);            // 127.0.0.1; returns the port or -1
-  // "listener: first line" for each arrival since the last call.
-  std::vector<std::string> Drain();
+  // Accepts everything pending, then hands over the arrivals that name
+  // `probe` (or nothing): "listener: first line" each. Thread-safe: the
+  // battery's workers each run a different probe.
+  std::vector<std::string> Take(const std::string& probe);
 
  private:
+  struct Arrival {
+    std::string listener;
+    std::string said;
+  };
   struct Socket {
     int fd;
     std::string name;
     bool stream;
   };
   std::vector<Socket> sockets_;
+  std::mutex mutex_;
+  std::vector<Arrival> pending_;
 };
 
 struct World {
@@ -72,14 +81,13 @@ Result<std::string> MaterializePolicy(const World& world, const std::string& fix
 
 // Everything a confined run could have changed, read from outside.
 struct Evidence {
-  std::vector<std::string> arrivals;  // Listeners::Drain() at this observation
+  std::vector<std::string> arrivals;  // Listeners::Take(probe) at this observation
   std::set<std::string> bundle_files;
   std::set<std::string> outside_files;
   std::string cgroup_procs;
 };
-Evidence ObserveWorld(World& world, const std::string& outside_dir);
-// What a run changed between two observations, one line each; arrivals that
-// name another probe are left out.
-std::vector<std::string> CompareEvidence(const Evidence& before, const Evidence& after, const std::string& probe);
+Evidence ObserveWorld(World& world, const std::string& outside_dir, const std::string& probe);
+// What a run changed between two observations, one line each.
+std::vector<std::string> CompareEvidence(const Evidence& before, const Evidence& after);
 
 }  // namespace oarbank

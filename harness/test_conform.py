@@ -1,0 +1,202 @@
+"""The escape battery as a reviewer relies on it: oarbank-conform passes on
+this host, every probe proves it can escape unconfined, breaking one rule on
+purpose turns exactly the matching probe red, the JUnit file validates
+against the schema CI tools read, and the HTML matrix renders in a browser."""
+import json
+import os
+import pathlib
+import shutil
+import struct
+import subprocess
+import tempfile
+import zlib
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BUILD = os.environ.get("OARBANK_BUILD", os.path.join(ROOT, "build"))
+CONFORM = os.path.join(BUILD, "harness", "oarbank-conform")
+FAULTY = os.path.join(BUILD, "sandbox", "oarbank-agent-faulty")
+BATTERY_POLICIES = {"runner_strict", "runner_exec_writable", "runner_egress", "runner_broker", "runner_gpu",
+                    "coordinator", "service", "probe_role"}
+
+
+def conform(out, *args, env=None):
+    return subprocess.run([CONFORM, "--out", str(out), *args], capture_output=True, text=True, timeout=600,
+                          env=env)
+
+
+@pytest.fixture(scope="module")
+def battery(tmp_path_factory):
+    out = tmp_path_factory.mktemp("battery")
+    r = conform(out)
+    with open(out / "battery.json") as f:
+        return r, json.load(f), out
+
+
+def test_the_battery_passes_on_this_host(battery):
+    r, report, _ = battery
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    assert report["verdict"] == "PASS"
+    assert r.stdout.splitlines()[-2].startswith("oarbank-conform: PASS: ")
+    assert len(report["probes"]) >= 60
+    assert set(report["policies"]) == BATTERY_POLICIES
+    assert report["uids"] == [0, 65534]
+
+
+def test_every_probe_escapes_unconfined_or_says_why_not(battery):
+    _, report, _ = battery
+    for cell in report["unconfined"]:
+        assert cell["outcome"] in ("PASS", "UNSUPPORTED"), cell
+        if cell["outcome"] == "PASS":
+            assert cell["actual"] == "escaped", cell
+        else:
+            assert cell["why"], "an unsupported route must say why"
+    escaped = [c for c in report["unconfined"] if c["outcome"] == "PASS"]
+    assert len(escaped) >= 60
+
+
+def test_the_strict_runner_blocks_every_probe_as_root_and_as_nobody(battery):
+    _, report, _ = battery
+    cells = [c for c in report["confined"] if c["policy"] == "runner_strict"]
+    assert {c["uid"] for c in cells} == {0, 65534}
+    for cell in cells:
+        assert cell["outcome"] in ("PASS", "UNSUPPORTED"), cell
+        if cell["outcome"] == "PASS" and cell["expected"] != "allowed":
+            # A denial is an exact errno or signal, never a bare non-zero exit.
+            assert cell["actual"].startswith(("blocked", "killed SIG")), cell
+            assert cell["actual"] == cell["expected"], cell
+
+
+def test_policies_this_kernel_cannot_enforce_are_refused_not_run(battery):
+    _, report, _ = battery
+    host_abi = report["landlock_abi"]
+    broker = [c for c in report["confined"] if c["policy"] == "runner_broker"]
+    if host_abi < 9:
+        assert all(c["actual"] == "refused (exit 70)" for c in broker)
+        assert all("ipc.broker-only" in c.get("stderr", "") for c in broker)
+    else:
+        assert all(c["actual"] != "refused (exit 70)" for c in broker)
+
+
+def test_positive_controls_get_through_where_the_policy_grants_them(battery):
+    _, report, _ = battery
+    granted = {(c["probe"], c["policy"]) for c in report["confined"] if c["expected"] == "allowed"}
+    for pair in [("tcp_proxy_port", "runner_egress"), ("exec_written_file", "runner_exec_writable"),
+                 ("socketpair_allowed", "runner_strict"), ("gpu_node", "runner_gpu")]:
+        assert pair in granted
+    for cell in report["confined"]:
+        if cell["expected"] == "allowed":
+            assert cell["actual"] == "escaped" and cell["outcome"] == "PASS", cell
+
+
+def faulty_agent(tmp_path, **fault):
+    """A launcher that breaks one rule: the test-only build, wrapped so the
+    fault variable reaches it (the harness builds the module's environment).
+    It lives where uid 65534 may execute it (pytest's own tmp is 0700)."""
+    shared = tempfile.mkdtemp(prefix="oarbank-fault-")
+    os.chmod(shared, 0o755)
+    wrapper = pathlib.Path(shared) / "agent-with-fault"
+    assignments = " ".join(f"{k}={v}" for k, v in fault.items())
+    wrapper.write_text(f"#!/bin/sh\nexec env {assignments} {FAULTY} \"$@\"\n")
+    wrapper.chmod(0o755)
+    return str(wrapper)
+
+
+@pytest.mark.parametrize("fault,broken,intact", [
+    ({"OARBANK_FAULT_DROP_SECCOMP": "bpf"}, "bpf_syscall", "read_outside_grants"),
+    ({"OARBANK_FAULT_DROP_SECCOMP": "io_uring_setup"}, "io_uring_setup", "bpf_syscall"),
+    ({"OARBANK_FAULT_UNHANDLE_FS": "14"}, "truncate_outside", "read_outside_grants"),  # LANDLOCK_ACCESS_FS_TRUNCATE
+    ({"OARBANK_FAULT_UNHANDLE_SCOPES": "1"}, "signal_outside", "bpf_syscall"),
+])
+def test_breaking_one_rule_turns_its_probe_red(tmp_path, fault, broken, intact):
+    agent = faulty_agent(tmp_path, **fault)
+    try:
+        r = conform(tmp_path / "out", "--agent", agent, "--probe", f"{broken},{intact}", "--policy", "runner_strict")
+    finally:
+        shutil.rmtree(os.path.dirname(agent))
+    assert r.returncode == 1, r.stdout
+    report = json.loads((tmp_path / "out" / "battery.json").read_text())
+    outcomes = {(c["probe"], c["uid"]): c["outcome"] for c in report["confined"]}
+    assert outcomes[(broken, 0)] == "ESCAPED" and outcomes[(broken, 65534)] == "ESCAPED", outcomes
+    assert outcomes[(intact, 0)] == "PASS" and outcomes[(intact, 65534)] == "PASS", outcomes
+    assert f"ESCAPED  {broken} [runner_strict" in r.stdout
+
+
+def test_the_unbroken_agent_passes_the_same_subset(tmp_path):
+    r = conform(tmp_path / "out", "--probe", "bpf_syscall,truncate_outside,signal_outside",
+                "--policy", "runner_strict")
+    assert r.returncode == 0, r.stdout
+
+
+def test_the_junit_report_validates_against_the_schema(battery):
+    _, report, out = battery
+    r = subprocess.run(["xmllint", "--noout", "--schema", os.path.join(ROOT, "fixtures", "junit.xsd"),
+                        str(out / "battery.xml")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "validates" in r.stderr
+    xml = (out / "battery.xml").read_text()
+    assert xml.count("<testcase ") == len(report["unconfined"]) + len(report["confined"])
+
+
+def test_the_markdown_table_has_a_row_per_probe(battery):
+    _, report, out = battery
+    md = (out / "battery.md").read_text()
+    for probe in report["probes"]:
+        assert f"\n| {probe} | " in md
+
+
+def png_colours(path):
+    """Distinct RGB colours of an 8-bit RGB/RGBA PNG (what Chromium writes)."""
+    data = open(path, "rb").read()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, width, height, ctype = 8, b"", 0, 0, 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, ctype = struct.unpack(">IIBB", body[:10])
+            assert depth == 8 and ctype in (2, 6)
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw, bpp = zlib.decompress(idat), 3 if ctype == 2 else 4
+    stride, colours, prev = width * bpp, set(), bytearray(width * bpp)
+    for y in range(height):
+        filt, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if filt == 1: line[i] = (line[i] + a) & 255
+            elif filt == 2: line[i] = (line[i] + b) & 255
+            elif filt == 3: line[i] = (line[i] + (a + b) // 2) & 255
+            elif filt == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        for x in range(0, stride, bpp * 7):
+            colours.add(bytes(line[x:x + 3]))
+        prev = line
+    return colours
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed (scripts/setup.sh installs it)")
+def test_the_html_matrix_renders_in_headless_chromium(battery, tmp_path):
+    _, report, out = battery
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}"]
+    url = "file://" + str(out / "battery.html")
+    dom = subprocess.run(["chromium", *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert 'id="verdict"' in dom.stdout and "oarbank-conform: PASS" in dom.stdout
+    assert dom.stdout.count('<td class="probe">') == len(report["probes"])
+    for probe in report["probes"]:
+        assert f'<td class="probe">{probe}</td>' in dom.stdout
+    shot = tmp_path / "battery.png"
+    r = subprocess.run(["chromium", *flags, f"--screenshot={shot}", "--window-size=1600,1200", url],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and shot.exists(), r.stderr[-2000:]
+    colours = png_colours(shot)
+    # The matrix's blocked green and allowed blue are on the page, not a blank render.
+    assert any(abs(c[0] - 0xb7) < 8 and abs(c[1] - 0xe4) < 8 and abs(c[2] - 0xb0) < 8 for c in colours), len(colours)
+    assert any(abs(c[0] - 0xa9) < 8 and abs(c[1] - 0xcd) < 8 and abs(c[2] - 0xf5) < 8 for c in colours)
