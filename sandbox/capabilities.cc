@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "attestation.h"
 #include "landlock_abi.h"
 
 namespace oarbank {
@@ -67,6 +68,7 @@ const char* CapabilityName(CapabilityId id) {
     case CapabilityId::kLimitsMemory: return "limits.memory";
     case CapabilityId::kLimitsCpu: return "limits.cpu";
     case CapabilityId::kHideExistence: return "filesystem.hide-existence";
+    case CapabilityId::kBatteryProven: return "battery.proven";
   }
   return "?";
 }
@@ -149,6 +151,8 @@ CapabilityStatus Assess(CapabilityId id, const HostFacts& h) {
     case CapabilityId::kLimitsCpu: return CgroupLimit(id, h, "cpu", "cpu.max");
     case CapabilityId::kHideExistence:
       return Unavailable(id, "not promised: Landlock does not restrict stat, so which files exist is visible");
+    case CapabilityId::kBatteryProven:
+      return Unavailable(id, "proven per policy class by oarbank-conform (see PlaceForGrant)");
   }
   return Unavailable(id, "unknown capability");
 }
@@ -190,6 +194,21 @@ Placement Place(const Policy& policy, const HostFacts& host) {
   }
   if (host.landlock_abi == 0 || !host.seccomp_filter) placement.verdict = Verdict::kBackendMissing;
   else if (!placement.at_fault.empty()) placement.verdict = Verdict::kCapabilityNotEnforced;
+  return placement;
+}
+
+Placement PlaceForGrant(const Policy& policy, const HostFacts& host, const Attestation& attestation) {
+  Placement placement = Place(policy, host);
+  const std::string cls = PolicyClass(policy);
+  const bool proven = attestation.present && std::find(attestation.proven_classes.begin(),
+                                                       attestation.proven_classes.end(), cls) != attestation.proven_classes.end();
+  if (!proven) {
+    placement.at_fault.push_back({CapabilityId::kBatteryProven, Status::kUnavailable,
+                                  attestation.present ? "the battery has not passed for the class \"" + cls +
+                                                            "\" on this host: no policy of that class was run"
+                                                      : attestation.detail});
+    if (placement.verdict == Verdict::kOk) placement.verdict = Verdict::kCapabilityNotEnforced;
+  }
   return placement;
 }
 

@@ -32,6 +32,9 @@ enum class CapabilityId {
   kLimitsMemory,
   kLimitsCpu,
   kHideExistence,
+  // Not a kernel feature: the escape battery has passed on this host for
+  // the policy's class (attestation.h). Required to grant, not to launch.
+  kBatteryProven,
 };
 
 enum class Status { kEnforced, kCooperative, kUnavailable };
@@ -61,7 +64,14 @@ struct Placement {
   std::vector<CapabilityStatus> at_fault;  // required but not enforced
 };
 
+// What the launcher decides: can every required capability be enforced here?
 Placement Place(const Policy& policy, const HostFacts& host);
+
+// What an agent decides before granting a capability that runs module code
+// (cage-before-capability): Place(), and the battery has passed on this
+// host for the policy's class (attestation.h).
+struct Attestation;
+Placement PlaceForGrant(const Policy& policy, const HostFacts& host, const Attestation& attestation);
 
 // One line for stderr: "sandbox: CAPABILITY_NOT_ENFORCED: filesystem (needs ...)".
 std::string PlacementLine(const Placement& placement);

@@ -43,7 +43,8 @@ std::vector<std::string> FieldsOf(CapabilityId id, const Policy& policy) {
     case CapabilityId::kProcessContainer:
     case CapabilityId::kLimitsMemory:
     case CapabilityId::kLimitsCpu:
-    case CapabilityId::kHideExistence: return {std::string("(always-on) ") + CapabilityName(id)};
+    case CapabilityId::kHideExistence:
+    case CapabilityId::kBatteryProven: return {std::string("(always-on) ") + CapabilityName(id)};
   }
   return {};
 }

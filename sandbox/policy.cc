@@ -420,10 +420,12 @@ Result<Policy> ParsePolicy(std::string_view json_text) {
 Result<Policy> LoadPolicyFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return Bad(path, "cannot read the policy file");
+  // Read in small chunks: a policy is a few hundred bytes, and zero-filling
+  // the 1 MiB limit up front costs more than the rest of a launch.
   std::string text;
-  text.resize(kMaxPolicyBytes + 1);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
+  char chunk[16384];
+  while (text.size() <= kMaxPolicyBytes && (in.read(chunk, sizeof chunk) || in.gcount() > 0))
+    text.append(chunk, static_cast<size_t>(in.gcount()));
   return ParsePolicy(text);
 }
 
