@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attestation.h"
 #include "environment.h"
 #include "exit_codes.h"
 #include "policy.h"
@@ -263,6 +264,7 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
     auto policy = LoadPolicyFile(policy_paths[name]);
     if (!policy.ok()) return Error{name, PolicyErrorLine(policy.error())};
     policies.push_back(policy.value());
+    result.policy_classes.push_back(PolicyClass(policy.value()));
   }
 
   std::atomic<int> run_number{0};
@@ -382,6 +384,26 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
   for (const auto& c : result.confined) result.passed &= !IsFailure(c.outcome);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return result;
+}
+
+}  // namespace oarbank
+
+namespace oarbank {
+
+std::vector<std::string> ProvenClasses(const BatteryResult& result) {
+  std::vector<std::string> proven;
+  for (const auto& c : result.unconfined)
+    if (IsFailure(c.outcome)) return proven;
+  for (size_t p = 0; p < result.policies.size(); ++p) {
+    bool ok = true, ran = false;
+    for (const auto& c : result.confined) {
+      if (c.policy != result.policies[p]) continue;
+      ok &= !IsFailure(c.outcome);
+      ran |= !c.run.verdict.empty() || c.run.signal != 0;
+    }
+    if (ok && ran) proven.push_back(result.policy_classes[p]);
+  }
+  return proven;
 }
 
 }  // namespace oarbank

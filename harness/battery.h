@@ -64,6 +64,7 @@ struct BatteryResult {
   HostFacts host;
   int abi = 0;  // what the launcher used (capped or not)
   std::vector<std::string> probes, policies;
+  std::vector<std::string> policy_classes;  // PolicyClass of each policy, same order
   std::vector<uid_t> uids;
   std::vector<Cell> unconfined;  // one per probe
   std::vector<Cell> confined;
@@ -73,5 +74,9 @@ struct BatteryResult {
 };
 
 Result<BatteryResult> RunBattery(const BatteryOptions& options);
+
+// The classes the battery proved: policies whose every confined run matched
+// the table and actually ran (not refused), when no probe was broken.
+std::vector<std::string> ProvenClasses(const BatteryResult& result);
 
 }  // namespace oarbank

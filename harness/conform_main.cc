@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "attestation.h"
 #include "battery.h"
 #include "exit_codes.h"
 #include "reports.h"
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   o.policy_dir = std::string(OARBANK_SOURCE_DIR) + "/fixtures/policies/battery";
   o.expectations = std::string(OARBANK_SOURCE_DIR) + "/escapes/expectations.tsv";
   std::string out = "conform-report";
+  std::string attest = AttestationPath();
   std::vector<int> uids = {0, 65534};
 
   CLI::App app{"oarbank-conform: the escape battery on this host"};
@@ -35,6 +37,8 @@ int main(int argc, char** argv) {
   o.jobs = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   app.add_option("--jobs", o.jobs, "Probes run at once (default: the number of CPUs)")->check(CLI::Range(1, 64));
   app.add_option("--uids", uids, "Identities the confined side runs as")->delimiter(',');
+  app.add_option("--attest", attest,
+                 "Where a complete, uncapped run records the policy classes it proved (cage-before-capability)");
   app.add_option("--probe", o.only_probes, "Only these probes")->delimiter(',');
   app.add_option("--policy", o.only_policies, "Only these policies")->delimiter(',');
   try {
@@ -59,5 +63,17 @@ int main(int argc, char** argv) {
   std::ofstream(out + "/battery.html") << BatteryHtml(result.value());
   std::cout << BatterySummary(result.value());
   std::cout << "reports: " << out << "/battery.{json,xml,md,html}\n";
+  // Only a complete run on the kernel as it is proves anything.
+  if (o.only_probes.empty() && o.only_policies.empty() && o.abi_cap < 0 && o.uids.size() >= 2) {
+    Attestation a;
+    a.kernel_release = result.value().host.kernel_release;
+    a.landlock_abi = result.value().host.landlock_abi;
+    a.agent_fingerprint = FileFingerprint(o.agent);
+    a.proven_classes = ProvenClasses(result.value());
+    if (WriteAttestation(attest, a))
+      std::cout << "attestation: " << attest << " (" << a.proven_classes.size() << " policy classes proven)\n";
+    else
+      std::cerr << "oarbank-conform: cannot write the attestation " << attest << "\n";
+  }
   return result.value().passed ? 0 : 1;
 }

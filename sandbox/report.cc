@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "attestation.h"
+
 namespace oarbank {
 namespace {
 
@@ -70,6 +72,19 @@ nlohmann::ordered_json PlanReport(const Plan& plan) {
         {"seccomp", {{"default", "allow"}, {"bad_arch", "kill_process"}, {"rules", seccomp}}},
         {"gaps", gaps}}},
   };
+}
+
+nlohmann::ordered_json GrantReport(const Policy& policy, const HostFacts& host, const std::string& agent_path) {
+  const Attestation attestation = ReadAttestation(AttestationPath(), host.kernel_release, host.landlock_abi, agent_path);
+  const Placement grant = PlaceForGrant(policy, host, attestation);
+  nlohmann::ordered_json at_fault = nlohmann::ordered_json::array();
+  for (const auto& c : grant.at_fault)
+    at_fault.push_back({{"id", CapabilityName(c.id)}, {"status", StatusName(c.status)}, {"detail", c.detail}});
+  return {{"grant",
+           {{"verdict", VerdictName(grant.verdict)},
+            {"class", PolicyClass(policy)},
+            {"attestation", AttestationPath()},
+            {"at_fault", at_fault}}}};
 }
 
 }  // namespace oarbank

@@ -14,4 +14,8 @@ namespace oarbank {
 nlohmann::ordered_json HostReport(const HostFacts& host);
 nlohmann::ordered_json PlanReport(const Plan& plan);
 
+// Cage-before-capability for this policy on this host: PlaceForGrant with
+// the battery attestation (attestation.h) checked against `agent_path`.
+nlohmann::ordered_json GrantReport(const Policy& policy, const HostFacts& host, const std::string& agent_path);
+
 }  // namespace oarbank
