@@ -39,7 +39,7 @@ std::string CellText(const Cell& c) {
   const ProbeRun& r = c.run;
   if (r.exit_code == 70 && r.verdict.empty()) return "refused 70";
   if (r.signal != 0) return r.Summary().substr(7);  // "SIGSYS"
-  if (r.verdict == "blocked") return r.err;
+  if (r.verdict == "blocked") return r.err.empty() ? "blocked" : r.err;
   if (r.verdict == "escaped") return c.outcome == Outcome::kPass ? "allowed" : "ESCAPED";
   if (r.verdict.empty()) return "no verdict";
   return r.verdict;
