@@ -29,7 +29,7 @@ def conform(out, *args, env=None):
 @pytest.fixture(scope="module")
 def battery(tmp_path_factory):
     out = tmp_path_factory.mktemp("battery")
-    r = conform(out)
+    r = conform(out, "--attest", str(out / "attestation.json"))
     with open(out / "battery.json") as f:
         return r, json.load(f), out
 
@@ -202,3 +202,22 @@ def test_the_html_matrix_renders_in_headless_chromium(battery, tmp_path):
     # The matrix's blocked green and allowed blue are on the page, not a blank render.
     assert any(abs(c[0] - 0xb7) < 8 and abs(c[1] - 0xe4) < 8 and abs(c[2] - 0xb0) < 8 for c in colours), len(colours)
     assert any(abs(c[0] - 0xa9) < 8 and abs(c[1] - 0xcd) < 8 and abs(c[2] - 0xf5) < 8 for c in colours)
+
+
+def test_a_complete_run_records_the_classes_it_proved(battery):
+    r, report, out = battery
+    attestation = json.loads((out / "attestation.json").read_text())
+    assert attestation["kernel_release"] == report["host"]["kernel"]["release"]
+    assert attestation["landlock_abi"] == report["landlock_abi"]
+    classes = set(attestation["proven_classes"])
+    assert "runner net=none exec_writable=false gpu=none broker=no" in classes
+    assert "coordinator net=none exec_writable=false gpu=none broker=no" in classes
+    # A policy this kernel refuses proves nothing.
+    if report["landlock_abi"] < 9:
+        assert not any("broker=yes" in c for c in classes)
+
+
+def test_a_partial_run_records_nothing(tmp_path):
+    r = conform(tmp_path / "out", "--probe", "bpf_syscall", "--attest", str(tmp_path / "attestation.json"))
+    assert r.returncode == 0, r.stdout
+    assert not (tmp_path / "attestation.json").exists()
