@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <linux/landlock.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -114,6 +116,46 @@ void ProbeGpuNodes(HostFacts& f) {
   std::sort(f.gpu_nodes.begin(), f.gpu_nodes.end());
 }
 
+// Appends the world-readable parts of `path` to `out`; returns whether the
+// whole subtree is world-readable (then only `path` itself is appended).
+// Symlinks count by their target.
+bool CollectWorldReadable(int parent_fd, const std::string& name, const std::string& path,
+                          std::vector<std::string>& out) {
+  struct stat st {};
+  if (fstatat(parent_fd, name.c_str(), &st, 0) != 0) return false;
+  if (!S_ISDIR(st.st_mode)) {
+    const bool readable = (st.st_mode & S_IROTH) != 0;
+    if (readable) out.push_back(path);
+    return readable;
+  }
+  if ((st.st_mode & (S_IROTH | S_IXOTH)) != (S_IROTH | S_IXOTH)) return false;
+  const int fd = openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* dir = fd >= 0 ? fdopendir(fd) : nullptr;
+  if (dir == nullptr) {
+    if (fd >= 0) close(fd);
+    return false;
+  }
+  const size_t mark = out.size();
+  bool all = true;
+  while (dirent* e = readdir(dir)) {
+    const std::string child = e->d_name;
+    if (child == "." || child == "..") continue;
+    all &= CollectWorldReadable(dirfd(dir), child, path + "/" + child, out);
+  }
+  closedir(dir);
+  if (all) {
+    out.resize(mark);
+    out.push_back(path);
+  }
+  return all;
+}
+
+void ProbeRootOnlyFiles(HostFacts& f) {
+  f.runs_as_root = geteuid() == 0;
+  if (!f.runs_as_root) return;
+  CollectWorldReadable(AT_FDCWD, "/etc", "/etc", f.etc_world_readable);
+}
+
 }  // namespace
 
 HostFacts ProbeHost(int abi_cap) {
@@ -128,6 +170,7 @@ HostFacts ProbeHost(int abi_cap) {
   ProbeUserNamespaces(f);
   ProbeCgroup(f);
   ProbeGpuNodes(f);
+  ProbeRootOnlyFiles(f);
   return f;
 }
 

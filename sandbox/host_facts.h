@@ -44,6 +44,13 @@ struct HostFacts {
 
   // Existing GPU device nodes (devices.gpu = "compute").
   std::vector<std::string> gpu_nodes;
+
+  // Only when this process runs as root, whom file permissions do not stop
+  // from reading /etc/shadow or SSH host keys: the world-readable parts of
+  // /etc (files, and directories whose whole subtree is world-readable), so
+  // the base system's /etc grant is narrowed to what any user may read.
+  bool runs_as_root = false;
+  std::vector<std::string> etc_world_readable;
 };
 
 // Reads the facts of the running kernel for this process. `abi_cap` >= 0

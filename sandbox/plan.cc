@@ -83,8 +83,19 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
   ll.handled_net = HandledNet(abi);
   ll.scoped = HandledScopes(abi);
   if (abi != LandlockAbi::kNone) {
-    for (auto base : kBaseReadExecute)
+    for (auto base : kBaseReadExecute) {
+      // Root owns /etc's root-only files, so for root the /etc grant is
+      // narrowed to its world-readable parts; listing /etc stays allowed.
+      if (base == "/etc" && host.runs_as_root) {
+        ll.paths.push_back({"/etc", HandledFs(abi) & kFsReadDir, true, "base system"});
+        for (const auto& part : host.etc_world_readable)
+          if (part != "/etc") ll.paths.push_back({part, ReadExecuteRights(abi), true, "base system /etc"});
+        if (std::find(host.etc_world_readable.begin(), host.etc_world_readable.end(), "/etc") ==
+            host.etc_world_readable.end())
+          continue;
+      }
       ll.paths.push_back({std::string(base), ReadExecuteRights(abi), true, "base system"});
+    }
     for (auto dev : kBaseDevices) ll.paths.push_back({std::string(dev), DeviceRights(abi), true, "base device"});
     for (const auto& g : policy.grants()) {
       const uint64_t rights = g.access == Access::kReadExecute ? ReadExecuteRights(abi)

@@ -140,6 +140,25 @@ TEST(Plan, ReadExecuteGrantsNeverWrite) {
   }
 }
 
+TEST(Plan, RootGetsOnlyTheWorldReadablePartsOfEtc) {
+  TempTree tree;
+  HostFacts host = FakeHost(7);
+  host.runs_as_root = true;
+  host.etc_world_readable = {"/etc/passwd", "/etc/ssh/ssh_config", "/etc/ssl/certs"};
+  const Plan plan = PlanConfinement(tree.Runner(), host);
+  const PathRule* etc = FindRule(plan, "/etc");
+  ASSERT_NE(etc, nullptr);
+  EXPECT_EQ(etc->access, kFsReadDir);  // list it, read nothing through it
+  for (const auto& part : host.etc_world_readable) {
+    const PathRule* rule = FindRule(plan, part);
+    ASSERT_NE(rule, nullptr) << part;
+    EXPECT_EQ(rule->access, ReadExecuteRights(LandlockAbi::kV7));
+  }
+  EXPECT_EQ(FindRule(plan, "/etc/shadow"), nullptr);
+  // Everyone else keeps /etc whole: file permissions guard its root-only files.
+  EXPECT_EQ(FindRule(PlanConfinement(tree.Runner(), FakeHost(7)), "/etc")->access, ReadExecuteRights(LandlockAbi::kV7));
+}
+
 TEST(Plan, EgressConnectsToTheProxyPortAloneAndNeverBinds) {
   TempTree tree;
   const Policy egress =
