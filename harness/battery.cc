@@ -304,6 +304,8 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
         {"OARBANK_PROBE_CGROUP_PROCS", world->cgroup_dir.empty() ? "" : world->cgroup_dir + "/cgroup.procs"},
         {"OARBANK_PROBE_PIDFILE", writable + "/daemon.pid"},
         {"OARBANK_PROBE_GPU_NODE", world->gpu_node},
+        {"OARBANK_PROBE_SYSV_MSG_ID", world->sysv_msg_id < 0 ? "" : std::to_string(world->sysv_msg_id)},
+        {"OARBANK_PROBE_MQUEUE", world->mqueue_name},
     };
   };
   // A daemon a probe left: evidence, then killed.

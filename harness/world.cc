@@ -7,7 +7,10 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <mqueue.h>
+#include <sys/ipc.h>
 #include <sys/mount.h>
+#include <sys/msg.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -162,6 +165,8 @@ std::vector<std::string> Listeners::Take(const std::string& probe) {
 
 World::~World() {
   listeners.reset();
+  if (sysv_msg_id >= 0) msgctl(sysv_msg_id, IPC_RMID, nullptr);
+  if (!mqueue_name.empty()) mq_unlink(mqueue_name.c_str());
   for (const auto& [uid, pid] : outside_pid) {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
@@ -245,6 +250,23 @@ Result<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std
   w->inherited_fd = kInheritedFd;
 
   w->env_secret = "oarbank-secret-" + std::to_string(rd());
+
+  // IPC the host's processes share by key or name, not by path.
+  w->sysv_msg_id = msgget(IPC_PRIVATE, IPC_CREAT | 0666);
+  if (w->sysv_msg_id < 0) w->notes.push_back("System V message queue: " + std::string(strerror(errno)));
+  w->mqueue_name = "/oarbank-battery-" + std::to_string(getpid());
+  const mode_t old_mask = umask(0);
+  mq_attr attr {};
+  attr.mq_maxmsg = 8;
+  attr.mq_msgsize = 64;
+  const mqd_t mq = mq_open(w->mqueue_name.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0666, &attr);
+  umask(old_mask);
+  if (mq == static_cast<mqd_t>(-1)) {
+    w->notes.push_back("POSIX message queue: " + std::string(strerror(errno)));
+    w->mqueue_name.clear();
+  } else {
+    mq_close(mq);
+  }
 
   // An outer cgroup a probe could move itself into.
   const HostFacts host = ProbeHost();

@@ -63,6 +63,8 @@ struct World {
   int tcp_port = 0, proxy_port = 0, udp_port = 0;
   std::map<uid_t, pid_t> outside_pid;  // one per identity the battery runs as
   int inherited_fd = -1;
+  int sysv_msg_id = -1;                // a System V message queue, mode 0666
+  std::string mqueue_name;             // a POSIX message queue, mode 0666
   std::string env_secret;              // the agent's own secret, value "oarbank-secret-..."
   std::unique_ptr<Listeners> listeners;
   std::vector<std::string> notes;      // what could not be set up, said in the report

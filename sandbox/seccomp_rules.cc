@@ -37,6 +37,27 @@ std::vector<SeccompRule> BuildTable() {
       {"listen", {}, EPERM, When::kAlways, "never listening"},
       {"bind", {}, EPERM, When::kAlways, "never listening: no address of its own, on any family"},
 
+      // System V IPC and POSIX message queues live in the host's IPC
+      // namespace and are reached by key or id, not by path: a channel to
+      // any process of the same uid that Landlock does not see.
+      {"shmget", {}, EPERM, When::kAlways, "no System V IPC: shared with the host"},
+      {"shmat", {}, EPERM, When::kAlways, "no System V IPC: shared with the host"},
+      {"shmctl", {}, EPERM, When::kAlways, "no System V IPC: shared with the host"},
+      {"semget", {}, EPERM, When::kAlways, "no System V IPC: shared with the host"},
+      {"semop", {}, EPERM, When::kAlways, "no System V IPC: shared with the host"},
+      {"semtimedop", {}, EPERM, When::kAlways, "no System V IPC: shared with the host"},
+      {"semctl", {}, EPERM, When::kAlways, "no System V IPC: shared with the host"},
+      {"msgget", {}, EPERM, When::kAlways, "no System V IPC: shared with the host"},
+      {"msgsnd", {}, EPERM, When::kAlways, "no System V IPC: shared with the host"},
+      {"msgrcv", {}, EPERM, When::kAlways, "no System V IPC: shared with the host"},
+      {"msgctl", {}, EPERM, When::kAlways, "no System V IPC: shared with the host"},
+      {"mq_open", {}, EPERM, When::kAlways, "no POSIX message queues: shared with the host"},
+      {"mq_unlink", {}, EPERM, When::kAlways, "no POSIX message queues: shared with the host"},
+      {"mq_timedsend", {}, EPERM, When::kAlways, "no POSIX message queues: shared with the host"},
+      {"mq_timedreceive", {}, EPERM, When::kAlways, "no POSIX message queues: shared with the host"},
+      {"mq_notify", {}, EPERM, When::kAlways, "no POSIX message queues: shared with the host"},
+      {"mq_getsetattr", {}, EPERM, When::kAlways, "no POSIX message queues: shared with the host"},
+
       // io_uring performs socket, connect and openat without those syscalls.
       {"io_uring_setup", {}, EPERM, When::kAlways, "io_uring bypasses syscall filtering"},
       {"io_uring_enter", {}, EPERM, When::kAlways, "io_uring bypasses syscall filtering"},
