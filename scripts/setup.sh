@@ -9,7 +9,7 @@ packages=(
   cmake ninja-build g++ pkg-config clang libclang-rt-14-dev
   libseccomp-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev librapidcheck-dev python3-pytest
-  hyperfine bubblewrap util-linux libxml2-utils chromium
+  hyperfine bubblewrap util-linux jq libxml2-utils chromium
 )
 missing=()
 for p in "${packages[@]}"; do
