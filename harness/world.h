@@ -86,7 +86,6 @@ struct Evidence {
   std::vector<std::string> arrivals;  // Listeners::Take(probe) at this observation
   std::set<std::string> bundle_files;
   std::set<std::string> outside_files;
-  std::string cgroup_procs;
 };
 Evidence ObserveWorld(World& world, const std::string& outside_dir, const std::string& probe);
 // What a run changed between two observations, one line each.
