@@ -3,7 +3,9 @@
 # the policy parser, the GoogleTest and rapidcheck suites under CTest
 # (confinement tests run the confined side as root and as uid 65534), and the
 # pytest suites (the CLI end to end, and the escape battery with its
-# reports). Needs root (packages, uid switching).
+# reports), then the kernel matrix: the battery inside eight Debian kernels
+# booted in QEMU and at every capped Landlock ABI of this host. Needs root
+# (packages, uid switching).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -17,3 +19,6 @@ ctest --test-dir build --output-on-failure -j2
 
 echo "== pytest"
 /usr/bin/python3 -m pytest -q harness
+
+echo "== kernel matrix"
+./scripts/kernel-matrix.sh

@@ -1,0 +1,177 @@
+"""The kernel matrix, driven by pytest: one test per guest of
+fixtures/kernels.json (a Debian kernel booted in QEMU, the battery run
+inside it) and one per capped Landlock ABI (the battery on this host with the
+launcher capped by --landlock-abi-max), each asserting its Landlock ABI
+first, then the placement verdict for the strict runner policy, the cgroup
+v2 leaf, and the battery.
+
+The guests are booted by scripts/kernel-matrix.sh, which then runs this file
+with OARBANK_KERNEL_MATRIX_RESULTS set to its output. Without it the guest
+and capped tests are not collected (one skip says so); the tests of the
+report itself always run. A guest whose results are missing, or that reports
+another ABI than its row, fails: it never skips.
+
+    OARBANK_KERNEL_MATRIX_RESULTS=DIR /usr/bin/python3 -m pytest harness/test_kernel_matrix.py
+"""
+import copy
+import json
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import matrix_report  # noqa: E402
+
+ROOT = os.path.dirname(HERE)
+RESULTS = os.environ.get("OARBANK_KERNEL_MATRIX_RESULTS", "")
+KERNELS_JSON = os.environ.get("OARBANK_KERNELS_JSON") or (
+    os.path.join(RESULTS, "kernels.json") if RESULTS and os.path.exists(os.path.join(RESULTS, "kernels.json"))
+    else os.path.join(ROOT, "fixtures", "kernels.json"))
+EXPECTATIONS = os.path.join(ROOT, "escapes", "expectations.tsv")
+
+with open(KERNELS_JSON) as _f:
+    SPEC = json.load(_f)
+ROWS = {g["id"]: g for g in SPEC["guests"]}
+
+
+def _selected_guests():
+    if "OARBANK_KERNEL_MATRIX_GUESTS" in os.environ:  # set and empty: no guest (a capped-only run)
+        return os.environ["OARBANK_KERNEL_MATRIX_GUESTS"].replace(",", " ").split()
+    return list(ROWS)
+
+
+def _selected_capped():
+    env = os.environ.get("OARBANK_KERNEL_MATRIX_CAPPED")
+    if env is not None:
+        return [int(n) for n in env.replace(",", " ").split()]
+    d = os.path.join(RESULTS, "capped")
+    return sorted(int(n) for n in os.listdir(d) if n.isdigit()) if os.path.isdir(d) else []
+
+
+def _assert_row(row):
+    """The row's checks in order (the ABI first): the first that fails fails the test."""
+    assert row.checks, f"{row.label}: nothing to check"
+    assert row.checks[0].name == "landlock_abi"
+    for check in row.checks:
+        assert check.ok, f"{row.kind} {row.label}: {check.message()}"
+
+
+# ---- the matrix: one test per guest, one per capped ABI ------------------
+if RESULTS:
+    @pytest.mark.parametrize("guest_id", _selected_guests() or [pytest.param(None, marks=pytest.mark.skip(
+        reason="no guest in these results (a capped-only run)"))])
+    def test_guest(guest_id):
+        assert guest_id in ROWS, f"{guest_id} is not a row of {KERNELS_JSON}"
+        row = matrix_report.judge_guest(ROWS[guest_id], os.path.join(RESULTS, "guests", guest_id))
+        _assert_row(row)
+
+    @pytest.mark.parametrize("abi", _selected_capped() or [pytest.param(None, marks=pytest.mark.skip(
+        reason="no capped ABI runs in these results"))])
+    def test_capped_abi(abi):
+        row = matrix_report.judge_capped(abi, os.path.join(RESULTS, "capped", str(abi)),
+                                         matrix_report.policy_floor(EXPECTATIONS))
+        _assert_row(row)
+
+    def test_matrix_report_shows_every_row(tmp_path):
+        m = matrix_report.build(KERNELS_JSON, RESULTS, guests=_selected_guests(), capped=_selected_capped(),
+                                expectations=EXPECTATIONS)
+        matrix_report.write(m, str(tmp_path))
+        page = (tmp_path / "matrix.html").read_text()
+        for g in _selected_guests():
+            assert f'id="row-guest-{g}"' in page
+        for n in _selected_capped():
+            assert f'id="row-capped-{n}"' in page
+        junit = (tmp_path / "matrix.xml").read_text()
+        assert junit.count("<testsuite ") == len(_selected_guests()) + len(_selected_capped())
+else:
+    def test_kernel_matrix_results():
+        pytest.skip("the kernel matrix was not run here: scripts/kernel-matrix.sh boots the guests and runs "
+                    "this file with OARBANK_KERNEL_MATRIX_RESULTS")
+
+
+# ---- the report itself: a wrong ABI in kernels.json turns its row red ----
+def _fake_guest(d, abi, verdict="ok", at_fault=(), battery_verdict="PASS", refused=False, cgroup=None):
+    """A results directory as qemu-run.sh leaves it, for a guest that reported `abi`."""
+    res = d / "results"
+    (res / "battery").mkdir(parents=True)
+    (d / "guest.json").write_text(json.dumps({"kernel": {"package": "linux-test", "version": "1"}, "wall_s": 1.0,
+                                              "guest_uptime": {"init": 1.0}}))
+    (res / "sandbox-report.json").write_text(json.dumps({"kernel": {"release": "test"},
+                                                         "landlock": {"abi": abi, "kernel_abi": abi}}))
+    (res / "verdict.json").write_text(json.dumps({"placement": {"verdict": verdict, "at_fault": [
+        {"id": x, "status": "unavailable", "detail": x} for x in at_fault]}}))
+    (res / "cgroup.json").write_text(json.dumps(cgroup or {"memory_oom": True, "cpu_throttle": True, "kill": True}))
+    actual = "refused (exit 70)" if refused else None
+    (res / "battery" / "battery.json").write_text(json.dumps({
+        "verdict": battery_verdict, "landlock_abi": abi, "counts": {"PASS": 3}, "summary": "test",
+        "unconfined": [{"probe": "read_outside_grants", "policy": "unconfined", "uid": 0, "expected": "escaped",
+                        "actual": "escaped", "outcome": "PASS", "why": "", "detail": ""}],
+        "confined": [{"probe": probe, "policy": "runner_strict", "uid": uid,
+                      "expected": "refused (exit 70)" if refused else blocked, "actual": actual or blocked,
+                      "outcome": "PASS", "why": "", "detail": ""}
+                     for probe, blocked in (("read_outside_grants", "blocked EACCES"), ("signal_outside", "blocked EPERM"))
+                     for uid in (0, 65534)]}))
+
+
+def _real_or_fake_results(tmp_path, guest_id):
+    """The real results of guest_id when the matrix ran, else a faithful fake."""
+    if RESULTS and os.path.exists(os.path.join(RESULTS, "guests", guest_id, "results", "sandbox-report.json")):
+        return RESULTS
+    e = ROWS[guest_id]["expect"]
+    _fake_guest(tmp_path / "guests" / guest_id, e["landlock_abi"], e["verdict"], e.get("at_fault", []),
+                refused=e["battery"] == "refused", cgroup=e.get("cgroup"))
+    return str(tmp_path)
+
+
+@pytest.mark.parametrize("guest_id", ["6.12", "5.10"])
+def test_a_wrong_abi_in_kernels_json_turns_its_row_red(tmp_path, guest_id):
+    results = _real_or_fake_results(tmp_path, guest_id)
+    spec = copy.deepcopy(SPEC)
+    right = matrix_report.build(KERNELS_JSON, results, guests=[guest_id], capped=[], expectations=EXPECTATIONS)
+    wrong_spec = tmp_path / "kernels-wrong.json"
+    for g in spec["guests"]:
+        if g["id"] == guest_id:
+            g["expect"]["landlock_abi"] += 1  # deliberately wrong
+    wrong_spec.write_text(json.dumps(spec))
+    wrong = matrix_report.build(str(wrong_spec), results, guests=[guest_id], capped=[], expectations=EXPECTATIONS)
+    (row,) = wrong["rows"]
+    assert not row["ok"] and not wrong["passed"]
+    assert row["checks"][0]["name"] == "landlock_abi" and not row["checks"][0]["ok"]
+    matrix_report.write(wrong, str(tmp_path / "wrong"))
+    page = (tmp_path / "wrong" / "matrix.html").read_text()
+    assert f'<tr class="red" id="row-guest-{guest_id}"' in page
+    assert "<failure" in (tmp_path / "wrong" / "matrix.xml").read_text()
+    # The same check the guest test asserts fails, with the ABI named first.
+    g = next(g for g in spec["guests"] if g["id"] == guest_id)
+    with pytest.raises(AssertionError, match=r"landlock_abi: expected \d+, got \d+"):
+        _assert_row(matrix_report.judge_guest(g, os.path.join(results, "guests", guest_id)))
+    # The untouched row stays as it was (green on a faithful result).
+    if results != RESULTS:
+        assert right["rows"][0]["ok"], right["rows"][0]["checks"]
+
+
+def test_a_missing_guest_fails_rather_than_skips(tmp_path):
+    row = matrix_report.judge_guest(ROWS["6.12"], str(tmp_path / "guests" / "6.12"))
+    assert not row.ok
+    with pytest.raises(AssertionError, match="landlock_abi"):
+        _assert_row(row)
+
+
+def test_refusal_rows_need_every_confined_cell_refused(tmp_path):
+    _fake_guest(tmp_path / "guests" / "6.1", 2, "CAPABILITY_NOT_ENFORCED", ["filesystem"], refused=False)
+    row = matrix_report.judge_guest(ROWS["6.1"], str(tmp_path / "guests" / "6.1"))
+    assert [c.name for c in row.checks if not c.ok] == ["battery"]
+
+
+def test_kernels_json_rows_are_complete():
+    ids = [g["id"] for g in SPEC["guests"]]
+    assert len(ids) == len(set(ids))
+    for g in SPEC["guests"]:
+        for key in ("suite", "package", "version", "resolve", "expect"):
+            assert key in g, f"{g['id']}: {key}"
+        assert g["suite"] in SPEC["apt_suites"], g["id"]
+        e = g["expect"]
+        assert (e["verdict"] == "ok") == (e["battery"] == "pass"), g["id"]
+        assert e["verdict"] in ("ok", "SANDBOX_BACKEND_MISSING", "CAPABILITY_NOT_ENFORCED")

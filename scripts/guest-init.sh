@@ -1,0 +1,154 @@
+#!/bin/sh
+# /init of a kernel-matrix guest (busybox sh, PID 1). Built into the
+# initramfs by scripts/initramfs-build.sh; never run on a host.
+#
+# It makes the world the battery expects (proc, sysfs, securityfs,
+# devtmpfs, a pure cgroup2 with +memory +cpu +pids in the root's subtree,
+# tmpfs on /tmp, loopback up, a `nobody` user, ptrace_scope 0), records what
+# the kernel offers (oarbank-agent sandbox-report, and its verdict for the
+# strict runner policy), checks the cgroup v2 leaf features the supervisor
+# relies on, runs oarbank-conform as root (the confined side as root and
+# uid 65534), then writes everything as base64 of a tar.gz between markers on
+# the second serial port (/dev/ttyS1) and powers off.
+#
+# Kernel command line: oarbank.conform="ARGS" adds options to oarbank-conform
+# (for example --probe=a,b or --policy=runner_strict), oarbank.battery=0 skips it,
+# oarbank.probe=1 powers off as soon as /init runs (the accelerator probe).
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+export HOME=/root LANG=C
+
+O=/oarbank
+OUT=/out
+say() { echo "oarbank-guest: $*"; }
+now() { cut -d' ' -f1 /proc/uptime; }
+
+finish() {
+  [ -e /dev/ttyS1 ] || mknod /dev/ttyS1 c 4 65
+  stty -F /dev/ttyS1 raw -echo 2>/dev/null
+  echo "$(now)" >"$OUT/uptime-end"
+  say "writing results ($(du -sk "$OUT" | cut -f1) KiB) to ttyS1"
+  # Each write closes the port, which waits until the UART has sent it all.
+  echo "OARBANK-RESULTS-BEGIN" >/dev/ttyS1
+  tar czf - -C "$OUT" . | base64 >/dev/ttyS1
+  echo "OARBANK-RESULTS-END" >/dev/ttyS1
+  say "done at $(now) s; powering off"
+  sync
+  poweroff -f
+  reboot -f
+  sleep 5
+}
+
+mount -t proc proc /proc
+# oarbank.probe=1: only prove the guest reaches /init (qemu-run.sh --detect-accel).
+case " $(cat /proc/cmdline) " in
+  *" oarbank.probe=1 "*) echo "OARBANK-GUEST-ALIVE"; poweroff -f; reboot -f ;;
+esac
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mkdir -p /dev/pts /dev/shm /tmp /run "$OUT"
+mount -t devpts devpts /dev/pts 2>/dev/null
+mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /tmp
+mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs /dev/shm
+mount -t securityfs securityfs /sys/kernel/security 2>/dev/null
+# Quiet the console: OOM reports from the cgroup checks would otherwise
+# interleave with our lines.
+echo 1 >/proc/sys/kernel/printk
+say "init at $(now) s on $(uname -r)"
+echo "$(now)" >"$OUT/uptime-init"
+uname -r >"$OUT/uname"
+
+cmdline=$(cat /proc/cmdline)
+conform_args=$(sed -n 's/.*oarbank\.conform="\([^"]*\)".*/\1/p' /proc/cmdline)
+run_battery=1
+case " $cmdline " in *" oarbank.battery=0 "*) run_battery=0 ;; esac
+
+# A pure cgroup2 hierarchy, controllers delegated to the root's children.
+mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>"$OUT/cgroup-mount.err" && rm -f "$OUT/cgroup-mount.err"
+for c in memory cpu pids; do
+  echo "+$c" >/sys/fs/cgroup/cgroup.subtree_control 2>>"$OUT/cgroup-subtree.err"
+done
+[ -s "$OUT/cgroup-subtree.err" ] || rm -f "$OUT/cgroup-subtree.err"
+
+# Loopback: the battery's host listeners are on 127.0.0.1 and ::1.
+ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
+hostname oarbank-guest
+
+# Unconfined ptrace probes must be able to prove their escape as root.
+[ -w /proc/sys/kernel/yama/ptrace_scope ] && echo 0 >/proc/sys/kernel/yama/ptrace_scope
+cat /proc/sys/kernel/yama/ptrace_scope >"$OUT/ptrace_scope" 2>/dev/null
+cat /sys/kernel/security/lsm >"$OUT/lsm" 2>/dev/null
+
+# ---- what the kernel offers -------------------------------------------
+$O/sandbox/oarbank-agent sandbox-report >"$OUT/sandbox-report.json" 2>"$OUT/sandbox-report.err"
+echo $? >"$OUT/sandbox-report.rc"
+V=/run/oarbank-verdict
+mkdir -p $V/bundle $V/runtime $V/work/tmp $V/data
+sed "s|@ROOT@|$V|g" $O/fixtures/policies/battery/runner_strict.json >$V/runner_strict.json
+$O/sandbox/oarbank-agent sandbox-report $V/runner_strict.json >"$OUT/verdict.json" 2>"$OUT/verdict.err"
+echo $? >"$OUT/verdict.rc"
+say "sandbox-report: $(grep -o '"abi": [0-9]*' "$OUT/sandbox-report.json" | head -1); runner_strict: $(grep -o '"verdict": "[A-Z_a-z]*"' "$OUT/verdict.json" | head -1)"
+
+# ---- the cgroup v2 leaf: memory.max -> oom, cpu.max throttles, cgroup.kill
+CG=/sys/fs/cgroup
+leaf_mem=false leaf_cpu=false leaf_kill=false kill_file=false
+oom_kills=0 throttled=0 usage=0 left=-1
+if [ -d $CG/kmx-mem ] || mkdir $CG/kmx-mem 2>/dev/null; then
+  if echo 16M >$CG/kmx-mem/memory.max 2>/dev/null; then
+    echo 0 >$CG/kmx-mem/memory.swap.max 2>/dev/null
+    # busybox dd allocates its 64 MiB block: over the limit, so the leaf's OOM killer runs.
+    sh -c "echo \$\$ >$CG/kmx-mem/cgroup.procs && exec dd if=/dev/zero of=/dev/null bs=64M count=2" 2>/dev/null
+    oom_kills=$(sed -n 's/^oom_kill //p' $CG/kmx-mem/memory.events)
+    [ "${oom_kills:-0}" -gt 0 ] && leaf_mem=true
+  fi
+  rmdir $CG/kmx-mem 2>/dev/null
+fi
+if mkdir $CG/kmx-cpu 2>/dev/null; then
+  if echo "10000 100000" >$CG/kmx-cpu/cpu.max 2>/dev/null; then
+    sh -c "echo \$\$ >$CG/kmx-cpu/cgroup.procs && while :; do :; done" 2>/dev/null &
+    sleep 0.5
+    kill -9 $! 2>/dev/null
+    wait $! 2>/dev/null
+    throttled=$(sed -n 's/^nr_throttled //p' $CG/kmx-cpu/cpu.stat)
+    usage=$(sed -n 's/^usage_usec //p' $CG/kmx-cpu/cpu.stat)
+    # 10% of a CPU for 0.5 s: throttled, and far below the 0.5 s it would burn.
+    [ "${throttled:-0}" -gt 0 ] && [ "${usage:-0}" -lt 250000 ] && leaf_cpu=true
+  fi
+  rmdir $CG/kmx-cpu 2>/dev/null
+fi
+if mkdir $CG/kmx-kill 2>/dev/null; then
+  if [ -e $CG/kmx-kill/cgroup.kill ]; then
+    kill_file=true
+    sh -c "echo \$\$ >$CG/kmx-kill/cgroup.procs && { sleep 300 & sleep 300 & (sleep 300 &) ; exec sleep 300; }" &
+    sleep 0.3
+    echo 1 >$CG/kmx-kill/cgroup.kill
+    wait
+    sleep 0.2
+    left=$(wc -l <$CG/kmx-kill/cgroup.procs)
+    grep -q '^populated 0' $CG/kmx-kill/cgroup.events && [ "$left" -eq 0 ] && leaf_kill=true
+  fi
+  rmdir $CG/kmx-kill 2>/dev/null
+fi
+cat >"$OUT/cgroup.json" <<EOF
+{"mounted": $(grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts && echo true || echo false),
+ "controllers": "$(cat $CG/cgroup.controllers 2>/dev/null)",
+ "subtree_control": "$(cat $CG/cgroup.subtree_control 2>/dev/null)",
+ "memory_oom": $leaf_mem, "oom_kills": ${oom_kills:-0},
+ "cpu_throttle": $leaf_cpu, "nr_throttled": ${throttled:-0}, "usage_usec": ${usage:-0},
+ "kill_file": $kill_file, "kill": $leaf_kill, "left_after_kill": $left}
+EOF
+say "cgroup leaf: memory.max oom=$leaf_mem cpu.max throttle=$leaf_cpu cgroup.kill=$leaf_kill"
+
+# ---- the battery ------------------------------------------------------
+if [ "$run_battery" = 1 ]; then
+  say "battery: oarbank-conform $conform_args (started at $(now) s)"
+  echo "$(now)" >"$OUT/uptime-battery-start"
+  # shellcheck disable=SC2086 # conform_args is a list of options
+  $O/harness/oarbank-conform --agent $O/sandbox/oarbank-agent --probes $O/probes \
+    --policies $O/fixtures/policies/battery --expectations $O/escapes/expectations.tsv \
+    --out "$OUT/battery" $conform_args >"$OUT/conform.log" 2>&1
+  echo $? >"$OUT/conform.rc"
+  [ -d /var/lib/oarbank ] && cp -r /var/lib/oarbank "$OUT/var-lib-oarbank"
+  echo "$(now)" >"$OUT/uptime-battery-end"
+  say "battery: exit $(cat "$OUT/conform.rc") at $(now) s: $(tail -2 "$OUT/conform.log" | head -1)"
+fi
+finish

@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# The kernel matrix, from a clean clone, in one command:
+#
+#   scripts/kernel-matrix.sh [--kernels 5.10,6.12,...|--no-guests] [--capped 1,2,...|--no-capped]
+#                            [--jobs N] [--out DIR]
+#
+# 1. installs what it needs (qemu-system-x86, cpio, busybox-static, the build
+#    dependencies) when missing, as root through the system's apt;
+# 2. fetches the kernels of fixtures/kernels.json into the cache
+#    (scripts/kernels-fetch.sh; $OARBANK_KERNEL_CACHE, default /var/cache/oarbank-kernels);
+# 3. builds the static harness and the initramfs (scripts/initramfs-build.sh);
+# 4. boots every guest (scripts/qemu-run.sh), --jobs at a time (default 2),
+#    longest first, and prints the time per guest; each guest runs
+#    oarbank-conform once, inside;
+# 5. runs the battery on this host with the launcher capped at every
+#    Landlock ABI from 1 to the host's (oarbank-conform --landlock-abi-max N),
+#    so ABIs no Debian kernel offers are covered too; the report marks them capped;
+# 6. writes the kernel x probe matrix (harness/matrix_report.py:
+#    matrix.json, matrix.xml, matrix.html in DIR) and runs the pytest driver
+#    (harness/test_kernel_matrix.py) on the results. Its exit status is this
+#    script's.
+# DIR defaults to $OARBANK_KERNEL_MATRIX_OUT or build-static/kernel-matrix/out.
+set -euo pipefail
+
+src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$src"
+py="${PYTHON:-/usr/bin/python3}"
+kernels_json="${OARBANK_KERNELS_JSON:-$src/fixtures/kernels.json}"
+out="${OARBANK_KERNEL_MATRIX_OUT:-$src/build-static/kernel-matrix/out}"
+jobs="${OARBANK_KERNEL_MATRIX_JOBS:-2}"
+kernels=""
+capped="auto"
+say() { printf 'kernel-matrix: %s\n' "$*"; }
+die() { say "$*" >&2; exit 1; }
+
+while (($#)); do
+  case "$1" in
+    --kernels) kernels="${2//,/ }"; shift 2 ;;
+    --kernels=*) kernels="${1#*=}"; kernels="${kernels//,/ }"; shift ;;
+    --capped) capped="${2//,/ }"; shift 2 ;;
+    --capped=*) capped="${1#*=}"; capped="${capped//,/ }"; shift ;;
+    --no-capped) capped=""; shift ;;
+    --no-guests) kernels="none"; shift ;;
+    --jobs) jobs="$2"; shift 2 ;;
+    --jobs=*) jobs="${1#*=}"; shift ;;
+    --out) out="$2"; shift 2 ;;
+    --out=*) out="${1#*=}"; shift ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "usage: $0 [--kernels ID,...|--no-guests] [--capped N,...|--no-capped] [--jobs N] [--out DIR]" >&2; exit 64 ;;
+  esac
+done
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || die "--jobs needs a positive number"
+all_ids=$("$py" -c 'import json,sys; print(" ".join(g["id"] for g in json.load(open(sys.argv[1]))["guests"]))' "$kernels_json")
+kernels="${kernels:-$all_ids}"
+[[ "$kernels" == none ]] && kernels=""
+for k in $kernels; do [[ " $all_ids " == *" $k "* ]] || die "no guest $k in $kernels_json (have: $all_ids)"; done
+t0=$SECONDS
+
+# 1. Tools.
+need=(qemu-system-x86 cpio busybox-static zstd lz4 xz-utils binutils
+      cmake ninja-build g++ pkg-config libseccomp-dev nlohmann-json3-dev libcli11-dev python3-pytest)
+missing=()
+for p in "${need[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  [[ $(id -u) == 0 ]] || die "missing packages (${missing[*]}); run as root to install them"
+  say "installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+[[ $(id -u) == 0 ]] || die "needs root (the host runs of the battery switch uids)"
+
+static="${OARBANK_STATIC_BUILD:-$src/build-static}"
+if [[ -n "$kernels" ]]; then
+  # 2. Kernels.
+  say "== kernels ($kernels)"
+  # shellcheck disable=SC2086
+  OARBANK_KERNELS_JSON="$kernels_json" scripts/kernels-fetch.sh $kernels >/dev/null
+  # 3. Static harness and initramfs.
+  say "== initramfs"
+  initramfs=$(scripts/initramfs-build.sh)
+  export OARBANK_INITRAMFS="$initramfs"
+else
+  say "== static build (no guests)"
+  [[ -f "$static/build.ninja" ]] || cmake -S "$src" -B "$static" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DOARBANK_STATIC=ON -DOARBANK_TESTS=OFF -DOARBANK_TEST_HOOKS=OFF >/dev/null
+  ninja -C "$static" oarbank-agent oarbank-conform probes >/dev/null
+fi
+
+# 4 and 5: one pool, guests first (full batteries before refusals), then capped runs.
+accel=tcg
+[[ -n "$kernels" ]] && accel=$(scripts/qemu-run.sh --detect-accel)
+export OARBANK_ACCEL_RESOLVED="$accel"
+host_abi=$("$static/sandbox/oarbank-agent" sandbox-report | "$py" -c 'import json,sys; print(json.load(sys.stdin)["landlock"]["kernel_abi"])')
+if [[ "$capped" == auto ]]; then
+  capped=""
+  for ((n = 1; n <= host_abi; n++)); do capped+="$n "; done
+fi
+for n in $capped; do
+  [[ "$n" =~ ^[0-9]+$ ]] && ((n >= 1 && n <= host_abi)) || die "--capped $n: the host offers Landlock ABI 1..$host_abi (a cap can only lower it)"
+done
+# shellcheck disable=SC2086
+ordered=$("$py" - "$kernels_json" $kernels <<'PY'
+import json, sys
+rows = {g["id"]: g for g in json.load(open(sys.argv[1]))["guests"]}
+ids = sys.argv[2:]
+# A guest whose battery runs takes ~90 s under TCG, one that refuses ~20 s: longest first.
+print(" ".join(sorted(ids, key=lambda i: (rows[i]["expect"]["battery"] != "pass", ids.index(i)))))
+PY
+)
+rm -rf "$out"
+mkdir -p "$out/guests" "$out/capped"
+cp "$kernels_json" "$out/kernels.json"
+say "== guests: ${ordered:-none} ($accel, $jobs at a time); capped host runs: ${capped:-none} (host Landlock ABI $host_abi)"
+
+declare -A name_of=()
+guests_left=$(wc -w <<<"$ordered")
+((guests_left)) || guests_wall=0
+guests_t0=$SECONDS
+guests_wall=""
+status_file="$out/times.tsv"
+: >"$status_file"
+run_item() {  # KIND ID
+  local kind="$1" id="$2" t=$SECONDS rc=0
+  if [[ "$kind" == guest ]]; then
+    scripts/qemu-run.sh "$id" "$out/guests" >"$out/guests/$id.log" 2>&1 || rc=$?
+  else
+    mkdir -p "$out/capped/$id"
+    "$static/harness/oarbank-conform" --agent "$static/sandbox/oarbank-agent" --probes "$static/probes" \
+      --policies "$src/fixtures/policies/battery" --expectations "$src/escapes/expectations.tsv" \
+      --landlock-abi-max "$id" --out "$out/capped/$id" >"$out/capped/$id/conform.log" 2>&1 || rc=$?
+    echo "$rc" >"$out/capped/$id/conform.rc"
+    rc=0
+    [[ -f "$out/capped/$id/battery.json" ]] || rc=1
+  fi
+  printf '%s\t%s\t%s\t%s\n' "$kind" "$id" "$((SECONDS - t))" "$rc" >>"$status_file"
+  return "$rc"
+}
+report_done() {  # PID
+  local pid="$1" line kind id secs rc
+  line=$(grep -P "^${name_of[$pid]%%:*}\t${name_of[$pid]#*:}\t" "$status_file" | tail -1)
+  IFS=$'\t' read -r kind id secs rc <<<"$line"
+  if [[ "$kind" == guest ]]; then
+    local facts
+    facts=$("$py" - "$out/guests/$id" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+def load(name):
+    try: return json.load(open(os.path.join(d, "results", name)))
+    except Exception: return None
+g = json.load(open(os.path.join(d, "guest.json"))) if os.path.exists(os.path.join(d, "guest.json")) else {}
+r, v, b = load("sandbox-report.json"), load("verdict.json"), load("battery/battery.json")
+abi = r["landlock"]["kernel_abi"] if r else "?"
+verdict = v["placement"]["verdict"] if v else "?"
+battery = b["summary"].split(": ", 2)[-1] if b else "no battery report"
+up = g.get("guest_uptime", {})
+bt = (up.get("battery-end") or 0) - (up.get("battery-start") or 0)
+print(f"ABI {abi}, {verdict}, battery {b['verdict'] if b else '-'} ({battery}); boot to /init {up.get('init')} s, battery {bt:.0f} s")
+PY
+)
+    say "guest $id: ${secs} s$( ((rc)) && echo ' FAILED (see '"$out/guests/$id.log"')'): $facts"
+    guests_left=$((guests_left - 1))
+    if ((guests_left == 0)); then
+      guests_wall=$((SECONDS - guests_t0))
+      say "guests: all finished in ${guests_wall} s"
+    fi
+  else
+    say "capped ABI $id (host): ${secs} s: $(tail -2 "$out/capped/$id/conform.log" | head -1)"
+  fi
+}
+
+items=()
+for k in $ordered; do items+=("guest:$k"); done
+for n in $capped; do items+=("capped:$n"); done
+running=0
+for item in "${items[@]}"; do
+  while ((running >= jobs)); do
+    wait -n -p done_pid || true
+    report_done "$done_pid"
+    running=$((running - 1))
+  done
+  run_item "${item%%:*}" "${item#*:}" &
+  name_of[$!]="$item"
+  running=$((running + 1))
+done
+while ((running > 0)); do
+  wait -n -p done_pid || true
+  report_done "$done_pid"
+  running=$((running - 1))
+done
+
+# 6. The matrix and the pytest driver.
+say "== report"
+"$py" harness/matrix_report.py --kernels "$out/kernels.json" --results "$out" --out "$out" \
+  --guests "${kernels// /,}" || true
+rc=0
+OARBANK_KERNEL_MATRIX_RESULTS="$out" OARBANK_KERNEL_MATRIX_GUESTS="$kernels" OARBANK_KERNEL_MATRIX_CAPPED="$capped" \
+  "$py" -m pytest -q -p no:cacheprovider harness/test_kernel_matrix.py --junitxml="$out/pytest.xml" || rc=$?
+say "times (s):"
+sort -t$'\t' -k1,1r -k2,2V "$status_file" | while IFS=$'\t' read -r kind id secs r; do
+  printf '  %-7s %-5s %5s%s\n' "$kind" "$id" "$secs" "$( ((r)) && echo '  (failed)')"
+done
+say "guests ${guests_wall:-?} s; whole run $((SECONDS - t0)) s; matrix: $out/matrix.html"
+exit "$rc"

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# Boots one kernel-matrix guest in QEMU and collects what it reports.
+#
+#   scripts/qemu-run.sh ID OUTDIR      boot guest ID (a row of fixtures/kernels.json)
+#   scripts/qemu-run.sh --detect-accel prints kvm or tcg (a short test boot decides)
+#   scripts/qemu-run.sh --probe-boot ACCEL [CPU]   that test boot alone (exit 0: /init ran)
+#
+# The kernel comes from the cache scripts/kernels-fetch.sh filled
+# ($OARBANK_KERNEL_CACHE/kernels/ID.json), the initramfs from
+# scripts/initramfs-build.sh ($OARBANK_INITRAMFS). Results go to OUTDIR/ID/:
+#   console.log   the guest's console (ttyS0)
+#   serial1.txt   the result channel (ttyS1): base64 of a tar.gz between markers
+#   results/      that tar.gz unpacked: sandbox-report.json, verdict.json,
+#                 cgroup.json, battery/battery.{json,xml,md,html}, conform.log, ...
+#   guest.json    the package and version booted, accelerator, wall seconds
+# Exit 0 when the guest delivered its results (whatever they say), 1 if not.
+#
+# Environment: OARBANK_ACCEL (auto|kvm|tcg, default auto), OARBANK_KVM_CPU
+# (default host), OARBANK_GUEST_TIMEOUT (seconds, default 600),
+# OARBANK_GUEST_MEM (MiB, default 1024), OARBANK_BOOT (vmlinux: PVH boot of
+# the decompressed kernel, the default when the cache has one; vmlinuz: the
+# bzImage), OARBANK_GUEST_APPEND (more kernel command line, for example
+# oarbank.conform="--policy=runner_strict" or oarbank.battery=0).
+set -euo pipefail
+
+src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="${OARBANK_KERNEL_CACHE:-/var/cache/oarbank-kernels}"
+initramfs="${OARBANK_INITRAMFS:-$src/build-static/kernel-matrix/initramfs.cpio.zst}"
+py="${PYTHON:-/usr/bin/python3}"
+qemu="${OARBANK_QEMU:-qemu-system-x86_64}"
+timeout_s="${OARBANK_GUEST_TIMEOUT:-600}"
+mem="${OARBANK_GUEST_MEM:-1024}"
+say() { printf 'qemu-run: %s\n' "$*" >&2; }
+die() { say "$*"; exit 1; }
+command -v "$qemu" >/dev/null || die "needs $qemu (apt-get install qemu-system-x86)"
+
+kernel_of() {  # ID -> the kernel image to boot
+  local rec="$cache/kernels/$1.json"
+  [[ -f "$rec" ]] || die "no kernel for $1 in $cache (run scripts/kernels-fetch.sh $1)"
+  "$py" -c '
+import json, os, sys
+r = json.load(open(sys.argv[1]))
+boot = sys.argv[2]
+if boot == "vmlinux" and r.get("vmlinux") and os.path.exists(r["vmlinux"]):
+    print("vmlinux", r["vmlinux"])
+else:
+    print("vmlinuz", r["vmlinuz"])' "$rec" "${OARBANK_BOOT:-vmlinux}"
+}
+
+# Boots the first cached kernel with ACCEL until /init runs (oarbank.probe=1).
+probe_boot() {  # ACCEL [CPU]
+  local rec spec kind image log ok=1
+  rec=$(ls "$cache"/kernels/*.json 2>/dev/null | head -1)
+  [[ -n "$rec" && -f "$initramfs" ]] || return 1
+  spec=$(kernel_of "$(basename "$rec" .json)") || return 1
+  read -r kind image <<<"$spec"
+  local args=(-accel "$1")
+  [[ -n "${2:-}" ]] && args+=(-cpu "$2")
+  log=$(mktemp)
+  timeout -k 2 "${OARBANK_ACCEL_PROBE_TIMEOUT:-20}" "$qemu" -nodefaults -no-reboot -display none -m 512 -smp 1 \
+    "${args[@]}" -serial "file:$log" -kernel "$image" -initrd "$initramfs" \
+    -append "console=ttyS0 quiet panic=-1 rdinit=/init oarbank.probe=1" </dev/null >/dev/null 2>&1 || true
+  grep -q OARBANK-GUEST-ALIVE "$log" && ok=0
+  rm -f "$log"
+  return "$ok"
+}
+
+# Does KVM work here? /dev/kvm may exist and still abort or crawl (a nested,
+# software hypervisor: QEMU aborts on an MSR, or boots at a fraction of TCG's
+# speed). A guest that reaches /init within the probe's timeout decides.
+detect_accel() {
+  case "${OARBANK_ACCEL:-auto}" in
+    kvm | tcg) echo "$OARBANK_ACCEL"; return ;;
+  esac
+  if [[ -r /dev/kvm && -w /dev/kvm ]] && probe_boot kvm "${OARBANK_KVM_CPU:-host}"; then echo kvm; else echo tcg; fi
+}
+
+if [[ "${1:-}" == --detect-accel ]]; then detect_accel; exit 0; fi
+if [[ "${1:-}" == --probe-boot ]]; then probe_boot "${2:-tcg}" "${3:-}" && echo "boots under ${2:-tcg}"; exit; fi
+[[ $# -eq 2 ]] || { echo "usage: $0 ID OUTDIR | --detect-accel" >&2; exit 64; }
+id="$1"
+dir="$2/$id"
+[[ -f "$initramfs" ]] || die "no initramfs at $initramfs (run scripts/initramfs-build.sh)"
+spec=$(kernel_of "$id") || exit 1
+read -r kind image <<<"$spec"
+accel="${OARBANK_ACCEL_RESOLVED:-$(detect_accel)}"
+rm -rf "$dir"
+mkdir -p "$dir"
+accel_args=(-accel tcg)
+[[ -n "${OARBANK_TCG_CPU:-}" ]] && accel_args+=(-cpu "$OARBANK_TCG_CPU")
+[[ "$accel" == kvm ]] && accel_args=(-accel kvm -cpu "${OARBANK_KVM_CPU:-host}")
+
+append="console=ttyS0 quiet loglevel=1 panic=-1 rdinit=/init ${OARBANK_GUEST_APPEND:-}"
+start=$(date +%s.%N)
+started=$SECONDS
+say "[$id] booting $(basename "$image") ($kind, $accel, ${mem} MiB, timeout ${timeout_s}s)"
+timeout -k 5 "$timeout_s" "$qemu" -nodefaults -no-reboot -display none -m "$mem" -smp 1 "${accel_args[@]}" \
+  -serial "file:$dir/console.log" -serial "file:$dir/serial1.txt" \
+  -kernel "$image" -initrd "$initramfs" -append "$append" </dev/null >"$dir/qemu.log" 2>&1 &
+qpid=$!
+seen=0
+last_note=$SECONDS
+while kill -0 "$qpid" 2>/dev/null; do
+  sleep 1
+  if [[ -f "$dir/console.log" ]]; then
+    n=$(grep -c '^oarbank-guest:' "$dir/console.log" 2>/dev/null || true)
+    if (( n > seen )); then
+      grep '^oarbank-guest:' "$dir/console.log" | tail -n "+$((seen + 1))" | head -n "$((n - seen))" |
+        sed -u "s/^oarbank-guest: /qemu-run: [$id] /" >&2
+      seen=$n
+      last_note=$SECONDS
+    fi
+  fi
+  if (( SECONDS - last_note >= 30 )); then
+    say "[$id] running, $((SECONDS - started)) s"
+    last_note=$SECONDS
+  fi
+done
+rc=0
+wait "$qpid" || rc=$?
+end=$(date +%s.%N)
+
+"$py" - "$dir" "$id" "$cache/kernels/$id.json" "$kind" "$accel" "$start" "$end" "$rc" "$timeout_s" <<'PY'
+import base64, io, json, os, sys, tarfile
+d, id_, rec, kind, accel, start, end, rc, timeout_s = sys.argv[1:]
+rc = int(rc)
+text = open(os.path.join(d, "serial1.txt"), "rb").read().decode("ascii", "replace") if os.path.exists(os.path.join(d, "serial1.txt")) else ""
+results = False
+error = ""
+b, e = text.find("OARBANK-RESULTS-BEGIN"), text.find("OARBANK-RESULTS-END")
+if b >= 0 and e > b:
+    body = "".join(c for c in text[b + len("OARBANK-RESULTS-BEGIN"):e] if c.isalnum() or c in "+/=")
+    try:
+        tarfile.open(fileobj=io.BytesIO(base64.b64decode(body)), mode="r:gz").extractall(os.path.join(d, "results"))
+        results = True
+    except Exception as exc:  # a truncated channel: say so, the test fails on it
+        error = f"cannot unpack the results: {exc}"
+else:
+    error = "no results on ttyS1 (the guest did not finish)"
+guest = {"id": id_, "kernel": json.load(open(rec)), "boot": kind, "accel": accel,
+         "wall_s": round(float(end) - float(start), 2), "qemu_rc": rc,
+         "timed_out": rc in (124, 137), "timeout_s": int(timeout_s), "results": results, "error": error}
+def up(name):
+    try:
+        return float(open(os.path.join(d, "results", name)).read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+guest["guest_uptime"] = {k: up("uptime-" + k) for k in ("init", "battery-start", "battery-end", "end")}
+json.dump(guest, open(os.path.join(d, "guest.json"), "w"), indent=2)
+PY
+wall=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["wall_s"])' "$dir/guest.json")
+if [[ -d "$dir/results" ]]; then
+  say "[$id] done in ${wall} s (qemu exit $rc)"
+  exit 0
+fi
+(( rc == 124 || rc == 137 )) && say "[$id] TIMED OUT after ${timeout_s} s" || say "[$id] no results after ${wall} s (qemu exit $rc)"
+tail -20 "$dir/console.log" 2>/dev/null | sed "s/^/qemu-run: [$id] console: /" >&2 || true
+exit 1
