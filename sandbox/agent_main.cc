@@ -1,9 +1,14 @@
-// oarbank-agent: the launcher (sandbox-exec) and the enforcement report
-// (sandbox-report). The flow reads top to bottom:
-//   policy -> host facts -> plan (placement) -> confine -> exec.
+// oarbank-agent: the launcher (sandbox-exec), the enforcement report
+// (sandbox-report) and the supervised run (run). The launcher's flow reads
+// top to bottom:
+//   policy -> host facts -> plan (placement) -> confine -> [gate] -> exec.
+// `run` spawns the same steps through the supervisor (supervisor.h):
+// namespaces, the process container, verification at the gate, timeout.
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -14,6 +19,7 @@
 #include "plan.h"
 #include "policy.h"
 #include "report.h"
+#include "supervisor.h"
 
 namespace oarbank {
 namespace {
@@ -38,7 +44,7 @@ void InjectFaults(Plan& plan) {
 }
 #endif
 
-int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, int abi_cap) {
+int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, int abi_cap, int gate_fd) {
   auto policy = LoadPolicyFile(policy_path);
   if (!policy.ok()) {
     fprintf(stderr, "%s\n", PolicyErrorLine(policy.error()).c_str());
@@ -53,7 +59,7 @@ int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, i
     fprintf(stderr, "%s\n", PlacementLine(plan.placement).c_str());
     return kExitNotEnforced;
   }
-  if (auto failure = ConfineSelf(plan)) {
+  if (auto failure = ConfineSelf(plan, {.gate_fd = gate_fd})) {
     fprintf(stderr, "%s\n", StepFailureLine(*failure).c_str());
     return kExitNotEnforced;
   }
@@ -77,8 +83,43 @@ int SandboxReport(const std::string& policy_path, int abi_cap) {
     }
     report.update(PlanReport(PlanConfinement(policy.value(), host)));
   }
+  report["supervisor"] = cage::SupervisorReport(host);
   std::cout << report.dump(2) << "\n";
   return 0;
+}
+
+// The supervised run. Without --json the module's output goes to stdout and
+// stderr, a fault is one "sandbox: <fault>: <reason>" line, and the exit
+// status is the module's (128+signal when killed), 70 when refused, 71 when
+// exec failed.
+int SupervisedRun(const std::string& policy_path, const std::vector<std::string>& argv, cage::RunOptions options,
+                  bool json) {
+  auto policy = LoadPolicyFile(policy_path);
+  if (!policy.ok()) {
+    fprintf(stderr, "%s\n", PolicyErrorLine(policy.error()).c_str());
+    return kExitUsage;
+  }
+  const cage::Result result = cage::RunPolicy(policy.value(), argv, options);
+  if (json) {
+    std::cout << cage::ResultReport(result).dump(2) << "\n";
+  } else {
+    fwrite(result.stdout_text.data(), 1, result.stdout_text.size(), stdout);
+    fflush(stdout);
+    fwrite(result.stderr_text.data(), 1, result.stderr_text.size(), stderr);
+    for (const auto& [cut, dropped, name] : {std::tuple{result.stdout_truncated, result.stdout_dropped, "stdout"},
+                                             {result.stderr_truncated, result.stderr_dropped, "stderr"}})
+      if (cut) fprintf(stderr, "sandbox: %s cut at the cap: %llu bytes dropped\n", name, (unsigned long long)dropped);
+    if (result.fault != cage::Fault::kNone)
+      fprintf(stderr, "sandbox: %s: %s\n", cage::FaultName(result.fault), result.reason.c_str());
+  }
+  switch (result.fault) {
+    case cage::Fault::kRefused: return kExitNotEnforced;
+    case cage::Fault::kExec: return kExitExecFailed;
+    case cage::Fault::kNone:
+    case cage::Fault::kTimeout:
+    case cage::Fault::kOom: break;
+  }
+  return result.signal != 0 ? 128 + result.signal : result.exit_code;
 }
 
 }  // namespace
@@ -95,6 +136,10 @@ int main(int argc, char** argv) {
   std::vector<std::string> exec_argv;
   auto* exec = app.add_subcommand("sandbox-exec", "Confine this process per POLICY.json, then exec ARGV");
   exec->add_option("--landlock-abi-max", abi_cap, cap_help)->check(CLI::Range(0, 1000));
+  int gate_fd = -1;
+  exec->add_option("--gate-fd", gate_fd,
+                   "Unix socket: when confined, send 'R' and exec only after the supervisor answers 'G'")
+      ->check(CLI::Range(3, 1 << 20));
   exec->add_option("policy", exec_policy, "Policy JSON file")->required();
   exec->add_option("argv", exec_argv, "Command to run confined (after --)")->required();
 
@@ -102,6 +147,23 @@ int main(int argc, char** argv) {
   auto* report = app.add_subcommand("sandbox-report", "Print what this host enforces (and a policy's verdict)");
   report->add_option("--landlock-abi-max", abi_cap, cap_help)->check(CLI::Range(0, 1000));
   report->add_option("policy", report_policy, "Policy JSON file");
+
+  std::string run_policy;
+  std::vector<std::string> run_argv;
+  cage::RunOptions run_options;
+  double timeout_s = 0;
+  bool run_json = false;
+  std::vector<std::string> run_env;
+  auto* run = app.add_subcommand("run", "Run ARGV supervised: namespaces, process container, verified before exec");
+  run->add_option("--timeout", timeout_s, "Kill the job after S seconds (0: none)")->check(CLI::Range(0.0, 1e7));
+  run->add_flag("--json", run_json, "Print the result as JSON (stdout, stderr, exit_code, signal, refused, fault)");
+  run->add_option("--stdout-max", run_options.stdout_max, "Keep at most this many bytes of stdout");
+  run->add_option("--stderr-max", run_options.stderr_max, "Keep at most this many bytes of stderr");
+  run->add_flag("--hard-limits", run_options.hard_limits, "Enforce limits as memory.max and cpu.max (refused where not)");
+  run->add_option("--env", run_env, "NAME=VALUE for the job's environment (repeatable)");
+  run->add_option("--landlock-abi-max", abi_cap, cap_help)->check(CLI::Range(0, 1000));
+  run->add_option("policy", run_policy, "Policy JSON file")->required();
+  run->add_option("argv", run_argv, "Command to run (after --)")->required();
 
   try {
     app.parse(argc, argv);
@@ -113,6 +175,19 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s\n", e.what());
     return kExitUsage;
   }
-  if (exec->parsed()) return SandboxExec(exec_policy, exec_argv, abi_cap);
+  if (exec->parsed()) return SandboxExec(exec_policy, exec_argv, abi_cap, gate_fd);
+  if (run->parsed()) {
+    run_options.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
+    run_options.landlock_abi_cap = abi_cap;
+    for (const auto& kv : run_env) {
+      const auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        fprintf(stderr, "usage: --env: expected NAME=VALUE, got %s\n", kv.c_str());
+        return kExitUsage;
+      }
+      run_options.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    return SupervisedRun(run_policy, run_argv, run_options, run_json);
+  }
   return SandboxReport(report_policy, abi_cap);
 }

@@ -9,12 +9,14 @@
 #include <linux/securebits.h>
 #include <seccomp.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <sched.h>
 #include <cstdarg>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 
@@ -93,20 +95,22 @@ std::optional<StepFailure> SetNoNewPrivs() {
   return std::nullopt;
 }
 
-std::optional<StepFailure> EnterMountNamespace(const Plan& plan) {
+std::optional<StepFailure> EnterMountNamespace(const Plan& plan, bool own_mount_namespace) {
   if (!plan.mount_namespace) return std::nullopt;
   constexpr LaunchStep kStep = LaunchStep::kMountNamespace;
   const uid_t uid = getuid();
   const gid_t gid = getgid();
   char cwd[4096];
   if (getcwd(cwd, sizeof cwd) == nullptr) return Fail(kStep, errno, "getcwd");
-  if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return Fail(kStep, errno, "unshare(CLONE_NEWUSER|CLONE_NEWNS)");
-  char map[64];
-  if (!WriteFile("/proc/self/setgroups", "deny")) return Fail(kStep, errno, "/proc/self/setgroups");
-  snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
-  if (!WriteFile("/proc/self/uid_map", map)) return Fail(kStep, errno, "/proc/self/uid_map");
-  snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
-  if (!WriteFile("/proc/self/gid_map", map)) return Fail(kStep, errno, "/proc/self/gid_map");
+  if (!own_mount_namespace) {
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return Fail(kStep, errno, "unshare(CLONE_NEWUSER|CLONE_NEWNS)");
+    char map[64];
+    if (!WriteFile("/proc/self/setgroups", "deny")) return Fail(kStep, errno, "/proc/self/setgroups");
+    snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
+    if (!WriteFile("/proc/self/uid_map", map)) return Fail(kStep, errno, "/proc/self/uid_map");
+    snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
+    if (!WriteFile("/proc/self/gid_map", map)) return Fail(kStep, errno, "/proc/self/gid_map");
+  }
   // Nothing done here may propagate back to the host's mounts.
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return Fail(kStep, errno, "make / private");
   for (const auto& path : plan.noexec_binds) {
@@ -235,6 +239,38 @@ std::optional<StepFailure> ApplySeccomp(const std::vector<SeccompRule>& rules) {
   return std::nullopt;
 }
 
+std::optional<StepFailure> WaitAtGate(int gate_fd) {
+  constexpr LaunchStep kStep = LaunchStep::kGate;
+  if (send(gate_fd, &kGateReady, 1, MSG_NOSIGNAL) != 1) return Fail(kStep, errno, "gate fd %d: send", gate_fd);
+  char answer = 0;
+  ssize_t n;
+  do n = read(gate_fd, &answer, 1);
+  while (n < 0 && errno == EINTR);
+  if (n < 0) return Fail(kStep, errno, "gate fd %d: read", gate_fd);
+  if (n == 0 || answer != kGateGo) return Fail(kStep, 0, "the supervisor did not release the gate");
+  return std::nullopt;
+}
+
+#ifdef OARBANK_FAULT_INJECTION
+// Test-only, compiled into oarbank-agent-faulty and never into
+// oarbank-agent: OARBANK_FAULT_SKIP_STEP=<step name> leaves that step out, so
+// a test can show that the supervisor's verification at the gate refuses
+// the unconfined process before it execs.
+bool SkippedForTest(LaunchStep step) {
+  const char* skip = getenv("OARBANK_FAULT_SKIP_STEP");
+  return skip != nullptr && strcmp(skip, StepName(step)) == 0;
+}
+#else
+constexpr bool SkippedForTest(LaunchStep) { return false; }
+#endif
+
+// Applies one step of the launch (unless a test build leaves it out).
+template <typename ApplyFn>
+std::optional<StepFailure> Apply(LaunchStep step, ApplyFn apply) {
+  if (SkippedForTest(step)) return std::nullopt;
+  return apply();
+}
+
 }  // namespace
 
 const char* StepName(LaunchStep step) {
@@ -246,6 +282,7 @@ const char* StepName(LaunchStep step) {
     case LaunchStep::kDropCapabilities: return "drop-capabilities";
     case LaunchStep::kLandlock: return "landlock";
     case LaunchStep::kSeccomp: return "seccomp";
+    case LaunchStep::kGate: return "gate";
     case LaunchStep::kExec: return "exec";
   }
   return "?";
@@ -257,15 +294,19 @@ std::string StepFailureLine(const StepFailure& failure) {
   return line;
 }
 
-std::optional<StepFailure> ConfineSelf(const Plan& plan) {
+std::optional<StepFailure> ConfineSelf(const Plan& plan, const LaunchOptions& options) {
   if (plan.placement.verdict != Verdict::kOk)
     return Fail(LaunchStep::kPlacement, 0, "%s", VerdictName(plan.placement.verdict));
-  if (auto f = CloseInheritedFds()) return f;
-  if (auto f = SetNoNewPrivs()) return f;
-  if (auto f = EnterMountNamespace(plan)) return f;
-  if (auto f = DropCapabilities()) return f;
-  if (auto f = ApplyLandlock(plan.landlock)) return f;
-  if (auto f = ApplySeccomp(plan.seccomp)) return f;
+  if (auto f = Apply(LaunchStep::kCloseFds, CloseInheritedFds)) return f;
+  if (auto f = Apply(LaunchStep::kNoNewPrivs, SetNoNewPrivs)) return f;
+  if (auto f = Apply(LaunchStep::kMountNamespace,
+                     [&] { return EnterMountNamespace(plan, options.own_mount_namespace); }))
+    return f;
+  if (auto f = Apply(LaunchStep::kDropCapabilities, DropCapabilities)) return f;
+  if (auto f = Apply(LaunchStep::kLandlock, [&] { return ApplyLandlock(plan.landlock); })) return f;
+  if (auto f = Apply(LaunchStep::kSeccomp, [&] { return ApplySeccomp(plan.seccomp); })) return f;
+  if (options.gate_fd >= 0)
+    if (auto f = Apply(LaunchStep::kGate, [&] { return WaitAtGate(options.gate_fd); })) return f;
   return std::nullopt;
 }
 

@@ -5,10 +5,15 @@
 //   close-fds        every inherited fd but stdio is made close-on-exec
 //   no-new-privs     PR_SET_NO_NEW_PRIVS: exec can never add privileges
 //   mount-namespace  (exec_writable=false) private user+mount namespace,
-//                    writable grants re-bound noexec,nosuid,nodev
+//                    writable grants re-bound noexec,nosuid,nodev (in the
+//                    supervisor's job, whose namespaces are already its
+//                    own, only the binds)
 //   drop-capabilities  bounding, ambient, inheritable, permitted, effective
 //   landlock         the ruleset for the host's ABI, then restrict_self
 //   seccomp          the deny-list; foreign and x32 syscall ABIs kill
+//   gate             (with a gate fd) report ready, then wait until the
+//                    supervisor has read /proc/<pid>/status and says go:
+//                    no module instruction runs before that check
 //   exec             (exit 71 if it fails)
 //
 // Landlock and seccomp cannot be undone, so tests run these steps in a
@@ -30,6 +35,7 @@ enum class LaunchStep {
   kDropCapabilities,
   kLandlock,
   kSeccomp,
+  kGate,
   kExec,
 };
 const char* StepName(LaunchStep step);
@@ -44,9 +50,27 @@ struct StepFailure {
 // "sandbox: landlock: /srv/bundle: Permission denied"
 std::string StepFailureLine(const StepFailure& failure);
 
-// Applies every step but exec to the calling (single-threaded) process.
-// Refuses a plan whose placement is not ok. Irreversible.
-std::optional<StepFailure> ConfineSelf(const Plan& plan);
+// The gate protocol, on a connected unix socket (SOCK_STREAM or
+// SOCK_SEQPACKET): once every other step is in place the launcher sends
+// kGateReady (a supervisor that set SO_PASSCRED learns the launcher's pid in
+// its own pid namespace from it) and blocks until it reads kGateGo. Anything
+// else, or EOF, and the launch stops (exit 70). The fd is close-on-exec, so
+// the supervisor reads EOF exactly when the exec succeeded.
+inline constexpr char kGateReady = 'R';
+inline constexpr char kGateGo = 'G';
+
+struct LaunchOptions {
+  int gate_fd = -1;  // >= 0: end at the gate on this socket
+  // The caller is already alone in a user and mount namespace of its own
+  // (a job of the supervisor, namespaces.h): the mount-namespace step binds
+  // the writable grants noexec there rather than unsharing another pair.
+  bool own_mount_namespace = false;
+};
+
+// Applies every step but exec to the calling (single-threaded) process,
+// ending at the gate when options.gate_fd >= 0. Refuses a plan whose
+// placement is not ok. Irreversible.
+std::optional<StepFailure> ConfineSelf(const Plan& plan, const LaunchOptions& options = {});
 
 // Execs argv (PATH search like execvp). Returns only on failure, with errno set.
 void ExecModule(char* const argv[]);

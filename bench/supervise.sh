@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# bench/supervise.sh: the cost of a supervised job, against a bare process
+# and bubblewrap, measured in the same run.
+#
+#   bench/supervise.sh [--strict]              as the calling user (root is fine)
+#   AS_NOBODY=1 bench/supervise.sh [--strict]  everything as uid/gid 65534 (rootless)
+#
+# 1. hyperfine, every command in one invocation (they share the machine's
+#    state): bare /bin/true; `oarbank-agent run POLICY -- /bin/true` (user,
+#    pid, ipc, uts, mnt and an empty net namespace, init, the cgroup leaf
+#    where delegated, Landlock + seccomp, verification at the gate, exec);
+#    `bwrap --ro-bind / / --unshare-all --die-with-parent /bin/true`; and as
+#    references `unshare -Urnpf --mount-proc /bin/true` and the launcher
+#    alone, `oarbank-agent sandbox-exec POLICY -- /bin/true`. bwrap needs
+#    the --ro-bind: with --unshare-all alone its root is empty and it fails
+#    with "execvp /bin/true: No such file or directory".
+#    Targets on the medians: run <= 4x bare, and run < bwrap.
+# 2. In-process, as a long-lived agent pays it: cage::RunPolicy(/bin/true)
+#    against fork+exec+wait of /bin/true from the same process (a small
+#    driver compiled against the built library).
+#
+# The policy is a strict runner (net none, exec_writable false: the
+# writable grants bound noexec in a private mount namespace). For root the
+# planner narrows /etc file by file, which the launcher alone pays too.
+# A MISS is reported but fails the script only with --strict (a small,
+# shared VM varies by 20% and more; the load is printed). Any other failure
+# (a build, a run that does not exit 0) exits non-zero.
+# Environment: BUILD_DIR (default <repo>/build), RUNS (default 200),
+# KEEP_TMP=1.
+set -euo pipefail
+
+readonly ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+readonly BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
+readonly AGENT="$BUILD_DIR/sandbox/oarbank-agent"
+readonly RUNS="${RUNS:-200}" WARMUP=20
+readonly TARGET_BARE=4 NOBODY_ID=65534
+
+STRICT=0
+for arg in "$@"; do
+  case "$arg" in
+    --strict) STRICT=1 ;;
+    -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "usage: $0 [--strict]" >&2; exit 64 ;;
+  esac
+done
+
+die() { echo "bench: $*" >&2; exit 1; }
+for tool in hyperfine bwrap unshare jq awk g++; do
+  command -v "$tool" >/dev/null || die "$tool is not installed"
+done
+[[ -x "$AGENT" ]] || die "no $AGENT (build first: cmake -S . -B build -G Ninja && ninja -C build)"
+
+RUN_AS=()
+if [[ "${AS_NOBODY:-0}" == 1 ]]; then
+  command -v setpriv >/dev/null || die "setpriv is not installed (util-linux)"
+  [[ "$(id -u)" == 0 ]] || die "AS_NOBODY=1 needs root (setpriv --reuid)"
+  RUN_AS=(setpriv --reuid="$NOBODY_ID" --regid="$NOBODY_ID" --clear-groups)
+fi
+
+TMP=$(mktemp -d /tmp/oarbank-bench-XXXXXX)
+chmod 755 "$TMP"
+[[ "${KEEP_TMP:-0}" == 1 ]] || trap 'rm -rf "$TMP"' EXIT
+mkdir -p "$TMP"/{bundle,work/tmp,data,out}
+chmod 777 "$TMP"/{work,work/tmp,data,out}
+cat >"$TMP/policy.json" <<JSON
+{"contract": 1, "role": "runner", "bundle": "$TMP/bundle", "work": "$TMP/work", "data": "$TMP/data",
+ "tmp": "$TMP/work/tmp", "net": {"mode": "none"}, "exec_writable": false}
+JSON
+chmod 644 "$TMP/policy.json"
+
+# Every command must work before it is timed.
+"${RUN_AS[@]}" "$AGENT" run "$TMP/policy.json" -- /bin/true || die "oarbank-agent run failed (exit $?)"
+"${RUN_AS[@]}" bwrap --ro-bind / / --unshare-all --die-with-parent /bin/true || die "bwrap failed"
+"${RUN_AS[@]}" unshare -Urnpf --mount-proc /bin/true || die "unshare failed"
+verified=$("${RUN_AS[@]}" "$AGENT" run --json "$TMP/policy.json" -- /bin/true |
+  jq -r '"\(.container.namespaces) cgroup=\(.container.cgroup // "" | if . == "" then "none" else "leaf" end) NoNewPrivs=\(.container.verified.NoNewPrivs) Seccomp=\(.container.verified.Seccomp)"')
+
+echo "bench: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), cpu pressure: $(head -1 /proc/pressure/cpu 2>/dev/null || echo n/a)"
+echo "bench: as $([[ ${#RUN_AS[@]} -gt 0 ]] && echo "uid $NOBODY_ID" || echo "uid $(id -u)"); supervised job: $verified"
+
+names=(bare run bwrap unshare sandbox-exec)
+cmds=(
+  "/bin/true"
+  "$AGENT run $TMP/policy.json -- /bin/true"
+  "bwrap --ro-bind / / --unshare-all --die-with-parent /bin/true"
+  "unshare -Urnpf --mount-proc /bin/true"
+  "$AGENT sandbox-exec $TMP/policy.json -- /bin/true"
+)
+"${RUN_AS[@]}" hyperfine -N --warmup "$WARMUP" --runs "$RUNS" --export-json "$TMP/out/launch.json" "${cmds[@]}" \
+  >"$TMP/out/hyperfine.txt" 2>&1 || { cat "$TMP/out/hyperfine.txt"; die "hyperfine failed"; }
+
+median() { jq -r ".results[$1].median * 1000" "$TMP/out/launch.json"; }
+minimum() { jq -r ".results[$1].min * 1000" "$TMP/out/launch.json"; }
+echo
+printf '%-14s %10s %10s %12s %12s\n' command "median ms" "min ms" "x bare (med)" "x bare (min)"
+for i in "${!names[@]}"; do
+  printf '%-14s %10.2f %10.2f %12.2f %12.2f\n' "${names[$i]}" "$(median "$i")" "$(minimum "$i")" \
+    "$(echo "$(median "$i") / $(median 0)" | bc -l)" "$(echo "$(minimum "$i") / $(minimum 0)" | bc -l)"
+done
+run_bare=$(echo "$(median 1) / $(median 0)" | bc -l)
+run_bwrap=$(echo "$(median 1) / $(median 2)" | bc -l)
+echo
+verdict() { if (( $(echo "$1" | bc -l) )); then echo ok; else echo MISS; fi; }
+v1=$(verdict "$run_bare <= $TARGET_BARE")
+v2=$(verdict "$run_bwrap < 1")
+printf 'run / bare  = %.2fx  (target <= %sx)  %s\n' "$run_bare" "$TARGET_BARE" "$v1"
+printf 'run / bwrap = %.2fx  (target < 1x)    %s\n' "$run_bwrap" "$v2"
+
+# ---- in-process: what a long-lived agent pays per job -------------------
+cat >"$TMP/inproc.cc" <<'CC'
+#include <sys/wait.h>
+#include <unistd.h>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+#include "supervisor.h"
+using namespace oarbank;
+using Clock = std::chrono::steady_clock;
+static double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+int main(int argc, char** argv) {
+  auto policy = LoadPolicyFile(argv[1]);
+  if (!policy.ok()) { fprintf(stderr, "%s\n", PolicyErrorLine(policy.error()).c_str()); return 1; }
+  const int n = atoi(argv[2]);
+  cage::RunOptions o;
+  o.cwd = "/";
+  std::vector<double> run, bare;
+  for (int i = 0; i < n + 10; ++i) {  // interleaved pairs; the first 10 warm up
+    auto t0 = Clock::now();
+    const auto r = cage::RunPolicy(policy.value(), {"/bin/true"}, o);
+    auto t1 = Clock::now();
+    if (r.exit_code != 0) { fprintf(stderr, "run: %s %s\n", cage::FaultName(r.fault), r.reason.c_str()); return 1; }
+    const pid_t pid = fork();
+    if (pid == 0) { execl("/bin/true", "true", nullptr); _exit(127); }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    auto t2 = Clock::now();
+    if (i >= 10) { run.push_back(Ms(t1 - t0)); bare.push_back(Ms(t2 - t1)); }
+  }
+  std::sort(run.begin(), run.end());
+  std::sort(bare.begin(), bare.end());
+  printf("%.3f %.3f %.3f %.3f\n", run[run.size() / 2], bare[bare.size() / 2], run[0], bare[0]);
+}
+CC
+g++ -std=c++20 -O2 -D_GNU_SOURCE -I"$ROOT/sandbox" "$TMP/inproc.cc" "$BUILD_DIR/sandbox/liboarbank_sandbox.a" \
+  -lseccomp -o "$TMP/inproc" 2>"$TMP/out/g++.txt" || { cat "$TMP/out/g++.txt"; die "the in-process driver did not build"; }
+chmod 755 "$TMP/inproc"
+read -r in_run in_bare in_run_min in_bare_min < <("${RUN_AS[@]}" "$TMP/inproc" "$TMP/policy.json" "$((RUNS / 2))")
+echo
+printf 'in-process (agent already running), %d interleaved pairs:\n' "$((RUNS / 2))"
+printf '  cage::RunPolicy(/bin/true)  median %.2f ms  min %.2f ms\n' "$in_run" "$in_run_min"
+printf '  fork+exec+wait /bin/true    median %.2f ms  min %.2f ms\n' "$in_bare" "$in_bare_min"
+printf '  ratio                       %.2fx (median), %.2fx (min)\n' "$(echo "$in_run / $in_bare" | bc -l)" \
+  "$(echo "$in_run_min / $in_bare_min" | bc -l)"
+
+if [[ "$STRICT" == 1 && ( "$v1" == MISS || "$v2" == MISS ) ]]; then exit 1; fi
+exit 0
