@@ -221,3 +221,28 @@ def test_a_partial_run_records_nothing(tmp_path):
     r = conform(tmp_path / "out", "--probe", "bpf_syscall", "--attest", str(tmp_path / "attestation.json"))
     assert r.returncode == 0, r.stdout
     assert not (tmp_path / "attestation.json").exists()
+
+
+def test_the_report_grants_only_what_the_battery_proved(battery, tmp_path):
+    _, report, out = battery
+    for d in ("bundle", "work", "work/tmp", "data"):
+        (tmp_path / d).mkdir(parents=True)
+    agent = os.path.join(BUILD, "sandbox", "oarbank-agent")
+
+    def grant(env_path, **extra):
+        policy = {"contract": 1, "role": "runner", "bundle": str(tmp_path / "bundle"), "work": str(tmp_path / "work"),
+                  "data": str(tmp_path / "data"), "tmp": str(tmp_path / "work/tmp"), **extra}
+        (tmp_path / "policy.json").write_text(json.dumps(policy))
+        env = dict(os.environ, OARBANK_BATTERY_ATTESTATION=str(env_path))
+        r = subprocess.run([agent, "sandbox-report", str(tmp_path / "policy.json")], capture_output=True, text=True,
+                           env=env, timeout=60)
+        return json.loads(r.stdout)["grant"]
+
+    assert grant(out / "attestation.json")["verdict"] == "ok"
+    # A class the battery never ran, and a host with no attestation, get nothing.
+    unproven = grant(out / "attestation.json", exec_writable=True, devices={"gpu": "compute"})
+    assert unproven["verdict"] == "CAPABILITY_NOT_ENFORCED"
+    assert [c["id"] for c in unproven["at_fault"]] == ["battery.proven"]
+    missing = grant(tmp_path / "no-such-attestation.json")
+    assert missing["verdict"] == "CAPABILITY_NOT_ENFORCED"
+    assert "run oarbank-conform" in missing["at_fault"][0]["detail"]

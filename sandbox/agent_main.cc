@@ -82,6 +82,8 @@ int SandboxReport(const std::string& policy_path, int abi_cap) {
       return kExitUsage;
     }
     report.update(PlanReport(PlanConfinement(policy.value(), host)));
+    // Cage-before-capability: what an agent may grant, given the battery.
+    report.update(GrantReport(policy.value(), host, "/proc/self/exe"));
   }
   report["supervisor"] = cage::SupervisorReport(host);
   std::cout << report.dump(2) << "\n";
