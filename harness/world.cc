@@ -173,10 +173,10 @@ World::~World() {
   }
   if (inherited_fd >= 0) close(inherited_fd);
   if (!cgroup_dir.empty()) rmdir(cgroup_dir.c_str());
-  if (!gpu_node.empty() && !created_dev_dri.empty()) {
-    umount2(created_dev_dri.c_str(), MNT_DETACH);
-    rmdir(created_dev_dri.c_str());
-  }
+  // The stand-in's tmpfs lives in this process's private mount namespace
+  // and goes with it. An empty /dev/dri this run created stays: removing it
+  // would unmount the stand-in of a battery running beside this one (rmdir
+  // of a mount point detaches it in every namespace).
   std::error_code ec;
   if (!root.empty()) fs::remove_all(root, ec);
 }

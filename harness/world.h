@@ -68,7 +68,7 @@ struct World {
   std::string env_secret;              // the agent's own secret, value "oarbank-secret-..."
   std::unique_ptr<Listeners> listeners;
   std::vector<std::string> notes;      // what could not be set up, said in the report
-  std::string created_dev_dri;         // /dev/dri made for the GPU stand-in, removed at the end
+  std::string created_dev_dri;         // /dev/dri this run made for the GPU stand-in (left in place)
 
   ~World();
 };
