@@ -77,7 +77,22 @@ struct ChildPlan {
   std::optional<uid_t> run_as_uid;
   std::optional<gid_t> run_as_gid;
   pid_t supervisor = 0;
+  uint64_t ignored_signals = 0;  // the agent's SIG_IGN set (exec keeps it)
 };
+
+// The signals this process ignores (SigIgn in /proc/self/status): exec
+// resets handlers but keeps SIG_IGN, so the launcher resets exactly these.
+uint64_t IgnoredSignals() {
+  const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ~0ull;  // unknown: reset them all
+  char buf[4096];
+  const ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return ~0ull;
+  buf[n] = '\0';
+  const char* line = strstr(buf, "\nSigIgn:");
+  return line ? strtoull(line + 9, nullptr, 16) : ~0ull;
+}
 
 void Copy(char* dst, size_t size, const char* src) { snprintf(dst, size, "%s", src); }
 
@@ -131,10 +146,11 @@ void CloseAllBut(std::initializer_list<int> keep) {
     LauncherFail(gate, "job-setup", errno, "stdio", kExitNotEnforced);
   for (int fd : {f.gate_child, f.devnull, f.out_w, f.err_w, in, out, err})
     if (fd > 2) close(fd);
-  // Default signal dispositions and an empty mask, whatever the agent had
-  // (an ignored SIGPIPE would otherwise survive exec).
-  for (int sig = 1; sig < NSIG; ++sig)
-    if (sig != SIGKILL && sig != SIGSTOP) signal(sig, SIG_DFL);
+  // Default signal dispositions and an empty mask, whatever the agent had:
+  // an ignored signal survives exec (the keeper's SIGPIPE too).
+  const uint64_t ignored = cp.ignored_signals | (1ull << (SIGPIPE - 1));
+  for (int sig = 1; sig < NSIG && sig <= 64; ++sig)
+    if (sig != SIGKILL && sig != SIGSTOP && (ignored & (1ull << (sig - 1)))) signal(sig, SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -152,8 +168,10 @@ void CloseAllBut(std::initializer_list<int> keep) {
     if (prctl(PR_SET_DUMPABLE, 1) != 0) LauncherFail(gate, "job-setup", errno, "dumpable", kExitNotEnforced);
   }
   if (chdir(cp.cwd.c_str()) != 0) LauncherFail(gate, "job-setup", errno, cp.cwd.c_str(), kExitNotEnforced);
-  // The job's user and mount namespaces are already its own (init's).
-  if (auto failure = ConfineSelf(*cp.plan, {.gate_fd = gate, .own_mount_namespace = true}))
+  // The job's user and mount namespaces are already its own (init's); a
+  // job switched to run_as holds no capability there and makes its own.
+  const bool own_mount_namespace = !cp.run_as_uid;
+  if (auto failure = ConfineSelf(*cp.plan, {.gate_fd = gate, .own_mount_namespace = own_mount_namespace}))
     LauncherFail(gate, StepName(failure->step), failure->err, failure->detail, kExitNotEnforced);
   // The built environment, never the agent's (exec's PATH search uses it too).
   environ = const_cast<char**>(cp.envp.data());
@@ -677,6 +695,7 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   cp.run_as_uid = options.run_as_uid;
   cp.run_as_gid = options.run_as_gid;
   cp.supervisor = getpid();
+  cp.ignored_signals = IgnoredSignals();
 
   JobFds f;
   int status_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, sync_pipe[2] = {-1, -1};
@@ -869,8 +888,8 @@ nlohmann::ordered_json SupervisorReport(const HostFacts& host) {
         {"detail", host.user_namespaces ? ns.detail : host.user_namespaces_detail},
         {"job", "user, pid (init reaps; fresh /proc), ipc, uts, mnt; net for net none"}}},
       {"verification",
-       "NoNewPrivs 1, Seccomp 2, Seccomp_filters >= 1, CapEff/CapPrm/CapInh/CapAmb 0, the cgroup leaf and fresh "
-       "namespaces, read from /proc/<pid>/ before exec"},
+       "read from /proc/<pid>/ before exec: NoNewPrivs 1, Seccomp 2, Seccomp_filters >= 1, CapEff/CapPrm/CapInh/CapAmb "
+       "0, the cgroup leaf, fresh namespaces, writable grants mounted noexec; Landlock leaves no trace there"},
       {"process_container",
        {{"process_group", "always (setsid)"},
         {"pid_namespace", host.user_namespaces && ns.ok},

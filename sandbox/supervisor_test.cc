@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +29,7 @@
 #include <thread>
 
 #include "cgroup.h"
+#include "enforce.h"
 #include "exit_codes.h"
 #include "host_facts.h"
 #include "namespaces.h"
@@ -337,6 +339,38 @@ TEST_P(SupervisorTest, TheAgentsSecretsAndFdsDoNotReachTheModule) {
   unsetenv("OARBANK_TEST_AGENT_TOKEN");
 }
 
+TEST_P(SupervisorTest, TheAgentsIgnoredAndBlockedSignalsAreNotInherited) {
+  // exec keeps SIG_IGN and the signal mask: an agent that ignores SIGPIPE
+  // would hand a module a different `yes | head`.
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGUSR1, SIG_IGN);
+  sigset_t usr2, old;
+  sigemptyset(&usr2);
+  sigaddset(&usr2, SIGUSR2);
+  sigprocmask(SIG_BLOCK, &usr2, &old);
+  // grep itself, not a shell (which would reset the mask on its own).
+  const auto r = Run({"/bin/grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status"});
+  // Positive control: a plain fork+exec from here inherits both.
+  int pipefd[2];
+  ASSERT_EQ(pipe(pipefd), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(pipefd[1], 1);
+    execl("/bin/grep", "grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status", nullptr);
+    _exit(127);
+  }
+  close(pipefd[1]);
+  const std::string plain = ReadAll(pipefd[0]);
+  close(pipefd[0]);
+  waitpid(pid, nullptr, 0);
+  signal(SIGPIPE, SIG_DFL);
+  signal(SIGUSR1, SIG_DFL);
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  ASSERT_EQ(r.fault, cage::Fault::kNone) << r.reason;
+  EXPECT_EQ(r.stdout_text, "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+  EXPECT_EQ(plain, "SigBlk:\t0000000000000800\nSigIgn:\t0000000000001200\n");
+}
+
 TEST_P(SupervisorTest, NewSessionAndNoControllingTerminal) {
   // The supervisor gets a controlling terminal first (a pty), so the
   // module could inherit one if the supervisor let it.
@@ -621,6 +655,138 @@ TEST_P(GateTest, ALauncherThatSkippedAStepIsKilledBeforeExec) {
 INSTANTIATE_TEST_SUITE_P(AsRootAndNobody, GateTest, ::testing::Values(uid_t{0}, kNobody),
                          [](const auto& info) { return info.param == 0 ? std::string("root") : std::string("nobody"); });
 #endif
+
+// ---- the CLI: `oarbank-agent run` and `sandbox-exec --gate-fd` ---------
+
+struct Spawned {
+  int status = -1;
+  std::string out, err;
+};
+
+// Runs argv (stdout and stderr captured); `gate` (if >= 0) becomes fd 3.
+Spawned Spawn(const std::vector<std::string>& argv, int gate = -1,
+              const std::function<void(pid_t)>& meanwhile = nullptr) {
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) abort();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(out[1], 1);
+    dup2(err[1], 2);
+    if (gate >= 0) dup2(gate, 3);  // dup2 clears close-on-exec
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  if (meanwhile) meanwhile(pid);
+  Spawned s;
+  s.out = ReadAll(out[0]);
+  s.err = ReadAll(err[0]);
+  close(out[0]);
+  close(err[0]);
+  waitpid(pid, &s.status, 0);
+  return s;
+}
+
+int ExitStatus(const Spawned& s) { return WIFEXITED(s.status) ? WEXITSTATUS(s.status) : -1; }
+
+class AgentCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto a = cage::CheckAvailability();
+    if (!a.available) GTEST_SKIP() << "the cage is not available here: " << a.reason;
+    tree_.Write("policy.json", tree_.RunnerJson(), 0644);
+  }
+  Spawned Run(std::vector<std::string> args) {
+    args.insert(args.begin(), {OARBANK_AGENT, "run"});
+    return Spawn(args);
+  }
+  std::string Policy() const { return tree_.Path("policy.json"); }
+  TempTree tree_;
+};
+
+TEST_F(AgentCliTest, RunPassesTheModulesOutputAndStatus) {
+  auto s = Run({Policy(), "--", "/bin/sh", "-c", "echo out; echo err >&2; exit 5"});
+  EXPECT_EQ(ExitStatus(s), 5);
+  EXPECT_EQ(s.out, "out\n");
+  EXPECT_EQ(s.err, "err\n");
+  s = Run({Policy(), "--", "/bin/sh", "-c", "kill -TERM $$"});
+  EXPECT_EQ(ExitStatus(s), 128 + SIGTERM);
+  EXPECT_EQ(s.err, "");
+}
+
+TEST_F(AgentCliTest, RunStatesEachFaultOnOneLine) {
+  auto s = Run({"--timeout", "0.2", Policy(), "--", "/bin/sleep", "30"});
+  EXPECT_EQ(ExitStatus(s), 128 + SIGKILL);
+  EXPECT_EQ(s.err, "sandbox: timeout: killed at the timeout of 0.2 s\n");
+  s = Run({Policy(), "--", tree_.Path("work/absent")});
+  EXPECT_EQ(ExitStatus(s), kExitExecFailed);
+  EXPECT_EQ(s.err, "sandbox: exec: exec: " + tree_.Path("work/absent") + ": " + strerror(ENOENT) + "\n");
+  s = Run({"--stdout-max", "3", Policy(), "--", "/bin/echo", "abcdef"});
+  EXPECT_EQ(ExitStatus(s), 0);
+  EXPECT_EQ(s.out, "abc");
+  EXPECT_EQ(s.err, "sandbox: stdout cut at the cap: 4 bytes dropped\n");
+  s = Run({"--landlock-abi-max", "2", Policy(), "--", "/bin/true"});
+  EXPECT_EQ(ExitStatus(s), kExitNotEnforced);
+  EXPECT_EQ(s.err.rfind("sandbox: refused: sandbox: CAPABILITY_NOT_ENFORCED: filesystem", 0), 0u) << s.err;
+  s = Run({"--env", "NOEQUALS", Policy(), "--", "/bin/true"});
+  EXPECT_EQ(ExitStatus(s), kExitUsage);
+  s = Run({"--json", Policy(), "--", "/bin/sh", "-c", "exit 4"});
+  EXPECT_EQ(ExitStatus(s), 4);
+  const auto j = nlohmann::json::parse(s.out);
+  EXPECT_EQ(j["exit_code"], 4);
+  EXPECT_EQ(j["fault"], "none");
+  EXPECT_EQ(j["refused"], false);
+}
+
+// The launcher alone behind the gate, driven the way any supervisor can:
+// a unix socket as fd 3, SO_PASSCRED for the launcher's pid.
+TEST_F(AgentCliTest, SandboxExecWaitsAtTheGate) {
+  const std::string marker = tree_.Path("work/ran");
+  for (bool release : {true, false}) {
+    int pair[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair), 0);
+    const int one = 1;
+    ASSERT_EQ(setsockopt(pair[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one), 0);
+    std::string status_at_gate;
+    bool existed_at_gate = true;
+    const auto s = Spawn({OARBANK_AGENT, "sandbox-exec", "--gate-fd", "3", Policy(), "--", "/bin/sh", "-c",
+                          "touch " + marker},
+                         pair[1], [&](pid_t pid) {
+                           close(pair[1]);
+                           char byte = 0;
+                           char control[CMSG_SPACE(sizeof(ucred))];
+                           iovec iov {&byte, 1};
+                           msghdr msg {};
+                           msg.msg_iov = &iov;
+                           msg.msg_iovlen = 1;
+                           msg.msg_control = control;
+                           msg.msg_controllen = sizeof control;
+                           if (recvmsg(pair[0], &msg, 0) != 1 || byte != kGateReady) return;
+                           const auto* cred = reinterpret_cast<const ucred*>(CMSG_DATA(CMSG_FIRSTHDR(&msg)));
+                           EXPECT_EQ(cred->pid, pid);
+                           std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+                           status_at_gate.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+                           existed_at_gate = std::filesystem::exists(marker);  // nothing ran yet
+                           if (release) EXPECT_EQ(send(pair[0], &kGateGo, 1, 0), 1);
+                           close(pair[0]);
+                         });
+    EXPECT_FALSE(existed_at_gate);
+    EXPECT_EQ(CheckGateReading(ParseProcStatus(status_at_gate), getpid()), std::nullopt);
+    if (release) {
+      EXPECT_EQ(ExitStatus(s), 0) << s.err;
+      EXPECT_TRUE(std::filesystem::exists(marker));
+      std::filesystem::remove(marker);
+    } else {
+      EXPECT_EQ(ExitStatus(s), kExitNotEnforced);
+      EXPECT_EQ(s.err, "sandbox: gate: the supervisor did not release the gate\n");
+      EXPECT_FALSE(std::filesystem::exists(marker));
+    }
+  }
+}
 
 // ---- pure parts ----------------------------------------------------------
 

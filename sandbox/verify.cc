@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <map>
 
 namespace oarbank {
 namespace {
@@ -134,7 +135,14 @@ GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line
     }
   }
   for (const auto& ns : fresh) {
-    const std::string mine = NsLink("self", ns);
+    // The supervisor's own namespaces never change: read once per process.
+    static const std::map<std::string, std::string> own = [] {
+      std::map<std::string, std::string> links;
+      for (const char* n : {"user", "pid", "ipc", "uts", "mnt", "net", "cgroup", "time"}) links[n] = NsLink("self", n);
+      return links;
+    }();
+    const auto it = own.find(ns);
+    const std::string mine = it != own.end() ? it->second : NsLink("self", ns);
     const std::string theirs = NsLink(p, ns);
     if (theirs.empty() || theirs == mine) {
       check.reason = "not in a fresh " + ns + " namespace (" + (theirs.empty() ? "unreadable" : theirs) + ")";
