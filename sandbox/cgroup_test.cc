@@ -104,8 +104,12 @@ class CgroupTest : public ::testing::Test {
     host_ = ProbeHost();
     delegation_ = DetectCgroupDelegation(host_.cgroup);
     if (!delegation_.usable) GTEST_SKIP() << "no delegated cgroup v2 subtree here: " << delegation_.detail;
+  }
+
+  // Why a supervised run cannot happen here, or "" (the leaf itself needs no cage).
+  static std::string CageMissing() {
     const auto a = cage::CheckAvailability();
-    if (!a.available) GTEST_SKIP() << "the cage is not available here: " << a.reason;
+    return a.available ? "" : "the cage is not available here: " + a.reason;
   }
 
   // Why a test of `name` cannot run here, or "".
@@ -137,6 +141,7 @@ class CgroupTest : public ::testing::Test {
 };
 
 TEST_F(CgroupTest, TheJobRunsInItsOwnLeafWhichIsGoneAfterwards) {
+  if (auto why = CageMissing(); !why.empty()) GTEST_SKIP() << why;
   cage::RunOptions o;
   o.cwd = tree_.Path("work");
   const auto r = cage::RunPolicy(tree_.Runner(), {"/bin/cat", "/proc/self/cgroup"}, o);
@@ -194,6 +199,7 @@ TEST_F(CgroupTest, CgroupKillTakesEveryProcessHoweverItForked) {
 }
 
 TEST_F(CgroupTest, FreezeStopsTheJobAndThawResumesIt) {
+  if (auto why = CageMissing(); !why.empty()) GTEST_SKIP() << why;
   const std::string count = tree_.Path("work/count");
   cage::RunOptions o;
   o.cwd = tree_.Path("work");
@@ -217,6 +223,7 @@ TEST_F(CgroupTest, FreezeStopsTheJobAndThawResumesIt) {
 }
 
 TEST_F(CgroupTest, HardLimitsWithoutTheControllersAreRefused) {
+  if (auto why = CageMissing(); !why.empty()) GTEST_SKIP() << why;
   if (delegation_.memory) GTEST_SKIP() << delegation_.base << " offers the memory controller: limits apply here";
   const std::string marker = tree_.Path("work/ran");
   cage::RunOptions o;
@@ -238,6 +245,7 @@ TEST_F(CgroupTest, HardLimitsWithoutTheControllersAreRefused) {
 }
 
 TEST_F(CgroupTest, AllocatingPastMemoryMaxIsTheFaultOom) {
+  if (auto why = CageMissing(); !why.empty()) GTEST_SKIP() << why;
   if (auto why = MissingController(delegation_.memory, "memory"); !why.empty()) GTEST_SKIP() << why;
   const Policy policy = HelperPolicy(R"("limits": {"mem_gb": 0.0625})");  // 64 MiB
   cage::RunOptions o = Options("alloc:256");
@@ -259,6 +267,7 @@ TEST_F(CgroupTest, AllocatingPastMemoryMaxIsTheFaultOom) {
 }
 
 TEST_F(CgroupTest, CpuMaxThrottles) {
+  if (auto why = CageMissing(); !why.empty()) GTEST_SKIP() << why;
   if (auto why = MissingController(delegation_.cpu, "cpu"); !why.empty()) GTEST_SKIP() << why;
   const Policy policy = HelperPolicy(R"("limits": {"cpus": 0.2})");
   cage::RunOptions o = Options("spin:1500");
@@ -283,6 +292,7 @@ TEST_F(CgroupTest, CpuMaxThrottles) {
 // when controllers must be enabled (no internal processes), and the job's
 // leaf goes beside it.
 TEST_F(CgroupTest, ASubtreeDelegatedToAnUnprivilegedSupervisor) {
+  if (auto why = CageMissing(); !why.empty()) GTEST_SKIP() << why;
   if (getuid() != 0) GTEST_SKIP() << "making a delegated subtree needs root";
   const std::string deleg = delegation_.base + "/oarbank-test-deleg-" + std::to_string(getpid());
   ASSERT_EQ(mkdir(deleg.c_str(), 0755), 0) << strerror(errno);
@@ -326,7 +336,9 @@ TEST_F(CgroupTest, ASubtreeDelegatedToAnUnprivilegedSupervisor) {
   EXPECT_EQ(parts[3].rfind(deleg + "/oarbank-job-", 0), 0u) << text;
   EXPECT_EQ(V2Line(parts[2]), CgroupProcLine(host_.cgroup, parts[3]) + "\n");
   EXPECT_EQ(parts[4], limits ? "memory.max=268435456" : "none");
-  if (limits) EXPECT_EQ(V2Line(parts[5]), CgroupProcLine(host_.cgroup, deleg + "/oarbank-supervisor") + "\n");
+  if (limits) {
+    EXPECT_EQ(V2Line(parts[5]), CgroupProcLine(host_.cgroup, deleg + "/oarbank-supervisor") + "\n");
+  }
   // Cleanup: the job's leaf is gone already; the test's own directories.
   EXPECT_FALSE(std::filesystem::exists(parts[3]));
   rmdir((deleg + "/oarbank-supervisor").c_str());

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -322,7 +323,7 @@ struct Job::State {
   Result result;
   Clock::time_point start;
   std::optional<Clock::time_point> deadline;
-  Phase phase = Phase::kAwaitReady;
+  std::atomic<Phase> phase{Phase::kAwaitReady};  // Freeze and Thaw may read it from another thread
   pid_t keeper = -1;
   pid_t init = -1;
   int gate = -1;

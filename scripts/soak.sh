@@ -103,7 +103,8 @@ pick() {  # n -> "kind kill_ms": 1 in 8 killed (a long job), at 0..299 ms
 }
 
 start=$(date +%s.%N)
-echo "soak: $CONCURRENT concurrent, then $SEQUENTIAL sequential (marker $MARK, ${RUN_AS:+uid $NOBODY}${RUN_AS:-root})"
+who=root; [[ ${#RUN_AS[@]} -gt 0 ]] && who="uid $NOBODY"
+echo "soak: $CONCURRENT concurrent, then $SEQUENTIAL sequential (marker $MARK, $who)"
 for ((i = 0; i < CONCURRENT; i++)); do
   read -r kind kill_ms < <(pick)
   job "c$i" "$kind" "$kill_ms" &
