@@ -16,7 +16,6 @@
 // benchmark itself failed (a control did not hold, a step failed).
 #include <errno.h>
 #include <fcntl.h>
-#include <seccomp.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -92,51 +91,17 @@ double TimeRead(int fd, long iterations) {
   return (NowNs() - start) / static_cast<double>(iterations);
 }
 
-scmp_compare ToScmp(CmpOp op) {
-  switch (op) {
-    case CmpOp::kEq: return SCMP_CMP_EQ;
-    case CmpOp::kMaskedEq: return SCMP_CMP_MASKED_EQ;
-    case CmpOp::kGe: return SCMP_CMP_GE;
-    case CmpOp::kNe: return SCMP_CMP_NE;
-  }
-  return SCMP_CMP_EQ;
-}
 
-// The libseccomp loop of enforce.cc's ApplySeccomp (same attributes: default
-// ALLOW, bad arch kills, optimize=2), copied because ApplySeccomp is not
-// exported and ConfineSelf applies the whole cage. Keep the two in step.
+// The launcher's own seccomp step, after no_new_privs as in the launcher.
 bool LoadSeccompRows(const std::vector<SeccompRule>& rules, Round& r) {
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     SetError(r, "prctl(PR_SET_NO_NEW_PRIVS): %s", strerror(errno));
     return false;
   }
-  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-  if (ctx == nullptr) {
-    SetError(r, "seccomp_init failed");
+  if (auto failure = ApplySeccomp(rules)) {
+    SetError(r, "%s", StepFailureLine(*failure).c_str());
     return false;
   }
-  auto fail = [&](int rc, const char* what) {
-    seccomp_release(ctx);
-    SetError(r, "seccomp: %s: %s", what, strerror(-rc));
-    return false;
-  };
-  if (int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS); rc != 0)
-    return fail(rc, "bad-arch action");
-  if (int rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2); rc != 0) return fail(rc, "optimize");
-  for (const auto& rule : rules) {
-    const int nr = seccomp_syscall_resolve_name(rule.syscall.c_str());
-    if (nr == __NR_SCMP_ERROR) return fail(-ENOSYS, rule.syscall.c_str());
-    scmp_arg_cmp cmps[6];
-    unsigned n = 0;
-    for (const auto& a : rule.args) {
-      cmps[n++] = a.op == CmpOp::kMaskedEq ? scmp_arg_cmp{a.arg, SCMP_CMP_MASKED_EQ, a.mask, a.value}
-                                          : scmp_arg_cmp{a.arg, ToScmp(a.op), a.value, 0};
-    }
-    if (int rc = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(static_cast<uint16_t>(rule.err)), nr, n, cmps); rc != 0)
-      return fail(rc, rule.syscall.c_str());
-  }
-  if (int rc = seccomp_load(ctx); rc != 0) return fail(rc, "load");
-  seccomp_release(ctx);
   return true;
 }
 

@@ -199,6 +199,7 @@ std::optional<StepFailure> ApplyLandlock(const LandlockPlan& ll) {
   return std::nullopt;
 }
 
+
 scmp_compare ToScmp(CmpOp op) {
   switch (op) {
     case CmpOp::kEq: return SCMP_CMP_EQ;
@@ -208,6 +209,8 @@ scmp_compare ToScmp(CmpOp op) {
   }
   return SCMP_CMP_EQ;
 }
+
+}  // namespace
 
 std::optional<StepFailure> ApplySeccomp(const std::vector<SeccompRule>& rules) {
   constexpr LaunchStep kStep = LaunchStep::kSeccomp;
@@ -238,6 +241,8 @@ std::optional<StepFailure> ApplySeccomp(const std::vector<SeccompRule>& rules) {
   seccomp_release(ctx);
   return std::nullopt;
 }
+
+namespace {
 
 std::optional<StepFailure> WaitAtGate(int gate_fd) {
   constexpr LaunchStep kStep = LaunchStep::kGate;

@@ -72,6 +72,11 @@ struct LaunchOptions {
 // placement is not ok. Irreversible.
 std::optional<StepFailure> ConfineSelf(const Plan& plan, const LaunchOptions& options = {});
 
+// The seccomp step alone: loads `rules` (default allow, foreign and x32
+// ABIs kill the process). Needs no_new_privs or CAP_SYS_ADMIN. Exposed so
+// the benchmark times exactly the filter the launcher loads.
+std::optional<StepFailure> ApplySeccomp(const std::vector<SeccompRule>& rules);
+
 // Execs argv (PATH search like execvp). Returns only on failure, with errno set.
 void ExecModule(char* const argv[]);
 
