@@ -21,7 +21,7 @@
 #
 # The policy is a strict runner (net none, exec_writable false: the
 # writable grants bound noexec in a private mount namespace). For root the
-# planner narrows /etc file by file, which the launcher alone pays too.
+# job's /etc is an idmapped copy (sandbox/root_etc.h).
 # A MISS is reported but fails the script only with --strict (a small,
 # shared VM varies by 20% and more; the load is printed). Any other failure
 # (a build, a run that does not exit 0) exits non-zero.

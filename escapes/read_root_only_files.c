@@ -1,8 +1,10 @@
 /* Reading the base system's root-only files (/etc/shadow, SSH host keys,
  * sudoers): the base system grants /etc for reading, and a module running as
- * root owns those files, so file permissions do not stop it. The cage grants
- * root only the world-readable parts of /etc (EACCES from Landlock); uid
- * 65534 is refused by the file permissions themselves. */
+ * root owns those files, so file permissions do not stop it. The cage shows
+ * root an idmapped /etc in which root owns nothing (EACCES from the file
+ * permissions), or, where the kernel cannot idmap, grants root only the
+ * world-readable parts of /etc (EACCES from Landlock); uid 65534 is refused
+ * by the file permissions themselves. */
 #include <fcntl.h>
 #include <glob.h>
 

@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <grp.h>
 #include <sys/wait.h>
@@ -139,6 +140,19 @@ int ExecErr(const std::vector<std::string>& args) {
 TEST_P(ConfineTest, ReadOutsideTheGrantsIsRefused) {
   EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return OpenErr(tree_.Path("outside/secret"), O_RDONLY); }), Err(EACCES));
   EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return OpenErr(tree_.Path("bundle/file"), O_RDONLY); }), Err(0));
+}
+
+// Root owns /etc/shadow, so file permissions alone would let a root module
+// read it: root sees /etc through the idmapped view (or the narrowed grant).
+TEST_P(ConfineTest, RootOnlyFilesInEtcStayUnreadable) {
+  struct stat st {};
+  if (stat("/etc/shadow", &st) != 0 || (st.st_mode & S_IROTH) || st.st_uid != 0)
+    GTEST_SKIP() << "no root-owned, not world-readable /etc/shadow on this host";
+  for (bool exec_writable : {true, false}) {
+    const Policy policy = tree_.Runner(exec_writable ? R"("exec_writable": true)" : "");
+    EXPECT_EQ(RunConfined(policy, [&] { return OpenErr("/etc/shadow", O_RDONLY); }), Err(EACCES)) << exec_writable;
+    EXPECT_EQ(RunConfined(policy, [&] { return OpenErr("/etc/passwd", O_RDONLY); }), Err(0)) << exec_writable;
+  }
 }
 
 TEST_P(ConfineTest, WritingIntoTheBundleIsRefused) {

@@ -1,5 +1,7 @@
 #include "enforce.h"
 
+#include "root_etc.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -95,9 +97,19 @@ std::optional<StepFailure> SetNoNewPrivs() {
   return std::nullopt;
 }
 
-std::optional<StepFailure> EnterMountNamespace(const Plan& plan, bool own_mount_namespace) {
+std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOptions& options) {
   if (!plan.mount_namespace) return std::nullopt;
   constexpr LaunchStep kStep = LaunchStep::kMountNamespace;
+  const bool own_mount_namespace = options.own_mount_namespace;
+  // Root reads /etc as any user would (root_etc.h). A process that is not
+  // root (a test or a job switched to another uid after the plan was made)
+  // owns none of /etc's root-only files and needs no view.
+  const bool root_etc_view = plan.root_etc_idmap_fd >= 0 && geteuid() == 0;
+  int root_etc_tree = options.root_etc_tree_fd;
+  if (root_etc_view && root_etc_tree < 0) {
+    root_etc_tree = MakeRootEtcTree(plan.root_etc_idmap_fd);
+    if (root_etc_tree < 0) return Fail(kStep, -root_etc_tree, "idmap a copy of /etc for root");
+  }
   const uid_t uid = getuid();
   const gid_t gid = getgid();
   char cwd[4096];
@@ -121,6 +133,11 @@ std::optional<StepFailure> EnterMountNamespace(const Plan& plan, bool own_mount_
     if (syscall(SYS_mount_setattr, AT_FDCWD, path.c_str(), AT_RECURSIVE | AT_SYMLINK_NOFOLLOW, &attr,
                 sizeof attr) != 0)
       return Fail(kStep, errno, "noexec %s", path.c_str());
+  }
+  if (root_etc_view) {
+    const int err = AttachRootEtcTree(root_etc_tree);
+    if (root_etc_tree != options.root_etc_tree_fd) close(root_etc_tree);
+    if (err != 0) return Fail(kStep, err, "mount the idmapped /etc");
   }
   // The working directory still points into the mount below the binds:
   // resolve it again so "./written-file" meets the noexec mount.
@@ -305,7 +322,7 @@ std::optional<StepFailure> ConfineSelf(const Plan& plan, const LaunchOptions& op
   if (auto f = Apply(LaunchStep::kCloseFds, CloseInheritedFds)) return f;
   if (auto f = Apply(LaunchStep::kNoNewPrivs, SetNoNewPrivs)) return f;
   if (auto f = Apply(LaunchStep::kMountNamespace,
-                     [&] { return EnterMountNamespace(plan, options.own_mount_namespace); }))
+                     [&] { return EnterMountNamespace(plan, options); }))
     return f;
   if (auto f = Apply(LaunchStep::kDropCapabilities, DropCapabilities)) return f;
   if (auto f = Apply(LaunchStep::kLandlock, [&] { return ApplyLandlock(plan.landlock); })) return f;

@@ -65,6 +65,12 @@ struct LaunchOptions {
   // (a job of the supervisor, namespaces.h): the mount-namespace step binds
   // the writable grants noexec there rather than unsharing another pair.
   bool own_mount_namespace = false;
+  // A tree from MakeRootEtcTree, made where the caller still could (the
+  // supervisor's keeper, before the job's user namespace): with a plan's
+  // root_etc_idmap_fd, a root launch mounts it over /etc. -1: the
+  // mount-namespace step makes one itself (it must be root in the initial
+  // user namespace then, or the launch fails closed).
+  int root_etc_tree_fd = -1;
 };
 
 // Applies every step but exec to the calling (single-threaded) process,

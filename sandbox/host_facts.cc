@@ -153,7 +153,8 @@ bool CollectWorldReadable(int parent_fd, const std::string& name, const std::str
 void ProbeRootOnlyFiles(HostFacts& f) {
   f.runs_as_root = geteuid() == 0;
   if (!f.runs_as_root) return;
-  CollectWorldReadable(AT_FDCWD, "/etc", "/etc", f.etc_world_readable);
+  f.etc_view = OpenRootEtcView();
+  if (!f.etc_view.idmap) CollectWorldReadable(AT_FDCWD, "/etc", "/etc", f.etc_world_readable);
 }
 
 }  // namespace

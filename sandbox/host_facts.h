@@ -4,8 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "root_etc.h"
 
 namespace oarbank {
 
@@ -46,10 +49,14 @@ struct HostFacts {
   std::vector<std::string> gpu_nodes;
 
   // Only when this process runs as root, whom file permissions do not stop
-  // from reading /etc/shadow or SSH host keys: the world-readable parts of
-  // /etc (files, and directories whose whole subtree is world-readable), so
-  // the base system's /etc grant is narrowed to what any user may read.
+  // from reading /etc/shadow or SSH host keys (root_etc.h). `etc_view` is
+  // an idmapped /etc in which root owns nothing; the launch mounts it over
+  // /etc. Where the kernel or the filesystem cannot idmap (`etc_view.detail`
+  // says why), `etc_world_readable` lists the world-readable parts of /etc
+  // (files, and directories whose whole subtree is world-readable) and the
+  // base system's /etc grant is narrowed to them.
   bool runs_as_root = false;
+  RootEtcView etc_view;
   std::vector<std::string> etc_world_readable;
 };
 

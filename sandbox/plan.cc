@@ -84,9 +84,10 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
   ll.scoped = HandledScopes(abi);
   if (abi != LandlockAbi::kNone) {
     for (auto base : kBaseReadExecute) {
-      // Root owns /etc's root-only files, so for root the /etc grant is
-      // narrowed to its world-readable parts; listing /etc stays allowed.
-      if (base == "/etc" && host.runs_as_root) {
+      // Root owns /etc's root-only files: root sees /etc through the
+      // idmapped view (mounted below), or else the /etc grant is narrowed
+      // to its world-readable parts; listing /etc stays allowed.
+      if (base == "/etc" && host.runs_as_root && !host.etc_view.idmap) {
         ll.paths.push_back({"/etc", HandledFs(abi) & kFsReadDir, true, "base system"});
         for (const auto& part : host.etc_world_readable)
           if (part != "/etc") ll.paths.push_back({part, ReadExecuteRights(abi), true, "base system /etc"});
@@ -127,6 +128,10 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
     for (const auto& g : policy.grants())
       if (g.access == Access::kReadWrite) plan.noexec_binds.push_back(g.path);
     plan.mount_namespace = !plan.noexec_binds.empty();
+  }
+  if (host.runs_as_root && host.etc_view.idmap && abi != LandlockAbi::kNone) {
+    plan.root_etc_idmap_fd = host.etc_view.idmap->fd();
+    plan.mount_namespace = true;
   }
 
   for (const auto& rule : SeccompRuleTable())

@@ -52,8 +52,11 @@ struct Plan {
   // exec_writable = false: a private user+mount namespace in which each of
   // these writable grants is bound onto itself noexec,nosuid,nodev, so that
   // even the dynamic loader cannot map a written file executable.
+  // A launch as root also mounts an idmapped copy of /etc over /etc there
+  // (root_etc.h), when the host can make one: through this user namespace.
   bool mount_namespace = false;
   std::vector<std::string> noexec_binds;
+  int root_etc_idmap_fd = -1;
   std::vector<SeccompRule> seccomp;
   std::vector<Gap> gaps;
 };

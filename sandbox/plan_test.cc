@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <rapidcheck/gtest.h>
 
 #include <algorithm>
@@ -157,6 +158,24 @@ TEST(Plan, RootGetsOnlyTheWorldReadablePartsOfEtc) {
   EXPECT_EQ(FindRule(plan, "/etc/shadow"), nullptr);
   // Everyone else keeps /etc whole: file permissions guard its root-only files.
   EXPECT_EQ(FindRule(PlanConfinement(tree.Runner(), FakeHost(7)), "/etc")->access, ReadExecuteRights(LandlockAbi::kV7));
+}
+
+TEST(Plan, RootWithAnIdmappedEtcKeepsEtcWholeAndMountsTheView) {
+  TempTree tree;
+  HostFacts host = FakeHost(7);
+  host.runs_as_root = true;
+  host.etc_view.idmap = std::make_shared<const OwnedFd>(dup(0));
+  const Plan plan = PlanConfinement(tree.Runner(R"("exec_writable": true)"), host);
+  EXPECT_EQ(plan.root_etc_idmap_fd, host.etc_view.idmap->fd());
+  EXPECT_TRUE(plan.mount_namespace);  // even with no noexec bind
+  EXPECT_TRUE(plan.noexec_binds.empty());
+  ASSERT_NE(FindRule(plan, "/etc"), nullptr);
+  EXPECT_EQ(FindRule(plan, "/etc")->access, ReadExecuteRights(LandlockAbi::kV7));
+  // Not root: no view, no namespace for it.
+  host.runs_as_root = false;
+  const Plan nobody = PlanConfinement(tree.Runner(R"("exec_writable": true)"), host);
+  EXPECT_EQ(nobody.root_etc_idmap_fd, -1);
+  EXPECT_FALSE(nobody.mount_namespace);
 }
 
 TEST(Plan, EgressConnectsToTheProxyPortAloneAndNeverBinds) {

@@ -34,6 +34,13 @@ nlohmann::ordered_json HostReport(const HostFacts& h) {
         {"controllers", h.cgroup.controllers},
         {"cgroup_kill", h.cgroup.has_kill}}},
       {"gpu_nodes", h.gpu_nodes},
+      {"root_etc",
+       !h.runs_as_root ? nlohmann::ordered_json{{"mode", "not root"}}
+       : h.etc_view.idmap
+           ? nlohmann::ordered_json{{"mode", "idmapped"}, {"detail", "root sees /etc with root owning nothing"}}
+           : nlohmann::ordered_json{{"mode", "narrowed"},
+                                    {"detail", "no idmapped mount (" + h.etc_view.detail +
+                                                   "): the /etc grant is its world-readable parts"}}},
       {"capabilities", caps},
   };
 }
@@ -68,7 +75,10 @@ nlohmann::ordered_json PlanReport(const Plan& plan) {
           {"scoped", Hex(plan.landlock.scoped)},
           {"paths", paths},
           {"ports", ports}}},
-        {"mount_namespace", {{"enabled", plan.mount_namespace}, {"noexec_binds", plan.noexec_binds}}},
+        {"mount_namespace",
+         {{"enabled", plan.mount_namespace},
+          {"noexec_binds", plan.noexec_binds},
+          {"root_etc_idmapped", plan.root_etc_idmap_fd >= 0}}},
         {"seccomp", {{"default", "allow"}, {"bad_arch", "kill_process"}, {"rules", seccomp}}},
         {"gaps", gaps}}},
   };

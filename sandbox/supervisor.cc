@@ -1,5 +1,7 @@
 #include "supervisor.h"
 
+#include "root_etc.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -63,6 +65,7 @@ struct JobFds {
   int out_w = -1;
   int err_w = -1;
   int devnull = -1;
+  int root_etc_tree = -1;  // keeper -> launcher: root's idmapped /etc (root_etc.h)
 };
 
 // Everything the job's processes need, prepared before the fork: after it
@@ -172,7 +175,9 @@ void CloseAllBut(std::initializer_list<int> keep) {
   // The job's user and mount namespaces are already its own (init's); a
   // job switched to run_as holds no capability there and makes its own.
   const bool own_mount_namespace = !cp.run_as_uid;
-  if (auto failure = ConfineSelf(*cp.plan, {.gate_fd = gate, .own_mount_namespace = own_mount_namespace}))
+  if (auto failure = ConfineSelf(*cp.plan, {.gate_fd = gate,
+                                                .own_mount_namespace = own_mount_namespace,
+                                                .root_etc_tree_fd = f.root_etc_tree}))
     LauncherFail(gate, StepName(failure->step), failure->err, failure->detail, kExitNotEnforced);
   // The built environment, never the agent's (exec's PATH search uses it too).
   environ = const_cast<char**>(cp.envp.data());
@@ -208,7 +213,8 @@ void CloseAllBut(std::initializer_list<int> keep) {
     SendRecord(f.status_w, Record::kSetupFailed, 0, errno, "pid-namespace init", "fork the launcher");
     _exit(1);
   }
-  for (int fd : {f.gate_child, f.out_w, f.err_w, f.devnull}) close(fd);
+  for (int fd : {f.gate_child, f.out_w, f.err_w, f.devnull, f.root_etc_tree})
+    if (fd >= 0) close(fd);
   // Reap everything; when the module ends, so does the job: exiting here
   // makes the kernel kill whatever is left in the namespace.
   for (;;) {
@@ -245,15 +251,27 @@ void KeeperAbort(int) {
   signal(SIGCHLD, SIG_DFL);  // an agent that ignores it would make init's status unreadable
   if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != cp.supervisor) _exit(1);
   setsid();
-  CloseAllBut({f.status_w, f.gate_child, f.sync_r, f.sync_w, f.out_w, f.err_w, f.devnull});
+  CloseAllBut({f.status_w, f.gate_child, f.sync_r, f.sync_w, f.out_w, f.err_w, f.devnull, cp.plan->root_etc_idmap_fd});
 
   // The job's /proc files must belong to its uid for the maps to be
   // written: an agent that changed uid without exec is not dumpable, and
   // init would inherit that. Only init is made dumpable, not the keeper.
   const int dumpable = prctl(PR_GET_DUMPABLE);
   if (dumpable != 1) prctl(PR_SET_DUMPABLE, 1);
+  // Root's idmapped /etc can only be made here, in the initial user
+  // namespace; the launcher mounts it in the job's.
+  JobFds jf = f;
+  if (cp.plan->root_etc_idmap_fd >= 0 && !cp.run_as_uid) {
+    jf.root_etc_tree = MakeRootEtcTree(cp.plan->root_etc_idmap_fd);
+    if (jf.root_etc_tree < 0) {
+      SendRecord(f.status_w, Record::kSetupFailed, 0, -jf.root_etc_tree, "mount-namespace",
+                 "idmap a copy of /etc for root");
+      _exit(1);
+    }
+  }
   const pid_t init = CloneIntoNamespaces(cp.clone_flags);
-  if (init == 0) InitMain(cp, f);
+  if (init == 0) InitMain(cp, jf);
+  if (jf.root_etc_tree >= 0) close(jf.root_etc_tree);
   if (dumpable != 1) prctl(PR_SET_DUMPABLE, dumpable);
   if (init < 0) {
     char detail[160];
@@ -334,6 +352,7 @@ struct Job::State {
   std::string cgroup_line;
   std::vector<std::string> fresh;  // namespaces the gate checks
   std::vector<std::string> noexec;  // writable grants the gate checks are noexec
+  bool root_etc_idmapped = false;   // the gate checks a root job's /etc is the idmapped view
   Capture out_cap, err_cap;
   bool aborted = false;
   bool closed = false;      // the keeper reported the container closed
@@ -408,7 +427,7 @@ struct Job::State {
     // init's pid was sent before init was released, so it is in the pipe.
     while (init <= 0 && status >= 0 && !aborted) AwaitStatus();
     if (init <= 0) return Refuse("gate: the job's init never reported");
-    const GateCheck check = VerifyConfined(launcher, init, cgroup_line, fresh, noexec);
+    const GateCheck check = VerifyConfined(launcher, init, cgroup_line, fresh, noexec, root_etc_idmapped);
     result.container.verified = check.reading;
     if (!check.ok) return Refuse("gate: the launcher is not confined: " + check.reason);
     if (send(gate, &kGateGo, 1, MSG_NOSIGNAL) != 1) return Refuse("gate: release" + ErrnoText(errno));
@@ -649,6 +668,7 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   s.fresh = {"user", "pid", "ipc", "uts", "mnt"};
   if (ns.net) s.fresh.push_back("net");
   if (plan.mount_namespace) s.noexec = plan.noexec_binds;
+  s.root_etc_idmapped = plan.root_etc_idmap_fd >= 0 && !options.run_as_uid;
 
   // The process container's cgroup leaf, where the agent's cgroup is delegated.
   const CgroupDelegation delegation = DetectCgroupDelegation(host.cgroup);
@@ -890,7 +910,7 @@ nlohmann::ordered_json SupervisorReport(const HostFacts& host) {
         {"job", "user, pid (init reaps; fresh /proc), ipc, uts, mnt; net for net none"}}},
       {"verification",
        "read from /proc/<pid>/ before exec: NoNewPrivs 1, Seccomp 2, Seccomp_filters >= 1, CapEff/CapPrm/CapInh/CapAmb "
-       "0, the cgroup leaf, fresh namespaces, writable grants mounted noexec; Landlock leaves no trace there"},
+       "0, the cgroup leaf, fresh namespaces, writable grants mounted noexec, a root job's /etc idmapped; Landlock leaves no trace there"},
       {"process_container",
        {{"process_group", "always (setsid)"},
         {"pid_namespace", host.user_namespaces && ns.ok},

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -290,6 +291,17 @@ TEST_P(SupervisorTest, FreshProcShowsOnlyTheJob) {
   EXPECT_EQ(pids, "1 2");  // echo is a builtin: nothing else exists
   // Positive control: the host's /proc has far more.
   EXPECT_GT(ProcessesWithCmdline("").size(), 2u);
+}
+
+// A root job owns /etc's root-only files on disk: it sees /etc through the
+// idmapped view (checked at the gate) or the narrowed grant, never as owner.
+TEST_P(SupervisorTest, RootOnlyFilesInEtcStayUnreadable) {
+  struct stat st {};
+  if (stat("/etc/shadow", &st) != 0 || (st.st_mode & S_IROTH) || st.st_uid != 0)
+    GTEST_SKIP() << "no root-owned, not world-readable /etc/shadow on this host";
+  const auto r = Run({"/bin/sh", "-c", "cat /etc/shadow 2>&1 >/dev/null; head -c 5 /etc/passwd"});
+  ASSERT_EQ(r.fault, cage::Fault::kNone) << r.reason;
+  EXPECT_EQ(r.stdout_text, "cat: /etc/shadow: Permission denied\nroot:");
 }
 
 TEST_P(SupervisorTest, NamespacesAreFreshAndNetIsEmpty) {
@@ -856,6 +868,14 @@ TEST(GateReadingTest, WritableGrantsMustBeMountedNoexec) {
   EXPECT_EQ(CheckNoexecMounts(info, {"/srv/w", "/srv/x"}), "/srv/x");
   // The last mount on a path wins: a later exec mount over the noexec one.
   EXPECT_EQ(CheckNoexecMounts(info + "93 91 8:1 /srv/w /srv/w rw - ext4 /dev/vda rw\n", {"/srv/w"}), "/srv/w");
+}
+
+TEST(GateReadingTest, ARootJobsEtcMustBeIdmapped) {
+  const std::string info = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/vda rw\n";
+  EXPECT_EQ(CheckMountOption(info, {"/etc"}, "idmapped"), "/etc");
+  EXPECT_EQ(CheckMountOption(info + "42 22 8:1 /etc /etc ro,nosuid,nodev,relatime,idmapped - ext4 /dev/vda rw\n",
+                             {"/etc"}, "idmapped"),
+            std::nullopt);
 }
 
 TEST(AvailabilityTest, RefusedUserNamespacesAreSaidAndNeverFallenBackFrom) {

@@ -52,8 +52,14 @@ std::string Unescape(std::string_view field) {
 }  // namespace
 
 std::optional<std::string> CheckNoexecMounts(std::string_view mountinfo, const std::vector<std::string>& noexec) {
-  for (const auto& path : noexec) {
-    bool mounted_noexec = false;  // the last mount on the path decides
+  return CheckMountOption(mountinfo, noexec, "noexec");
+}
+
+std::optional<std::string> CheckMountOption(std::string_view mountinfo, const std::vector<std::string>& paths,
+                                            std::string_view option) {
+  const std::string wanted = "," + std::string(option) + ",";
+  for (const auto& path : paths) {
+    bool mounted_with = false;  // the last mount on the path decides
     std::string_view text = mountinfo;
     while (!text.empty()) {
       const size_t eol = text.find('\n');
@@ -68,9 +74,9 @@ std::optional<std::string> CheckNoexecMounts(std::string_view mountinfo, const s
       }
       if (Unescape(fields[4]) != path) continue;
       const std::string options = "," + std::string(fields[5]) + ",";
-      mounted_noexec = options.find(",noexec,") != std::string::npos;
+      mounted_with = options.find(wanted) != std::string::npos;
     }
-    if (!mounted_noexec) return path;
+    if (!mounted_with) return path;
   }
   return std::nullopt;
 }
@@ -113,7 +119,8 @@ std::optional<std::string> CheckGateReading(const GateReading& r, pid_t parent) 
 }
 
 GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line,
-                         const std::vector<std::string>& fresh, const std::vector<std::string>& noexec) {
+                         const std::vector<std::string>& fresh, const std::vector<std::string>& noexec,
+                         bool root_etc_idmapped) {
   GateCheck check;
   const std::string p = std::to_string(pid);
   int err = 0;
@@ -149,11 +156,15 @@ GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line
       return check;
     }
   }
-  if (!noexec.empty()) {
+  if (!noexec.empty() || root_etc_idmapped) {
     const std::string mountinfo = ReadSmallFile("/proc/" + p + "/mountinfo", &err);
+    const std::string unreadable = err != 0 ? std::string(" (mountinfo: ") + strerror(err) + ")" : "";
     if (auto path = CheckNoexecMounts(mountinfo, noexec)) {
-      check.reason = "the writable grant " + *path + " is not mounted noexec" +
-                     (err != 0 ? std::string(" (mountinfo: ") + strerror(err) + ")" : "");
+      check.reason = "the writable grant " + *path + " is not mounted noexec" + unreadable;
+      return check;
+    }
+    if (root_etc_idmapped && CheckMountOption(mountinfo, {"/etc"}, "idmapped")) {
+      check.reason = "a root job's /etc is not the idmapped view (root_etc.h)" + unreadable;
       return check;
     }
   }

@@ -13,7 +13,8 @@
 //
 // plus the job's cgroup leaf (/proc/<pid>/cgroup), for each namespace the
 // job must have an inode other than the supervisor's, and each writable
-// grant mounted noexec (/proc/<pid>/mountinfo) when exec_writable is false.
+// grant mounted noexec (/proc/<pid>/mountinfo) when exec_writable is false,
+// and /etc mounted idmapped for a root job (root_etc.h).
 // Kernel limit: Landlock leaves no trace in /proc, so the Landlock step is
 // not verified here (the launcher fails closed on it, and the battery
 // proves it).
@@ -56,11 +57,18 @@ struct GateCheck {
 // show mounted noexec (the last mount on a path wins), or nullopt.
 std::optional<std::string> CheckNoexecMounts(std::string_view mountinfo, const std::vector<std::string>& noexec);
 
+// Pure: the first of `paths` that mountinfo does not show mounted with
+// `option` ("noexec", "idmapped"; the last mount on a path wins), or nullopt.
+std::optional<std::string> CheckMountOption(std::string_view mountinfo, const std::vector<std::string>& paths,
+                                            std::string_view option);
+
 // Reads /proc/<pid>/{status,cgroup,ns/*,mountinfo} and checks them: the
 // reading, the cgroup line (when `cgroup_line` is not empty:
 // "0::/path/of/leaf"), that every namespace in `fresh` ("user", "pid",
-// "net", ...) differs from the supervisor's own, and the noexec mounts.
+// "net", ...) differs from the supervisor's own, the noexec mounts, and for
+// a root job the idmapped /etc (root_etc.h).
 GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line,
-                         const std::vector<std::string>& fresh, const std::vector<std::string>& noexec);
+                         const std::vector<std::string>& fresh, const std::vector<std::string>& noexec,
+                         bool root_etc_idmapped);
 
 }  // namespace oarbank

@@ -1,0 +1,130 @@
+#include "root_etc.h"
+
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace oarbank {
+namespace {
+
+// On-disk root becomes 65534 on the view; no other id is mapped, so every
+// other owner is nobody. Root (fsuid 0, fsgid 0) owns nothing there.
+constexpr char kIdmap[] = "0 65534 1\n";
+
+bool WriteAll(const char* path, const char* text) {
+  const int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t len = static_cast<ssize_t>(strlen(text));
+  const bool ok = write(fd, text, static_cast<size_t>(len)) == len;
+  const int saved = errno;
+  close(fd);
+  errno = saved;
+  return ok;
+}
+
+std::string Why(const char* what, int err) { return std::string(what) + ": " + strerror(err); }
+
+// A user namespace holding only kIdmap, as an fd; -1 and `why` otherwise.
+int IdmapUserNamespace(std::string& why) {
+  int hold[2];
+  if (pipe2(hold, O_CLOEXEC) != 0) {
+    why = Why("pipe", errno);
+    return -1;
+  }
+  // The child only waits for EOF: it exists so that its namespace can be named.
+  const pid_t child = static_cast<pid_t>(syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0));
+  if (child == 0) {
+    close(hold[1]);
+    char c;
+    while (read(hold[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    _exit(0);
+  }
+  const int clone_err = errno;
+  close(hold[0]);
+  int ns = -1;
+  if (child < 0) {
+    why = Why("clone(CLONE_NEWUSER)", clone_err);
+  } else {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/uid_map", static_cast<int>(child));
+    const bool uid_ok = WriteAll(path, kIdmap);
+    int err = errno;
+    snprintf(path, sizeof path, "/proc/%d/gid_map", static_cast<int>(child));
+    const bool gid_ok = uid_ok && WriteAll(path, kIdmap);
+    if (uid_ok && !gid_ok) err = errno;
+    snprintf(path, sizeof path, "/proc/%d/ns/user", static_cast<int>(child));
+    if (!uid_ok || !gid_ok)
+      why = Why(uid_ok ? "gid_map" : "uid_map", err);
+    else if ((ns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+      why = Why("open ns/user", errno);
+  }
+  close(hold[1]);
+  if (child > 0)
+    while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  return ns;
+}
+
+}  // namespace
+
+OwnedFd::~OwnedFd() {
+  if (fd_ >= 0) close(fd_);
+}
+
+int MakeRootEtcTree(int idmap_fd) {
+  int tree = static_cast<int>(
+      syscall(SYS_open_tree, AT_FDCWD, "/etc", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+  if (tree < 0) return -errno;
+  // Never a stdio number: a caller that closed stdio later dup2s onto them.
+  if (tree <= 2) {
+    const int moved = fcntl(tree, F_DUPFD_CLOEXEC, 3);
+    const int err = errno;
+    close(tree);
+    if (moved < 0) return -err;
+    tree = moved;
+  }
+  mount_attr attr {};
+  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  attr.userns_fd = static_cast<uint64_t>(idmap_fd);
+  if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0) {
+    const int err = errno;
+    close(tree);
+    return -err;
+  }
+  return tree;
+}
+
+RootEtcView OpenRootEtcView() {
+  RootEtcView view;
+  std::string why;
+  const int ns = IdmapUserNamespace(why);
+  if (ns < 0) {
+    view.detail = why;
+    return view;
+  }
+  const int tree = MakeRootEtcTree(ns);
+  if (tree < 0) {
+    view.detail = Why("idmap a copy of /etc (open_tree, mount_setattr)", -tree);
+    close(ns);
+    return view;
+  }
+  close(tree);
+  view.idmap = std::make_shared<const OwnedFd>(ns);
+  return view;
+}
+
+int AttachRootEtcTree(int tree_fd) {
+  if (syscall(SYS_move_mount, tree_fd, "", AT_FDCWD, "/etc", MOVE_MOUNT_F_EMPTY_PATH) != 0) return errno;
+  return 0;
+}
+
+}  // namespace oarbank

@@ -1,0 +1,55 @@
+// A module launched as root would read /etc's root-only files (shadow, SSH
+// host keys, sudoers) as their owner: dropping capabilities does not stop an
+// owner. The launcher therefore shows root an idmapped copy of /etc, in
+// which on-disk uid and gid 0 appear as 65534 and every other owner as
+// nobody at all: root then reads there exactly what any user may read, and
+// a file made root-only later stays root-only (no list to go stale).
+//
+// Idmapped mounts need Linux 5.12 and a filesystem that supports them
+// (ext4, xfs, btrfs; tmpfs from 6.3). Where either is missing, the caller
+// falls back to narrowing the /etc grant to its world-readable parts.
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace oarbank {
+
+// Owns one file descriptor; closes it when the last copy of the shared_ptr
+// holding it goes (a forked child uses fd() and never runs the destructor).
+class OwnedFd {
+ public:
+  explicit OwnedFd(int fd) : fd_(fd) {}
+  ~OwnedFd();
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  int fd() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// The probe's result: a user namespace whose only mapping is 0 -> 65534,
+// kept to idmap a fresh copy of /etc at each launch (a detached tree can be
+// mounted once only), or why the host cannot.
+struct RootEtcView {
+  std::shared_ptr<const OwnedFd> idmap;  // set: idmapped /etc works here
+  std::string detail;                    // why not, when idmap is unset
+};
+
+// Needs CAP_SYS_ADMIN and CAP_SETUID in the initial user namespace (root):
+// forks a short-lived child into a new user namespace mapped 0 -> 65534,
+// keeps that namespace, and proves it by idmapping a copy of /etc once.
+RootEtcView OpenRootEtcView();
+
+// A detached, read-only, nosuid, nodev copy of /etc (recursive,
+// close-on-exec) idmapped through `idmap_fd`, or -errno. Needs the same
+// privileges, in the initial user namespace. Allocates nothing (safe after
+// fork).
+int MakeRootEtcTree(int idmap_fd);
+
+// Attaches a tree from MakeRootEtcTree over /etc in the caller's private
+// mount namespace. Returns 0 or an errno.
+int AttachRootEtcTree(int tree_fd);
+
+}  // namespace oarbank
