@@ -50,7 +50,8 @@ int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, i
     fprintf(stderr, "%s\n", PolicyErrorLine(policy.error()).c_str());
     return kExitUsage;
   }
-  const HostFacts host = ProbeHost(abi_cap);
+  HostFacts host = ProbeHost(abi_cap);
+  ProbeRootEtc(host);
   Plan plan = PlanConfinement(policy.value(), host);
 #ifdef OARBANK_FAULT_INJECTION
   InjectFaults(plan);
@@ -73,7 +74,8 @@ int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, i
 }
 
 int SandboxReport(const std::string& policy_path, int abi_cap) {
-  const HostFacts host = ProbeHost(abi_cap);
+  HostFacts host = ProbeHost(abi_cap);
+  ProbeRootEtc(host);
   nlohmann::ordered_json report = HostReport(host);
   if (!policy_path.empty()) {
     auto policy = LoadPolicyFile(policy_path);

@@ -55,6 +55,7 @@ class ConfineTest : public ::testing::TestWithParam<uid_t> {
   void SetUp() override {
     if (GetParam() != getuid() && getuid() != 0) GTEST_SKIP() << "switching to uid " << GetParam() << " needs root";
     host_ = ProbeHost();
+    ProbeRootEtc(host_);
     if (host_.landlock_abi < 6) GTEST_SKIP() << "this kernel has Landlock ABI " << host_.landlock_abi << " (< 6)";
   }
 

@@ -150,14 +150,13 @@ bool CollectWorldReadable(int parent_fd, const std::string& name, const std::str
   return all;
 }
 
-void ProbeRootOnlyFiles(HostFacts& f) {
-  f.runs_as_root = geteuid() == 0;
-  if (!f.runs_as_root) return;
+}  // namespace
+
+void ProbeRootEtc(HostFacts& f) {
+  if (!f.runs_as_root || f.etc_view.idmap || !f.etc_world_readable.empty()) return;
   f.etc_view = OpenRootEtcView();
   if (!f.etc_view.idmap) CollectWorldReadable(AT_FDCWD, "/etc", "/etc", f.etc_world_readable);
 }
-
-}  // namespace
 
 HostFacts ProbeHost(int abi_cap) {
   HostFacts f;
@@ -171,7 +170,7 @@ HostFacts ProbeHost(int abi_cap) {
   ProbeUserNamespaces(f);
   ProbeCgroup(f);
   ProbeGpuNodes(f);
-  ProbeRootOnlyFiles(f);
+  f.runs_as_root = geteuid() == 0;
   return f;
 }
 

@@ -647,7 +647,8 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   };
 
   if (argv.empty()) return refuse("argv: empty");
-  const HostFacts host = ProbeHost(options.landlock_abi_cap);
+  HostFacts host = ProbeHost(options.landlock_abi_cap);
+  ProbeRootEtc(host);
   const int floor = std::max(1, options.abi_floor);
   if (host.landlock_abi < floor)
     return refuse("abi_floor: this host's Landlock ABI is " + std::to_string(host.landlock_abi) +
