@@ -1,6 +1,7 @@
 #include "egress_command.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <iostream>
@@ -82,6 +83,14 @@ int RunEgressProxyCommand(const ProxyCommandOptions& o) {
   config.connect_timeout = ms(static_cast<long long>(o.connect_timeout_s * 1000));
   config.max_connections = o.max_connections;
   config.max_header_bytes = o.max_header_bytes;
+
+  // Each connection holds two sockets and, while relaying, two pipes: use
+  // the whole file descriptor allowance the agent has.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
 
   // Block the stop signals before any thread starts, so only sigwait sees them.
   sigset_t stop;

@@ -1,5 +1,8 @@
 #include "egress_proxy.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <mutex>
@@ -18,6 +21,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr size_t kRelayBuffer = 64 * 1024;
+constexpr size_t kSpliceChunk = 1024 * 1024;
+constexpr int kSplicePipeSize = 1024 * 1024;
 
 asio::ip::address ToAsio(const IpAddress& ip) {
   if (ip.v4) return asio::ip::address_v4(asio::ip::address_v4::bytes_type{ip.bytes[0], ip.bytes[1], ip.bytes[2], ip.bytes[3]});
@@ -204,10 +209,7 @@ class Session : public std::enable_shared_from_this<Session> {
     last_activity_ = Clock::now();
     ArmIdle();
     auto self = shared_from_this();
-    auto start_pumps = [self] {
-      self->Pump(self->client_, self->upstream_, self->c2u_, Direction::kToUpstream);
-      self->Pump(self->upstream_, self->client_, self->u2c_, Direction::kToClient);
-    };
+    auto start_pumps = [self] { self->StartRelay(); };
     auto send_first = [self, start_pumps, first = std::move(first)]() mutable {
       if (first.empty()) return start_pumps();
       self->pending_ = std::move(first);
@@ -228,6 +230,96 @@ class Session : public std::enable_shared_from_this<Session> {
 
   enum class Direction { kToUpstream, kToClient };
 
+  // Relays both directions: splice(2) through a pipe per direction (no copy
+  // into user space), or read/write through a buffer when no pipe can be had
+  // (out of file descriptors).
+  void StartRelay() {
+    if (c2u_pipe_.Open() && u2c_pipe_.Open()) {
+      asio::error_code ec;
+      client_.non_blocking(true, ec);
+      if (!ec) upstream_.non_blocking(true, ec);
+      if (!ec) {
+        Splice(client_, upstream_, c2u_pipe_, Direction::kToUpstream);
+        Splice(upstream_, client_, u2c_pipe_, Direction::kToClient);
+        return;
+      }
+    }
+    Pump(client_, upstream_, c2u_, Direction::kToUpstream);
+    Pump(upstream_, client_, u2c_, Direction::kToClient);
+  }
+
+  // One direction reached EOF: pass the half-close on; a tunnel ends when
+  // both sides did, a plain HTTP exchange when the server's answer ended.
+  void OnEof(tcp::socket& to, Direction dir) {
+    if (req_.kind == RequestKind::kPlainHttp) {
+      if (dir == Direction::kToClient) Close();
+      return;  // the client half-closed after its body: keep reading the answer
+    }
+    asio::error_code ignored;
+    to.shutdown(tcp::socket::shutdown_send, ignored);
+    if (++eofs_ == 2) Close();
+  }
+
+  struct SplicePipe {
+    int r = -1, w = -1;
+    size_t held = 0;  // bytes in the pipe not yet written out
+    bool Open() {
+      int fds[2];
+      if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+      r = fds[0];
+      w = fds[1];
+      (void)fcntl(w, F_SETPIPE_SZ, kSplicePipeSize);  // a larger pipe if allowed; 64 KiB otherwise
+      return true;
+    }
+    ~SplicePipe() {
+      if (r >= 0) close(r);
+      if (w >= 0) close(w);
+    }
+  };
+
+  void Splice(tcp::socket& from, tcp::socket& to, SplicePipe& pipe, Direction dir) {
+    const bool limited = req_.kind == RequestKind::kPlainHttp && dir == Direction::kToUpstream;
+    auto self = shared_from_this();
+    auto resume = [self, &from, &to, &pipe, dir](const asio::error_code& ec) {
+      if (self->closed_) return;
+      if (ec) return self->Close();
+      self->Splice(from, to, pipe, dir);
+    };
+    // A bounded number of moves per turn, so one busy tunnel cannot starve
+    // the others on the event loop.
+    for (int turn = 0; turn < 32; ++turn) {
+      if (closed_) return;
+      if (pipe.held > 0) {
+        const ssize_t n = splice(pipe.r, nullptr, to.native_handle(), nullptr, pipe.held, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (n > 0) {
+          pipe.held -= static_cast<size_t>(n);
+          last_activity_ = Clock::now();
+          continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EAGAIN) return to.async_wait(tcp::socket::wait_write, resume);
+        return Close();
+      }
+      size_t want = kSpliceChunk;
+      if (limited) {
+        if (body_left_ == 0) return;  // the declared body and nothing after it
+        want = static_cast<size_t>(std::min<uint64_t>(want, body_left_));
+      }
+      const ssize_t n = splice(from.native_handle(), nullptr, pipe.w, nullptr, want, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+      if (n > 0) {
+        pipe.held = static_cast<size_t>(n);
+        if (limited) body_left_ -= static_cast<uint64_t>(n);
+        last_activity_ = Clock::now();
+        continue;
+      }
+      if (n == 0) return OnEof(to, dir);
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) return from.async_wait(tcp::socket::wait_read, resume);
+      return Close();
+    }
+    asio::post(proxy_.io, [resume] { resume({}); });
+  }
+
   void Pump(tcp::socket& from, tcp::socket& to, std::array<char, kRelayBuffer>& buf, Direction dir) {
     const bool plain = req_.kind == RequestKind::kPlainHttp;
     size_t want = buf.size();
@@ -241,15 +333,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (self->closed_) return;
       if (ec) {
         if (ec != asio::error::eof) return self->Close();
-        // EOF: pass the half-close on; the tunnel ends when both sides did.
-        if (plain) {
-          if (dir == Direction::kToClient) return self->Close();
-          return;  // the client half-closed after its body: keep reading the answer
-        }
-        asio::error_code ignored;
-        to.shutdown(tcp::socket::shutdown_send, ignored);
-        if (++self->eofs_ == 2) self->Close();
-        return;
+        return self->OnEof(to, dir);
       }
       self->last_activity_ = Clock::now();
       if (plain && dir == Direction::kToUpstream) self->body_left_ -= n;
@@ -330,6 +414,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string last_error_ = "no address";
   std::string connected_to_;
   std::array<char, kRelayBuffer> c2u_{}, u2c_{};
+  SplicePipe c2u_pipe_, u2c_pipe_;
   Clock::time_point last_activity_{};
   int eofs_ = 0;
   bool responding_ = false;

@@ -186,9 +186,10 @@ std::string UpstreamHead(const ProxyRequest& req) {
   }
   std::string out = req.method + " " + req.target_path + " " + req.version + "\r\n";
   out += "Host: " + req.host + (req.port == 80 ? "" : ":" + std::to_string(req.port)) + "\r\n";
-  for (const auto& [name, value] : req.headers) {
-    const bool dropped = std::any_of(drop.begin(), drop.end(), [&](const std::string& d) { return EqualsIgnoreCase(name, d); });
-    if (!dropped) out += name + ": " + value + "\r\n";
+  for (const auto& header : req.headers) {
+    const bool dropped =
+        std::any_of(drop.begin(), drop.end(), [&](const std::string& d) { return EqualsIgnoreCase(header.first, d); });
+    if (!dropped) out += header.first + ": " + header.second + "\r\n";
   }
   out += "Connection: close\r\n\r\n";
   return out;
