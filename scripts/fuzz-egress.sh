@@ -63,7 +63,7 @@ dict="$scratch/egress.dict"
               '::ffff:' 0x7f 127.1 2130706433 /; do
     printf '"%s"\n' "$word"
   done
-  printf '"\\r\\n"\n"\\r\\n\\r\\n"\n"\\x00"\n" "\n"@"\n"#"\n"?"\n'
+  printf '"\\x0d\\x0a"\n"\\x0d\\x0a\\x0d\\x0a"\n"\\x00"\n" "\n"@"\n"#"\n"?"\n'
 } >"$dict"
 
 mkdir -p "$artifacts"
