@@ -145,7 +145,12 @@ class Session : public std::enable_shared_from_this<Session> {
       return Refuse(501, "Transfer-Encoding request bodies are not proxied over plain HTTP (use CONNECT)");
     body_left_ = req_.kind == RequestKind::kPlainHttp ? req_.content_length.value_or(0) : 0;
 
-    // The one lookup. It blocks, so it runs on the pool and posts back.
+    // The one lookup. It blocks, so it runs on the pool and posts back; the
+    // request is answered 502 if the answer takes too long.
+    ArmTimer(proxy_.config.connect_timeout, [](Session& s) {
+      s.Refuse(502, "no answer for " + s.req_.host + " within " + std::to_string(s.proxy_.config.connect_timeout.count()) +
+                        " ms");
+    });
     asio::post(proxy_.lookups, [self = shared_from_this()] {
       auto answer = self->proxy_.config.resolver->Resolve(self->req_.host);
       asio::post(self->proxy_.io, [self, answer = std::move(answer)]() mutable { self->OnResolved(std::move(answer)); });
@@ -153,7 +158,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void OnResolved(Result<std::vector<IpAddress>> answer) {
-    if (closed_) return;
+    if (closed_ || responding_) return;
     if (!answer.ok()) return Refuse(502, req_.host + ": " + answer.error().what);
     for (const auto& ip : answer.value()) {
       if (auto why = NonPublicReason(ip, proxy_.config.test_public))
