@@ -1,5 +1,6 @@
 // oarbank-agent: the launcher (sandbox-exec), the enforcement report
-// (sandbox-report) and the supervised run (run). The launcher's flow reads
+// (sandbox-report), the supervised run (run) and the egress proxy
+// (egress-proxy, egress_command.h). The launcher's flow reads
 // top to bottom:
 //   policy -> host facts -> plan (placement) -> confine -> [gate] -> exec.
 // `run` spawns the same steps through the supervisor (supervisor.h):
@@ -13,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "egress_command.h"
 #include "enforce.h"
 #include "exit_codes.h"
 #include "host_facts.h"
@@ -169,6 +171,21 @@ int main(int argc, char** argv) {
   run->add_option("policy", run_policy, "Policy JSON file")->required();
   run->add_option("argv", run_argv, "Command to run (after --)")->required();
 
+  egress::ProxyCommandOptions proxy_options;
+  auto* proxy = app.add_subcommand("egress-proxy", "Serve the egress allowlist proxy (HTTP CONNECT, plain http://) on loopback");
+  proxy->add_option("--listen", proxy_options.listen, "127.0.0.1:PORT or [::1]:PORT (default: the policy's proxy_port)");
+  proxy->add_option("--allow", proxy_options.allow, "host[:port], '*.' for subdomains, 443 by default (repeatable)");
+  proxy->add_option("--policy", proxy_options.policy, "Take the list and the port from this policy's net");
+  proxy->add_option("--header-timeout", proxy_options.header_timeout_s, "Seconds to send a request head")->check(CLI::Range(0.01, 3600.0));
+  proxy->add_option("--idle-timeout", proxy_options.idle_timeout_s, "Close a connection idle this many seconds")->check(CLI::Range(0.01, 1e6));
+  proxy->add_option("--connect-timeout", proxy_options.connect_timeout_s, "Seconds to connect upstream")->check(CLI::Range(0.01, 3600.0));
+  proxy->add_option("--max-connections", proxy_options.max_connections, "Connections at once")->check(CLI::Range(1, 1 << 20));
+  proxy->add_option("--max-header-bytes", proxy_options.max_header_bytes, "Largest request head")->check(CLI::Range(256, 1 << 20));
+  proxy->add_option("--test-public-range", proxy_options.test_public_ranges,
+                    "TEST ONLY: treat this CIDR (inside 198.18.0.0/15) as public (repeatable)");
+  proxy->add_option("--test-resolver", proxy_options.test_resolver,
+                    "TEST ONLY: answer lookups from this file (NAME ADDR[,ADDR] [next answer...])");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -179,6 +196,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s\n", e.what());
     return kExitUsage;
   }
+  if (proxy->parsed()) return egress::RunEgressProxyCommand(proxy_options);
   if (exec->parsed()) return SandboxExec(exec_policy, exec_argv, abi_cap, gate_fd);
   if (run->parsed()) {
     run_options.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));

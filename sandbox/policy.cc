@@ -86,6 +86,8 @@ bool IsDir(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+}  // namespace
+
 // "host[:port]" with an optional leading "*." label; never an IP address.
 std::optional<std::string> CheckAllowEntry(const std::string& entry) {
   std::string host = entry;
@@ -128,6 +130,8 @@ std::optional<std::string> CheckAllowEntry(const std::string& entry) {
   if (last == "localhost") return "localhost names loopback, which is never reachable";
   return std::nullopt;
 }
+
+namespace {
 
 Result<int> ParsePort(const json& v, const std::string& where) {
   if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > 65535)

@@ -98,6 +98,12 @@ Result<Policy> LoadPolicyFile(const std::string& path);
 // The one-line form printed on stderr: "policy: net.proxy_port: expected ...".
 std::string PolicyErrorLine(const Error& error);
 
+// Checks one net.allow entry, "host[:port]" with an optional leading "*."
+// label, lower-case; nullopt if valid, else what is wrong. Never an IP
+// address in any spelling inet_aton reads. The egress proxy checks request
+// hosts with the same function (egress_allowlist.h).
+std::optional<std::string> CheckAllowEntry(const std::string& entry);
+
 const char* RoleName(Role role);
 const char* NetModeName(NetMode mode);
 

@@ -13,6 +13,9 @@ scripts/setup.sh
 echo "== fuzz (policy parser, ${OARBANK_FUZZ_SECONDS:-60} s)"
 scripts/fuzz-policy.sh "${OARBANK_FUZZ_SECONDS:-60}" > build/fuzz-policy.log 2>&1 || { tail -40 build/fuzz-policy.log; exit 1; }
 tail -1 build/fuzz-policy.log
+echo "== fuzz (egress request parser, ${OARBANK_FUZZ_SECONDS:-60} s)"
+scripts/fuzz-egress.sh "${OARBANK_FUZZ_SECONDS:-60}" > build/fuzz-egress.log 2>&1 || { tail -40 build/fuzz-egress.log; exit 1; }
+tail -1 build/fuzz-egress.log
 
 echo "== ctest"
 ctest --test-dir build --output-on-failure -j2

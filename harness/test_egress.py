@@ -1,0 +1,673 @@
+"""The egress allowlist proxy against real peers (`oarbank-agent egress-proxy`).
+
+Upstream servers run in a network namespace this module creates, joined to
+the host by a veth pair, with addresses only from the benchmarking block
+198.18.0.0/15 (here 198.19.N.0/24), which the proxy is told is public
+through its test-only --test-public-range. Names resolve through the
+test-only --test-resolver file, which can change a name's answer between
+two lookups. A "private" server listens on the host's loopback (127.0.0.1
+and ::1): it is what a refused name points at, and it must never see a
+connection. Every refusal is checked three ways: the HTTP status and its
+one-line reason, one JSON log line from the proxy, and silence at the
+server the request named; every allowed case is proven at its server.
+
+Needs root (network namespaces, uid switching); CI runs as root.
+"""
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BUILD = os.environ.get("OARBANK_BUILD", os.path.join(ROOT, "build"))
+AGENT = os.path.join(BUILD, "sandbox", "oarbank-agent")
+UPSTREAM = os.path.join(os.path.dirname(__file__), "egress_upstream.py")
+
+NET = 20 + os.getpid() % 200
+SUBNET = f"198.19.{NET}"
+HOST_SIDE = f"{SUBNET}.1"
+ALLOWED, WILD_SUB, WILD_BARE, UNLISTED, CONFINED = (f"{SUBNET}.{i}" for i in range(2, 7))
+NS = f"oeg-{os.getpid()}"
+VETH_HOST, VETH_NS = f"oegh{os.getpid() % 100000}", f"oegn{os.getpid() % 100000}"
+
+if os.geteuid() != 0:
+    pytest.skip("network namespaces and uid switching need root (CI runs as root)", allow_module_level=True)
+
+
+def sh(*args, check=True):
+    return subprocess.run(args, capture_output=True, text=True, check=check, timeout=30)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Servers:
+    """A egress_upstream.py process and its log."""
+
+    def __init__(self, log, specs, netns=None):
+        self.log = pathlib.Path(log)
+        self.log.touch()
+        cmd = ["python3", UPSTREAM, str(log), *specs]
+        if netns:
+            cmd = ["ip", "netns", "exec", netns, *cmd]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        assert line, "upstream servers did not start"
+        self.ready = json.loads(line)["ready"]
+
+    def events(self, local=None, event="accept"):
+        out = []
+        for line in self.log.read_text().splitlines():
+            e = json.loads(line)
+            if e["event"] == event and (local is None or e["local"] == local):
+                out.append(e)
+        return out
+
+    def wait_close(self, local, count=1, timeout=5.0):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            closes = self.events(local, "close")
+            if len(closes) >= count:
+                return closes
+            time.sleep(0.05)
+        return self.events(local, "close")
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+class Proxy:
+    def __init__(self, workdir, allow, *extra, public=True, resolver=None):
+        self.log = pathlib.Path(workdir) / f"proxy-{time.monotonic_ns()}.log"
+        cmd = [AGENT, "egress-proxy", "--listen", "127.0.0.1:0"]
+        for a in allow:
+            cmd += ["--allow", a]
+        if public:
+            cmd += ["--test-public-range", f"{SUBNET}.0/24"]
+        if resolver:
+            cmd += ["--test-resolver", str(resolver)]
+        cmd += list(extra)
+        self.err = open(self.log, "w")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.err, text=True)
+        line = self.proc.stdout.readline()
+        assert line, "proxy did not start: " + self.log.read_text()
+        self.ready = json.loads(line)
+        self.port = self.ready["port"]
+
+    def events(self, event=None):
+        out = [json.loads(l) for l in self.log.read_text().splitlines() if l.startswith("{")]
+        return [e for e in out if event is None or e["event"] == event]
+
+    def stop(self):
+        self.proc.terminate()
+        rc = self.proc.wait(timeout=10)
+        self.err.close()
+        return rc
+
+
+def request(port, raw, read_body=True, timeout=5):
+    """Sends raw bytes to the proxy; returns (status, reason-line, socket, rest)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.sendall(raw)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    status = int(head.split(b" ")[1]) if head.startswith(b"HTTP/1.1 ") else None
+    length = next((int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")), None)
+    if read_body and status != 200 and length is not None:
+        while len(rest) < length:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
+    return status, rest.decode("latin-1"), s, rest
+
+
+def connect(port, target, extra=b""):
+    return request(port, b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target.encode(), target.encode()) + extra,
+                   read_body=True)
+
+
+def recv_line(s):
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = s.recv(1)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode()
+
+
+@pytest.fixture(scope="module")
+def world():
+    work = pathlib.Path(tempfile.mkdtemp(prefix="oeg-world-"))
+    os.chmod(work, 0o755)
+    sh("ip", "netns", "add", NS)
+    try:
+        sh("ip", "link", "add", VETH_HOST, "type", "veth", "peer", "name", VETH_NS)
+        sh("ip", "link", "set", VETH_NS, "netns", NS)
+        sh("ip", "addr", "add", f"{HOST_SIDE}/24", "dev", VETH_HOST)
+        sh("ip", "link", "set", VETH_HOST, "up")
+        for a in (ALLOWED, WILD_SUB, WILD_BARE, UNLISTED, CONFINED):
+            sh("ip", "netns", "exec", NS, "ip", "addr", "add", f"{a}/24", "dev", VETH_NS)
+        sh("ip", "netns", "exec", NS, "ip", "link", "set", VETH_NS, "up")
+        sh("ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up")
+        # The "private" server: the host's loopback, v4 and v6, one port.
+        for _ in range(20):
+            private_port = free_port()
+            try:
+                private = Servers(work / "private.log", [f"127.0.0.1|{private_port}|banner", f"::1|{private_port}|banner"])
+                break
+            except (AssertionError, json.JSONDecodeError):
+                continue
+        specs = []
+        for a in (ALLOWED, WILD_SUB, WILD_BARE, UNLISTED, CONFINED):
+            specs += [f"{a}|443|banner", f"{a}|8443|banner", f"{a}|80|http", f"{a}|{private_port}|banner"]
+        upstream = Servers(work / "upstream.log", specs, netns=NS)
+        resolver = work / "resolver.txt"
+        names = {
+            "allowed.test": ALLOWED, "a.wild.test": WILD_SUB, "deep.a.wild.test": WILD_SUB, "wild.test": WILD_BARE,
+            "unlisted.test": UNLISTED, "confined.test": CONFINED,
+            # Refused ranges, each behind a listed name (*.bad.test).
+            "loopback.bad.test": "127.0.0.1", "loopback-other.bad.test": "127.8.9.10", "zero.bad.test": "0.0.0.0",
+            "this-net.bad.test": "0.1.2.3", "rfc1918-10.bad.test": "10.1.2.3", "rfc1918-172.bad.test": "172.16.5.4",
+            "rfc1918-192.bad.test": "192.168.1.1", "metadata.bad.test": "169.254.169.254",
+            "link-local.bad.test": "169.254.1.1", "cgnat.bad.test": "100.64.0.1", "multicast.bad.test": "224.0.0.1",
+            "broadcast.bad.test": "255.255.255.255", "reserved.bad.test": "240.0.0.1",
+            "benchmark-outside.bad.test": "198.18.0.1", "documentation.bad.test": "192.0.2.1",
+            "loopback6.bad.test": "::1", "unspecified6.bad.test": "::", "ula.bad.test": "fd00::1",
+            "link-local6.bad.test": "fe80::1", "multicast6.bad.test": "ff02::1",
+            "mapped-loopback.bad.test": "::ffff:127.0.0.1", "mapped-private.bad.test": "::ffff:10.0.0.1",
+            "mapped-metadata.bad.test": "::ffff:169.254.169.254", "compat-loopback.bad.test": "::127.0.0.1",
+            "nat64-private.bad.test": "64:ff9b::10.0.0.1", "documentation6.bad.test": "2001:db8::1",
+            # One public and one private answer together: any non-public refuses.
+            "mixed.bad.test": f"{ALLOWED},127.0.0.1",
+            # Rebinding: the first lookup answers public, every later one loopback.
+            "rebind.test": f"{ALLOWED} 127.0.0.1",
+            "self.test": "127.0.0.1",
+        }
+        resolver.write_text("".join(f"{n} {a}\n" for n, a in names.items()))
+        yield {"work": work, "private": private, "private_port": private_port, "upstream": upstream,
+               "resolver": resolver, "names": names}
+        upstream.stop()
+        private.stop()
+    finally:
+        sh("ip", "link", "del", VETH_HOST, check=False)
+        sh("ip", "netns", "del", NS, check=False)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture
+def proxy(world):
+    allow = ["allowed.test", "allowed.test:80", "*.wild.test", "confined.test", f"*.bad.test:{world['private_port']}",
+             f"rebind.test:{world['private_port']}"]
+    p = Proxy(world["work"], allow, resolver=world["resolver"])
+    yield p
+    assert p.stop() == 0, "the proxy must exit 0 on SIGTERM (it never crashed)"
+
+
+def accepts(world, address, port):
+    return len(world["upstream"].events(f"{address}:{port}"))
+
+
+def private_accepts(world):
+    return len(world["private"].events())
+
+
+def assert_refused(p, world, status, reason, expect_status=403, contains=""):
+    assert status == expect_status, reason
+    assert reason.startswith("egress: ") and reason.count("\n") == 1, reason
+    assert contains in reason, reason
+    refusals = p.events("egress_refused")
+    assert refusals and refusals[-1]["status"] == expect_status and refusals[-1]["reason"] in reason, refusals
+
+
+# --- allowed ---------------------------------------------------------------
+
+def test_an_allowed_name_and_port_reaches_its_server(world, proxy):
+    before = accepts(world, ALLOWED, 443)
+    status, _, s, rest = connect(proxy.port, "allowed.test:443")
+    assert status == 200
+    banner = (rest + s.recv(100)).decode() if not rest.endswith(b"\n") else rest.decode()
+    assert banner == f"BANNER {ALLOWED}:443\n"
+    s.sendall(b"hello through the tunnel\n")
+    assert recv_line(s) == "hello through the tunnel\n"
+    s.close()
+    closes = world["upstream"].wait_close(f"{ALLOWED}:443", before + 1)
+    assert accepts(world, ALLOWED, 443) == before + 1
+    assert closes[-1]["data"] == "hello through the tunnel\n"  # at the server
+    assert closes[-1]["peer"].startswith(HOST_SIDE + ":")
+    assert proxy.events("egress_connect")[-1]["address"] == f"{ALLOWED}:443"
+
+
+def test_a_wildcard_admits_subdomains_but_not_the_bare_domain(world, proxy):
+    sub_before, bare_before = accepts(world, WILD_SUB, 443), accepts(world, WILD_BARE, 443)
+    for name in ("a.wild.test", "deep.a.wild.test"):
+        status, _, s, rest = connect(proxy.port, f"{name}:443")
+        assert status == 200, name
+        assert (rest or s.recv(100)).decode().startswith(f"BANNER {WILD_SUB}:443")
+        s.close()
+    status, reason, s, _ = connect(proxy.port, "wild.test:443")
+    s.close()
+    assert_refused(proxy, world, status, reason, contains="wild.test:443 is not in the allowlist")
+    time.sleep(0.2)
+    assert accepts(world, WILD_SUB, 443) == sub_before + 2
+    assert accepts(world, WILD_BARE, 443) == bare_before
+
+
+def test_an_unlisted_name_is_refused(world, proxy):
+    before = accepts(world, UNLISTED, 443)
+    status, reason, s, _ = connect(proxy.port, "unlisted.test:443")
+    s.close()
+    assert_refused(proxy, world, status, reason, contains="unlisted.test:443 is not in the allowlist")
+    time.sleep(0.2)
+    assert accepts(world, UNLISTED, 443) == before
+
+
+def test_an_unlisted_port_of_a_listed_name_is_refused(world, proxy):
+    before = accepts(world, ALLOWED, 8443)
+    status, reason, s, _ = connect(proxy.port, "allowed.test:8443")
+    s.close()
+    assert_refused(proxy, world, status, reason, contains="allowed.test:8443 is not in the allowlist")
+    time.sleep(0.2)
+    assert accepts(world, ALLOWED, 8443) == before
+
+
+@pytest.mark.parametrize("target", [f"{ALLOWED}:443", "[::1]:443", "127.1:443", "2130706433:443", "0x7f.1:443",
+                                    "[::ffff:198.19.0.2]:443"])
+def test_an_ip_literal_is_refused(world, proxy, target):
+    before = accepts(world, ALLOWED, 443)
+    status, reason, s, _ = connect(proxy.port, target)
+    s.close()
+    assert_refused(proxy, world, status, reason)
+    assert "IP" in reason, reason
+    time.sleep(0.1)
+    assert accepts(world, ALLOWED, 443) == before
+    assert private_accepts(world) == 0
+
+
+def test_names_resolving_to_each_refused_range_are_refused(world, proxy):
+    port = world["private_port"]
+    bad = sorted(n for n in world["names"] if n.endswith(".bad.test"))
+    assert len(bad) >= 25
+    for name in bad:
+        status, reason, s, _ = connect(proxy.port, f"{name}:{port}")
+        s.close()
+        assert_refused(proxy, world, status, reason, contains=f"{name} resolves to ")
+    time.sleep(0.2)
+    assert private_accepts(world) == 0  # the loopback server never saw any of them
+    assert accepts(world, ALLOWED, port) == 0  # nor the public half of mixed.bad.test
+    assert len([e for e in proxy.events("egress_refused") if e["host"].endswith(".bad.test")]) == len(bad)
+
+
+def test_the_benchmark_range_is_public_only_through_the_test_setting(world):
+    """Positive control for the range tests: the servers' own addresses are
+    refused as soon as the test-only setting is absent."""
+    p = Proxy(world["work"], ["allowed.test"], public=False, resolver=world["resolver"])
+    try:
+        before = accepts(world, ALLOWED, 443)
+        status, reason, s, _ = connect(p.port, "allowed.test:443")
+        s.close()
+        assert_refused(p, world, status, reason, contains="benchmarking (RFC 2544)")
+        time.sleep(0.1)
+        assert accepts(world, ALLOWED, 443) == before
+    finally:
+        assert p.stop() == 0
+
+
+def test_dns_rebinding_between_check_and_connect_never_reaches_the_private_answer(world, proxy):
+    port = world["private_port"]
+    before = accepts(world, ALLOWED, port)
+    status, _, s, rest = connect(proxy.port, f"rebind.test:{port}")
+    assert status == 200
+    assert (rest or s.recv(100)).decode() == f"BANNER {ALLOWED}:{port}\n"
+    s.close()
+    # The name now answers loopback: a second request is refused, which
+    # proves the resolver did change its answer and the proxy had asked once.
+    status, reason, s, _ = connect(proxy.port, f"rebind.test:{port}")
+    s.close()
+    assert_refused(proxy, world, status, reason, contains="resolves to 127.0.0.1")
+    time.sleep(0.2)
+    assert accepts(world, ALLOWED, port) == before + 1  # at the public server
+    assert private_accepts(world) == 0  # the private one never got a connection
+
+
+def test_a_connect_relayed_inside_a_tunnel_is_only_data_for_the_allowed_server(world, proxy):
+    before_allowed, before_unlisted = accepts(world, ALLOWED, 443), accepts(world, UNLISTED, 443)
+    status, _, s, rest = connect(proxy.port, "allowed.test:443")
+    assert status == 200
+    if not rest:
+        recv_line(s)
+    inner = b"CONNECT unlisted.test:443 HTTP/1.1\r\nHost: unlisted.test:443\r\n\r\n"
+    s.sendall(inner)
+    echoed = b""
+    while len(echoed) < len(inner):
+        echoed += s.recv(4096)
+    s.close()
+    assert echoed == inner  # the allowed server answered it (echo), not the proxy
+    closes = world["upstream"].wait_close(f"{ALLOWED}:443", before_allowed + 1)
+    assert closes[-1]["data"] == inner.decode()
+    time.sleep(0.2)
+    assert accepts(world, UNLISTED, 443) == before_unlisted
+    assert len(proxy.events("egress_connect")) == 1
+
+
+def test_a_connect_to_the_proxy_itself_is_refused(world, proxy):
+    for target in (f"127.0.0.1:{proxy.port}", f"localhost:{proxy.port}", f"self.test:{proxy.port}"):
+        status, reason, s, _ = connect(proxy.port, target)
+        s.close()
+        assert_refused(proxy, world, status, reason)
+    assert proxy.events("egress_connect") == []
+
+
+def test_plain_http_to_an_allowed_host_is_rewritten_and_reaches_it(world, proxy):
+    before = accepts(world, ALLOWED, 80)
+    # A second request rides along after the first: it must never be sent.
+    raw = (b"GET http://allowed.test/path?q=1 HTTP/1.1\r\nHost: evil.test\r\nProxy-Authorization: secret\r\n"
+           b"Proxy-Connection: keep-alive\r\n\r\n"
+           b"GET http://unlisted.test/ HTTP/1.1\r\nHost: unlisted.test\r\n\r\n")
+    status, _, s, rest = request(proxy.port, raw, read_body=False)
+    assert status == 200
+    body = rest
+    while not body.endswith(b"\n"):
+        body += s.recv(4096)
+    s.close()
+    assert body.decode() == f"HTTP-OK {ALLOWED}:80 GET /path?q=1 HTTP/1.1 host=allowed.test\n"
+    closes = world["upstream"].wait_close(f"{ALLOWED}:80", before + 1)
+    received = closes[-1]["data"]
+    assert received.startswith("GET /path?q=1 HTTP/1.1\r\nHost: allowed.test\r\n")
+    assert "Proxy-Authorization" not in received and "Proxy-Connection" not in received
+    assert "Connection: close\r\n" in received
+    assert "unlisted.test" not in received  # nothing after the first request's body
+    assert accepts(world, UNLISTED, 80) == 0
+
+
+def test_plain_http_to_an_unlisted_host_is_refused(world, proxy):
+    for raw in (b"GET http://unlisted.test/ HTTP/1.1\r\nHost: unlisted.test\r\n\r\n",
+                b"POST http://unlisted.test/x HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 0\r\n\r\n",
+                b"GET http://allowed.test:8443/ HTTP/1.1\r\n\r\n",
+                b"GET http://" + ALLOWED.encode() + b"/ HTTP/1.1\r\n\r\n"):
+        status, reason, s, _ = request(proxy.port, raw)
+        s.close()
+        assert_refused(proxy, world, status, reason)
+    # Origin-form (a request for the proxy itself) and https:// are 400.
+    for raw in (b"GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n", b"GET https://allowed.test/ HTTP/1.1\r\n\r\n"):
+        status, reason, s, _ = request(proxy.port, raw)
+        s.close()
+        assert_refused(proxy, world, status, reason, expect_status=400)
+    time.sleep(0.2)
+    assert accepts(world, UNLISTED, 80) == 0
+    assert accepts(world, ALLOWED, 8443) == 0
+
+
+@pytest.mark.parametrize("raw", [
+    b"\r\n\r\n", b"CONNECT\r\n\r\n", b"CONNECT allowed.test HTTP/1.1\r\n\r\n",
+    b"CONNECT allowed.test:99999 HTTP/1.1\r\n\r\n", b"CONNECT allowed.test:443 HTTP/2.0\r\n\r\n",
+    b"CONNECT allowed.test:443  HTTP/1.1\r\n\r\n", b"CONNECT allowed.test:443 HTTP/1.1\r\nX: a\nb\r\n\r\n",
+    b"CONNECT allowed.test:443 HTTP/1.1\r\n folded\r\n\r\n", b"CONNECT user@allowed.test:443 HTTP/1.1\r\n\r\n",
+    b"GET http://allowed.test/ HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+    b"GET http://allowed.test/ HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+    b"\x00\xff\xfe CONNECT \x01\r\n\r\n", b"CONNECT allowed.test:443 HTTP/1.1\r\nBad Name: x\r\n\r\n",
+])
+def test_malformed_requests_get_400_and_the_proxy_keeps_serving(world, proxy, raw):
+    status, reason, s, _ = request(proxy.port, raw)
+    s.close()
+    assert_refused(proxy, world, status, reason, expect_status=400)
+    status, _, s, _ = connect(proxy.port, "allowed.test:443")  # still serving
+    s.close()
+    assert status == 200
+
+
+def test_limits_on_head_size_head_time_and_connections(world):
+    p = Proxy(world["work"], ["allowed.test"], "--header-timeout", "0.5", "--max-connections", "3",
+              "--max-header-bytes", "1024", resolver=world["resolver"])
+    try:
+        status, reason, s, _ = request(p.port, b"CONNECT allowed.test:443 HTTP/1.1\r\nX: " + b"a" * 2000 + b"\r\n\r\n")
+        s.close()
+        assert_refused(p, world, status, reason, expect_status=431)
+        t0 = time.time()
+        status, reason, s, _ = request(p.port, b"CONNECT allowed.test:443 HTTP/1.1\r\n")  # never finished
+        s.close()
+        assert_refused(p, world, status, reason, expect_status=408)
+        assert 0.4 < time.time() - t0 < 3
+        held = [socket.create_connection(("127.0.0.1", p.port)) for _ in range(3)]
+        time.sleep(0.2)
+        status, reason, s, _ = connect(p.port, "allowed.test:443")
+        s.close()
+        assert_refused(p, world, status, reason, expect_status=503)
+        for h in held:
+            h.close()
+        time.sleep(0.2)
+        status, _, s, _ = connect(p.port, "allowed.test:443")  # slots come back
+        s.close()
+        assert status == 200
+    finally:
+        assert p.stop() == 0
+
+
+def test_an_idle_tunnel_is_closed(world):
+    p = Proxy(world["work"], ["allowed.test"], "--idle-timeout", "0.5", resolver=world["resolver"])
+    try:
+        status, _, s, rest = connect(p.port, "allowed.test:443")
+        assert status == 200
+        if not rest:
+            recv_line(s)
+        s.settimeout(5)
+        t0 = time.time()
+        assert s.recv(10) == b""  # the proxy closed it
+        assert 0.3 < time.time() - t0 < 4
+        s.close()
+        assert p.events("egress_idle_close")
+    finally:
+        assert p.stop() == 0
+
+
+def test_the_system_resolver_reads_etc_hosts_and_its_answer_is_checked(world):
+    """The static binary's getaddrinfo (files + dns inside libc.a): a name
+    that /etc/hosts maps to loopback is refused. /etc/hosts is replaced in a
+    private mount namespace of the proxy alone."""
+    hosts = world["work"] / "hosts"
+    hosts.write_text(f"127.0.0.1 localhost\n127.0.0.1 sysloop.test\n{ALLOWED} syspublic.test\n")
+    port = world["private_port"]
+    log = world["work"] / "sysproxy.log"
+    script = (f'mount --bind {hosts} /etc/hosts && exec {AGENT} egress-proxy --listen 127.0.0.1:0 '
+              f'--allow sysloop.test:{port} --allow syspublic.test --test-public-range {SUBNET}.0/24')
+    proc = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                            stdout=subprocess.PIPE, stderr=open(log, "w"), text=True)
+    try:
+        proxy_port = json.loads(proc.stdout.readline())["port"]
+        status, reason, s, _ = connect(proxy_port, f"sysloop.test:{port}")
+        s.close()
+        assert status == 403 and "resolves to 127.0.0.1, loopback" in reason, reason
+        before = accepts(world, ALLOWED, 443)
+        status, _, s, rest = connect(proxy_port, "syspublic.test:443")
+        assert status == 200
+        assert (rest or s.recv(100)).decode() == f"BANNER {ALLOWED}:443\n"
+        s.close()
+        time.sleep(0.2)
+        assert accepts(world, ALLOWED, 443) == before + 1
+        assert private_accepts(world) == 0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--listen", "0.0.0.0:0", "--allow", "a.test"], "--listen: the proxy listens on loopback only"),
+    (["--listen", "198.19.0.1:0", "--allow", "a.test"], "--listen: the proxy listens on loopback only"),
+    (["--listen", "127.0.0.1", "--allow", "a.test"], "--listen: expected 127.0.0.1:PORT"),
+    (["--listen", "127.0.0.1:0", "--allow", "10.0.0.1"], "--allow 10.0.0.1: IP addresses are not allowed"),
+    (["--listen", "127.0.0.1:0", "--allow", "a*.test"], "--allow a*.test: '*' is allowed only"),
+    (["--listen", "127.0.0.1:0"], "expected --allow ENTRY or --policy"),
+    (["--listen", "127.0.0.1:0", "--allow", "a.test", "--test-public-range", "10.0.0.0/8"],
+     "only a range inside 198.18.0.0/15"),
+    (["--listen", "127.0.0.1:0", "--allow", "a.test", "--test-public-range", "198.16.0.0/14"],
+     "only a range inside 198.18.0.0/15"),
+])
+def test_bad_options_are_one_line_and_64(args, message):
+    r = subprocess.run([AGENT, "egress-proxy", *args], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 64, r.stderr
+    assert r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
+
+
+# --- a confined module ---------------------------------------------------------
+
+MODULE = r'''
+import errno, json, os, socket, sys
+proxy = os.environ["HTTPS_PROXY"]
+host, port = proxy.rsplit("//", 1)[1].rsplit(":", 1)
+target, direct, private_port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+out = {}
+s = socket.create_connection((host, int(port)), timeout=10)
+s.sendall(b"CONNECT %s HTTP/1.1\r\n\r\n" % target.encode())
+data = b""
+while data.count(b"\n") < 3:
+    chunk = s.recv(4096)
+    if not chunk:
+        break
+    data += chunk
+out["via_proxy"] = data.decode()
+s.close()
+def attempt(family, kind, addr):
+    try:
+        c = socket.socket(family, kind)
+    except OSError as e:
+        return "socket " + errno.errorcode[e.errno]
+    try:
+        c.settimeout(3)
+        if kind == socket.SOCK_DGRAM:
+            c.sendto(b"x", addr)
+            return "sent"
+        c.connect(addr)
+        return "connected"
+    except OSError as e:
+        return "connect " + errno.errorcode.get(e.errno, str(e.errno))
+    finally:
+        c.close()
+out["direct"] = attempt(socket.AF_INET, socket.SOCK_STREAM, (direct, 443))
+out["direct_80"] = attempt(socket.AF_INET, socket.SOCK_STREAM, (direct, 80))
+out["udp"] = attempt(socket.AF_INET, socket.SOCK_DGRAM, (direct, 53))
+out["udp6"] = attempt(socket.AF_INET6, socket.SOCK_DGRAM, ("::1", 53))
+out["loopback_other_port"] = attempt(socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", private_port))
+out["loopback6_other_port"] = attempt(socket.AF_INET6, socket.SOCK_STREAM, ("::1", private_port))
+try:
+    socket.getaddrinfo("confined.test", 443)
+    out["resolve"] = "resolved"
+except OSError as e:
+    out["resolve"] = "failed"
+print(json.dumps(out))
+'''
+
+
+@pytest.fixture
+def module_tree(world):
+    tree = pathlib.Path(tempfile.mkdtemp(prefix="oeg-module-"))
+    for d in ("bundle", "work", "work/tmp", "data"):
+        (tree / d).mkdir()
+        os.chmod(tree / d, 0o777)
+    os.chmod(tree, 0o755)
+    os.chmod(tree / "bundle", 0o755)
+    (tree / "bundle" / "module.py").write_text(MODULE)
+    yield tree
+    shutil.rmtree(tree, ignore_errors=True)
+
+
+def landlock_abi():
+    r = subprocess.run([AGENT, "sandbox-report"], capture_output=True, text=True, timeout=30)
+    return json.loads(r.stdout)["landlock"]["abi"]
+
+
+@pytest.mark.parametrize("uid", [0, 65534], ids=["root", "nobody"])
+@pytest.mark.parametrize("launcher", ["sandbox-exec", "run"])
+def test_a_confined_module_reaches_the_allowed_host_through_the_proxy_and_nothing_else(world, module_tree, uid,
+                                                                                      launcher):
+    if landlock_abi() < 4:
+        pytest.skip("Landlock ABI < 4: egress-allowlist is refused here (exit 70), tested below")
+    p = Proxy(world["work"], ["confined.test"], resolver=world["resolver"])
+    try:
+        policy = {"contract": 1, "role": "runner", "bundle": str(module_tree / "bundle"),
+                  "work": str(module_tree / "work"), "data": str(module_tree / "data"),
+                  "tmp": str(module_tree / "work/tmp"),
+                  "net": {"mode": "egress-allowlist", "allow": ["confined.test"], "proxy_port": p.port}}
+        (module_tree / "policy.json").write_text(json.dumps(policy))
+        argv = ["/usr/bin/python3", str(module_tree / "bundle" / "module.py"), "confined.test:443", CONFINED,
+                str(world["private_port"])]
+        env = {"PATH": "/usr/bin:/bin"}
+        if launcher == "sandbox-exec":  # the launcher alone: the agent would set this environment
+            env["HTTPS_PROXY"] = f"http://127.0.0.1:{p.port}"
+            cmd = [AGENT, "sandbox-exec", str(module_tree / "policy.json"), "--", *argv]
+        else:  # the supervisor builds the job's environment from the policy
+            cmd = [AGENT, "run", str(module_tree / "policy.json"), "--", *argv]
+        if uid != 0:
+            cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *cmd]
+        before = {port: accepts(world, CONFINED, port) for port in (443, 80, world["private_port"])}
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+        assert r.returncode == 0, r.stdout + r.stderr
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        assert out["via_proxy"] == f"HTTP/1.1 200 Connection established\r\n\r\nBANNER {CONFINED}:443\n", out
+        # Landlock: TCP connect to the proxy port alone (EACCES); seccomp: no UDP (EPERM).
+        assert out["direct"] == "connect EACCES", out
+        assert out["direct_80"] == "connect EACCES", out
+        assert out["loopback_other_port"] == "connect EACCES", out
+        assert out["loopback6_other_port"] == "connect EACCES", out
+        assert out["udp"] == "socket EPERM", out
+        assert out["udp6"] == "socket EPERM", out
+        assert out["resolve"] == "failed", out
+        time.sleep(0.2)
+        # At the servers: exactly the one proxied connection arrived.
+        assert accepts(world, CONFINED, 443) == before[443] + 1
+        assert accepts(world, CONFINED, 80) == before[80]
+        assert accepts(world, CONFINED, world["private_port"]) == before[world["private_port"]]
+        assert private_accepts(world) == 0
+        assert [e["address"] for e in p.events("egress_connect")] == [f"{CONFINED}:443"]
+    finally:
+        assert p.stop() == 0
+
+
+def test_below_landlock_abi_4_the_egress_policy_is_refused_with_70(module_tree):
+    policy = {"contract": 1, "role": "runner", "bundle": str(module_tree / "bundle"),
+              "work": str(module_tree / "work"), "data": str(module_tree / "data"), "tmp": str(module_tree / "work/tmp"),
+              "net": {"mode": "egress-allowlist", "allow": ["confined.test"], "proxy_port": 3128}}
+    (module_tree / "policy.json").write_text(json.dumps(policy))
+    r = subprocess.run([AGENT, "sandbox-exec", "--landlock-abi-max", "3", str(module_tree / "policy.json"), "--",
+                        "/bin/true"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 70, r.stderr
+    assert r.stderr.startswith("sandbox: CAPABILITY_NOT_ENFORCED: ") and "net.egress-allowlist" in r.stderr
+    r = subprocess.run([AGENT, "sandbox-exec", "--landlock-abi-max", "4", str(module_tree / "policy.json"), "--",
+                        "/bin/true"], capture_output=True, text=True, timeout=30)
+    assert "net.egress-allowlist" not in r.stderr  # positive control: ABI 4 enforces it
+
+
+def test_the_proxy_takes_its_list_and_port_from_a_policy(world, module_tree):
+    port = free_port()
+    policy = {"contract": 1, "role": "runner", "bundle": str(module_tree / "bundle"),
+              "work": str(module_tree / "work"), "data": str(module_tree / "data"), "tmp": str(module_tree / "work/tmp"),
+              "net": {"mode": "egress-allowlist", "allow": ["Allowed.Test", "*.wild.test"], "proxy_port": port}}
+    (module_tree / "policy.json").write_text(json.dumps(policy))
+    log = open(world["work"] / "policy-proxy.log", "w")
+    proc = subprocess.Popen([AGENT, "egress-proxy", "--policy", str(module_tree / "policy.json"),
+                             "--test-public-range", f"{SUBNET}.0/24", "--test-resolver", str(world["resolver"])],
+                            stdout=subprocess.PIPE, stderr=log, text=True)
+    try:
+        ready = json.loads(proc.stdout.readline())
+        assert ready["port"] == port and ready["allow"] == ["allowed.test:443", "*.wild.test:443"]
+        status, _, s, _ = connect(port, "allowed.test:443")
+        s.close()
+        assert status == 200
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=10) == 0

@@ -1,0 +1,80 @@
+// The agent's local egress proxy (net.mode = "egress-allowlist"): HTTP
+// CONNECT and absolute-form plain HTTP on a loopback listener, built on
+// standalone Asio (header-only, so the static oarbank-agent stays static).
+//
+// For each request: parse the head (egress_request.h), normalize the host
+// and match host:port against the allowlist (egress_allowlist.h), resolve
+// the name ONCE (egress_resolver.h), refuse if ANY of its addresses is not
+// public, then connect to one of exactly those addresses. The name is never
+// looked up again, so a name that changes its answer between the check and
+// the connect (DNS rebinding) cannot reach a private address.
+//
+// Every refusal answers an HTTP status with a one-line reason in the body
+// and writes one JSON line to the log: 400 malformed head, 403 policy (not
+// listed, IP literal, non-public address), 408 no complete head in time, 431
+// head too large, 501 chunked upload over plain HTTP, 502 no answer or no
+// connection, 503 too many connections.
+//
+// Limits: what a CONNECT tunnel carries is opaque: a listed host that is
+// itself an open proxy, or that shares its address with other sites, is
+// reachable as far as that host allows. Plain HTTP is one request per
+// connection (the head rewritten, Content-Length bytes of body forwarded,
+// anything after it never sent), so a second request cannot ride along to
+// another virtual host.
+//
+// Threading: one event-loop thread owns every socket; lookups run on a small
+// worker pool (getaddrinfo blocks) and post their answer back to the loop.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "egress_allowlist.h"
+#include "egress_resolver.h"
+#include "result.h"
+
+namespace oarbank::egress {
+
+struct ProxyConfig {
+  std::string listen_address = "127.0.0.1";  // loopback only (127.0.0.0/8 or ::1)
+  uint16_t listen_port = 0;                   // 0: any free port
+  std::vector<AllowEntry> allow;
+  std::vector<Cidr> test_public;              // test-only: ParseTestPublicRange
+  std::shared_ptr<Resolver> resolver;         // default: MakeSystemResolver()
+  std::chrono::milliseconds header_timeout{10'000};
+  std::chrono::milliseconds connect_timeout{10'000};
+  std::chrono::milliseconds idle_timeout{300'000};
+  size_t max_header_bytes = 16 * 1024;
+  size_t max_connections = 1024;
+  int resolver_threads = 4;
+  // One JSON object per call, no newline. Default: a line on stderr.
+  std::function<void(const std::string&)> log;
+};
+
+class EgressProxy {
+ public:
+  // Binds the listener and starts serving on its own threads. An Error
+  // names the setting at fault ("listen", "allow").
+  static Result<std::unique_ptr<EgressProxy>> Start(ProxyConfig config);
+  ~EgressProxy();
+  EgressProxy(const EgressProxy&) = delete;
+  EgressProxy& operator=(const EgressProxy&) = delete;
+
+  uint16_t port() const;
+  std::string address() const;
+  // Closes the listener and every connection, and joins the threads.
+  void Stop();
+
+  struct Impl;
+
+ private:
+  explicit EgressProxy(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace oarbank::egress
