@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "broker.h"
 #include "enforce.h"
 #include "exit_codes.h"
 #include "host_facts.h"
@@ -86,6 +87,7 @@ int SandboxReport(const std::string& policy_path, int abi_cap) {
     report.update(GrantReport(policy.value(), host, "/proc/self/exe"));
   }
   report["supervisor"] = cage::SupervisorReport(host);
+  report["containers"] = broker::ContainerRuntimeReport();
   std::cout << report.dump(2) << "\n";
   return 0;
 }
@@ -167,6 +169,22 @@ int main(int argc, char** argv) {
   run->add_option("policy", run_policy, "Policy JSON file")->required();
   run->add_option("argv", run_argv, "Command to run (after --)")->required();
 
+  broker::BrokerArgs broker_args;
+  auto* brk = app.add_subcommand("broker", "Serve one job's container broker socket (then run JOB-ARGV, if given)");
+  brk->add_option("--socket", broker_args.socket_path, "The job's broker socket path")->required();
+  brk->add_option("--work", broker_args.work_dir, "The job's work directory")->required();
+  brk->add_option("--data", broker_args.data_dir, "The module's data directory");
+  brk->add_option("--image", broker_args.images, "An approved image: name@sha256:<64 hex>=os/arch (repeatable)");
+  brk->add_option("--job", broker_args.job_id, "The job id (labels oarbank.job=ID)")->required();
+  brk->add_option("--cpus", broker_args.cpus, "The job's CPU reservation");
+  brk->add_option("--mem-gb", broker_args.mem_gb, "The job's memory reservation (GB)");
+  brk->add_option("--max-timeout", broker_args.max_timeout_s, "The longest timeout_s a request may ask");
+  brk->add_flag("--network-granted", broker_args.network_granted, "The job's policy has an egress grant");
+  brk->add_option("--state-dir", broker_args.state_dir, "Podman's storage and configuration for the broker");
+  brk->add_option("--job-uid", broker_args.job_uid, "Owner of what containers write (default: the work dir's)");
+  brk->add_option("--job-gid", broker_args.job_gid, "Group of what containers write (default: the work dir's)");
+  brk->add_option("job-argv", broker_args.job_argv, "Run this job (after --); the broker stops when it exits");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -177,6 +195,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s\n", e.what());
     return kExitUsage;
   }
+  if (brk->parsed()) return broker::BrokerMain(broker_args);
   if (exec->parsed()) return SandboxExec(exec_policy, exec_argv, abi_cap, gate_fd);
   if (run->parsed()) {
     run_options.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
