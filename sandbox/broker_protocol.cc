@@ -319,7 +319,7 @@ std::variant<Mount, Refused> ResolveMountSource(const std::string& src, const st
   int fd = dir;
   if (!rel.empty()) {
     open_how how {};
-    how.flags = O_PATH | O_CLOEXEC | O_NOFOLLOW;
+    how.flags = O_PATH | O_CLOEXEC;  // RESOLVE_NO_SYMLINKS refuses a trailing symlink too (ELOOP)
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
     fd = static_cast<int>(syscall(SYS_openat2, dir, rel.c_str(), &how, sizeof how));
     const int err = errno;

@@ -80,7 +80,7 @@ void KeepTail(std::string& tail, const char* buf, size_t n) {
 // A directory below `base` reached without following any symlink.
 int OpenBeneath(int base_fd, const std::string& rel, uint64_t flags) {
   open_how how {};
-  how.flags = flags | O_CLOEXEC | O_NOFOLLOW;
+  how.flags = flags | O_CLOEXEC;  // RESOLVE_NO_SYMLINKS covers the last component
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
   return static_cast<int>(syscall(SYS_openat2, base_fd, rel.c_str(), &how, sizeof how));
 }
