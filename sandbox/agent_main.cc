@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "broker.h"
+#include "broker_handoff.h"
 #include "enforce.h"
 #include "exit_codes.h"
 #include "host_facts.h"
@@ -60,7 +61,20 @@ int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, i
     fprintf(stderr, "%s\n", PlacementLine(plan.placement).c_str());
     return kExitNotEnforced;
   }
-  if (auto failure = ConfineSelf(plan, {.gate_fd = gate_fd})) {
+  // The broker grant: an inherited connection below Landlock ABI 9, the
+  // path from ABI 9 (broker_handoff.h).
+  int broker_fd = -1;
+  if (plan.broker == BrokerHandoff::kInheritedFd) {
+    auto connected = ConnectBroker(*policy.value().broker());
+    if (!connected.ok()) {
+      fprintf(stderr, "sandbox: %s: %s\n", connected.error().where.c_str(), connected.error().what.c_str());
+      return kExitNotEnforced;
+    }
+    broker_fd = connected.value();
+  }
+  if (plan.broker != BrokerHandoff::kNone)
+    setenv("OARBANK_BROKER", BrokerEnvironmentValue(plan.broker, *policy.value().broker(), broker_fd).c_str(), 1);
+  if (auto failure = ConfineSelf(plan, {.gate_fd = gate_fd, .broker_fd = broker_fd})) {
     fprintf(stderr, "%s\n", StepFailureLine(*failure).c_str());
     return kExitNotEnforced;
   }

@@ -111,6 +111,9 @@ std::variant<Broker, std::string> MakeBroker(const BrokerArgs& args) {
   mkdir(args.state_dir.c_str(), 0700);
   b.runtime.state_dir = Canonical(args.state_dir, "--state-dir", &error);
   if (!error.empty()) return error;
+  // Podman refuses a runroot longer than 50 bytes (conmon's socket paths).
+  if (b.runtime.state_dir.size() + 4 > 50)
+    return "--state-dir: " + b.runtime.state_dir + " is too long: podman needs <state>/run within 50 bytes";
   const char* path = getenv("PATH");
   b.probe = ProbeRuntime(path ? path : "");
   b.runtime.podman = b.probe.podman;

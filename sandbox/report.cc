@@ -69,6 +69,7 @@ nlohmann::ordered_json PlanReport(const Plan& plan) {
           {"paths", paths},
           {"ports", ports}}},
         {"mount_namespace", {{"enabled", plan.mount_namespace}, {"noexec_binds", plan.noexec_binds}}},
+        {"broker", BrokerHandoffName(plan.broker)},
         {"seccomp", {{"default", "allow"}, {"bad_arch", "kill_process"}, {"rules", seccomp}}},
         {"gaps", gaps}}},
   };
