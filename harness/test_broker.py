@@ -273,6 +273,26 @@ sys.exit(1)
     assert not os.path.exists(b.socket)
 
 
+def test_a_client_that_hangs_up_takes_its_container_along(store, job):
+    b = Broker(store, job, "broker-hangup")
+    try:
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(b.socket)
+        s.sendall((json.dumps(run_request(store, ["sleep", "600"], timeout_s=120)) + "\n").encode())
+        deadline = time.time() + 30
+        while not store.job_containers("broker-hangup") and time.time() < deadline:
+            time.sleep(0.2)
+        assert store.job_containers("broker-hangup"), "the container never started"
+        s.close()
+        deadline = time.time() + 30
+        while store.job_containers("broker-hangup") and time.time() < deadline:
+            time.sleep(0.2)
+        assert store.job_containers("broker-hangup") == []
+        assert b.proc.poll() is None  # the broker itself serves on
+    finally:
+        b.stop()
+
+
 def test_no_runtime_on_path(store, job, tmp_path):
     empty = tmp_path / "empty-path"
     empty.mkdir()
