@@ -11,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <climits>
 #include <cstring>
 #include <set>
@@ -210,6 +212,9 @@ int BrokerMain(const BrokerArgs& args) {
     return kExitNotEnforced;
   }
 
+  // Before the job starts, so the banner is the first line of the output.
+  printf("broker: listening on %s for job %s\n", args.socket_path.c_str(), args.job_id.c_str());
+  fflush(stdout);
   pid_t job = -1;
   if (!args.job_argv.empty()) {
     job = fork();
@@ -225,9 +230,6 @@ int BrokerMain(const BrokerArgs& args) {
       _exit(127);
     }
   }
-  printf("broker: listening on %s for job %s\n", args.socket_path.c_str(), args.job_id.c_str());
-  fflush(stdout);
-
   std::set<pid_t> handlers;
   int job_status = 0;
   bool stop = false;
@@ -283,6 +285,27 @@ int BrokerMain(const BrokerArgs& args) {
   }
   for (pid_t pid : handlers) kill(pid, SIGKILL);
   for (pid_t pid : handlers) waitpid(pid, nullptr, 0);
+  // Staging points of killed handlers: their binds lived in the handlers'
+  // own mount namespaces, so only empty directories and files remain here.
+  // Never recursive: a staging point is removed only if it is empty.
+  const std::string mounts = broker.runtime.state_dir + "/mounts";
+  const std::string prefix = "oarbank-" + broker.runtime.job_id + "-";
+  if (DIR* dir = opendir(mounts.c_str())) {
+    while (dirent* e = readdir(dir)) {
+      if (std::string(e->d_name).rfind(prefix, 0) != 0) continue;
+      const std::string staging = mounts + "/" + e->d_name;
+      if (DIR* inner = opendir(staging.c_str())) {
+        while (dirent* point = readdir(inner)) {
+          if (point->d_name[0] == '.') continue;
+          const std::string path = staging + "/" + point->d_name;
+          if (rmdir(path.c_str()) != 0) unlink(path.c_str());
+        }
+        closedir(inner);
+      }
+      rmdir(staging.c_str());
+    }
+    closedir(dir);
+  }
   return result;
 }
 
