@@ -9,7 +9,9 @@
 //   run --rm --pull=never --platform P --cpus C --memory M --pids-limit
 //   --label oarbank.job=<job> --name oarbank-<job>-<n>
 //   --uidmap 0:<job uid>:1 --uidmap 1:<base>:<count> (and gids alike)
-//   --network none (or the private network with an egress grant)
+//   --network none (or Podman's bridge network with --network-granted:
+//   unfiltered, so only for egress-any jobs; an allowlist-proxied
+//   container network does not exist yet)
 //   --security-opt no-new-privileges --http-proxy=false --systemd=false
 //   -v <pinned source>:<dst>[:ro] for the validated mounts only
 // and never --privileged, --network host, --device, --volumes-from, an
