@@ -389,3 +389,22 @@ def test_the_supervisor_hands_the_job_its_broker_connection(store, job):
     assert code == 0, err + out
     assert "unix-socket: EPERM" in out.splitlines(), out
     assert "result: from-container" in out.splitlines(), out
+
+
+def test_a_launch_whose_broker_is_not_listening_is_refused(job):
+    # The socket exists (the policy names it) but nothing listens: the
+    # launcher cannot hand the module its connection, so nothing runs.
+    report = json.loads(subprocess.run([AGENT, "sandbox-report"], capture_output=True, text=True, timeout=60).stdout)
+    if report["landlock"]["abi"] >= 9:
+        pytest.skip("from Landlock ABI 9 the module connects by path itself: the launcher makes no connection")
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(job / "broker.sock"))
+    policy = {"contract": 1, "role": "runner", "bundle": str(job / "bundle"), "work": str(job / "work"),
+              "data": str(job / "data"), "tmp": str(job / "work" / "tmp"), "broker": str(job / "broker.sock")}
+    (job / "policy.json").write_text(json.dumps(policy))
+    r = subprocess.run([AGENT, "sandbox-exec", str(job / "policy.json"), "--", "/bin/sh", "-c", "echo ran"],
+                       capture_output=True, text=True, timeout=30)
+    dead.close()
+    assert r.returncode == 70, r
+    assert r.stdout == ""
+    assert r.stderr.startswith(f"sandbox: broker: connect {job / 'broker.sock'}: Connection refused"), r.stderr
