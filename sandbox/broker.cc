@@ -61,7 +61,7 @@ bool SendAll(int fd, const std::string& text) {
 nlohmann::ordered_json Status(const Broker& broker) {
   nlohmann::ordered_json s;
   s["ok"] = true;
-  s["running"] = JobContainers(broker.runtime).size();
+  s["running"] = JobContainers(broker.runtime, /*running_only=*/true).size();
   s["images"] = nlohmann::ordered_json::array();
   for (const auto& img : broker.config.images)
     s["images"].push_back({{"image", img.reference}, {"platform", img.platform},

@@ -338,8 +338,10 @@ bool ImagePresent(const RuntimeConfig& rt, const std::string& reference) {
   return RunPodman(rt, {"image", "exists", reference}).status == 0;
 }
 
-std::vector<std::string> JobContainers(const RuntimeConfig& rt) {
-  const Captured c = RunPodman(rt, {"ps", "--all", "--quiet", "--no-trunc", "--filter=label=oarbank.job=" + rt.job_id});
+std::vector<std::string> JobContainers(const RuntimeConfig& rt, bool running_only) {
+  std::vector<std::string> args = {"ps", "--quiet", "--no-trunc", "--filter=label=oarbank.job=" + rt.job_id};
+  if (!running_only) args.push_back("--all");
+  const Captured c = RunPodman(rt, args);
   std::vector<std::string> ids;
   std::stringstream in(c.out);
   for (std::string line; std::getline(in, line);)

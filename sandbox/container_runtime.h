@@ -90,7 +90,8 @@ struct Captured {
 Captured RunPodman(const RuntimeConfig& rt, const std::vector<std::string>& args, double timeout_s = 60);
 
 bool ImagePresent(const RuntimeConfig& rt, const std::string& reference);
-std::vector<std::string> JobContainers(const RuntimeConfig& rt);  // ids labelled oarbank.job=<job>
+// Ids of the containers labelled oarbank.job=<job>: every one, or the running ones.
+std::vector<std::string> JobContainers(const RuntimeConfig& rt, bool running_only = false);
 // Kills and removes every container of the job; "" or what failed.
 std::string RemoveJobContainers(const RuntimeConfig& rt);
 
