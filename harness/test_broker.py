@@ -204,6 +204,33 @@ def test_malformed_and_oversized_requests_are_refused_not_crashes(store, job):
         b.stop()
 
 
+def test_connections_beyond_the_cap_are_refused(store, job):
+    b = Broker(store, job, "broker-cap")
+    held = []
+    try:
+        for _ in range(32):
+            c = socket.socket(socket.AF_UNIX)
+            c.connect(b.socket)
+            held.append(c)
+        time.sleep(0.5)  # the broker has accepted them all
+        answer = b.request(None, raw=b'{"op": "status"}\n')
+        assert answer == {"ok": False, "error": "bad_request", "detail": "broker: 32 connections already open"}
+        for c in held:
+            c.close()
+        held = []
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            answer = b.request({"op": "status"})
+            if answer["ok"]:
+                break
+            time.sleep(0.1)
+        assert answer["ok"] is True, answer
+    finally:
+        for c in held:
+            c.close()
+        b.stop()
+
+
 @pytest.mark.parametrize("uid", [0, NOBODY], ids=["root-job", "nobody-job"])
 def test_a_run_writes_into_the_work_directory_as_the_job(store, job, uid):
     (job / "data" / "cache" / "input").write_text("from-data\n")

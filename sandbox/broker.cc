@@ -254,6 +254,13 @@ int BrokerMain(const BrokerArgs& args) {
     if (!stop && (p[0].revents & POLLIN)) {
       const int client = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
       if (client < 0) continue;
+      if (handlers.size() >= kMaxConnections) {
+        const std::string busy = AnswerLine(RefusalJson(
+            {Refusal::kBadRequest, "broker: " + std::to_string(kMaxConnections) + " connections already open"}));
+        (void)!send(client, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        close(client);
+        continue;
+      }
       const pid_t pid = fork();
       if (pid == 0) {
         close(listener);

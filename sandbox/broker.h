@@ -24,6 +24,9 @@
 
 namespace oarbank::broker {
 
+// Connections served at once; beyond, a connection gets one refusal line.
+inline constexpr size_t kMaxConnections = 32;
+
 struct BrokerArgs {
   std::string socket_path;
   std::string work_dir;

@@ -270,6 +270,7 @@ bool IsDigestPinned(std::string_view reference) {
   const auto hex = reference.substr(at + 8);
   if (hex.size() != 64 || !std::all_of(hex.begin(), hex.end(), HexLower)) return false;
   const auto name = reference.substr(0, at);
+  if (!(Lower(name.front()) || Digit(name.front()))) return false;  // never an option-like "-..."
   return std::all_of(name.begin(), name.end(), [](char c) {
     return Lower(c) || Digit(c) || c == '.' || c == '-' || c == '_' || c == '/' || c == ':';
   });

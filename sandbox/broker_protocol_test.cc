@@ -220,6 +220,7 @@ TEST(BrokerReferences, DigestPinnedAndPlatforms) {
   EXPECT_FALSE(IsDigestPinned("tool@sha256:" + std::string(63, '0')));
   EXPECT_FALSE(IsDigestPinned("tool@sha256:" + std::string(64, 'A')));
   EXPECT_FALSE(IsDigestPinned("to ol@sha256:" + std::string(64, '0')));
+  EXPECT_FALSE(IsDigestPinned("--privileged@sha256:" + std::string(64, '0')));
   EXPECT_TRUE(IsPlatform("linux/amd64"));
   EXPECT_TRUE(IsPlatform("linux/arm/v7"));
   EXPECT_FALSE(IsPlatform("linux"));
