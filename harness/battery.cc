@@ -353,7 +353,7 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
     Cell cell{probe, name, uid, "", Spawn(argv, env, uid), Outcome::kPass, ""};
     std::vector<std::string> evidence = CompareEvidence(before, ObserveWorld(*world, outside_dir, probe));
     reap_daemon(vars["OARBANK_PROBE_PIDFILE"], evidence);
-    Judge(cell, table.value().Find(probe, name), table.value().PolicyMinAbi(name), result.abi, evidence);
+    Judge(cell, table.value().Find(probe, name, result.abi), table.value().PolicyMinAbi(name), result.abi, evidence);
     return cell;
   };
 

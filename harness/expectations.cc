@@ -68,10 +68,11 @@ Result<Expectations> Expectations::Load(const std::string& path) {
   return table;
 }
 
-const Expectation* Expectations::Find(const std::string& probe, const std::string& policy) const {
-  if (auto it = rows_.find({probe, policy}); it != rows_.end()) return &it->second;
+const Expectation* Expectations::Find(const std::string& probe, const std::string& policy, int abi) const {
+  const auto own = rows_.find({probe, policy});
+  if (own != rows_.end() && abi >= own->second.min_abi) return &own->second;
   if (auto it = rows_.find({probe, "*"}); it != rows_.end()) return &it->second;
-  return nullptr;
+  return own != rows_.end() ? &own->second : nullptr;
 }
 
 int Expectations::PolicyMinAbi(const std::string& policy) const {

@@ -1,6 +1,7 @@
 // escapes/expectations.tsv: what each probe must show, confined, under each
 // battery policy. One row per (probe, policy); policy "*" covers every
-// policy without a row of its own. A row whose probe is "(policy)" and whose
+// policy without a row of its own, and a policy whose row needs a higher
+// Landlock ABI than the host has. A row whose probe is "(policy)" and whose
 // expect is "runs" states the Landlock ABI a policy needs at all.
 #pragma once
 
@@ -34,8 +35,12 @@ struct Expectation {
 class Expectations {
  public:
   static Result<Expectations> Load(const std::string& path);
-  // The row for (probe, policy), else (probe, "*"), else none.
-  const Expectation* Find(const std::string& probe, const std::string& policy) const;
+  // The row for (probe, policy) if `abi` reaches its min_abi, else
+  // (probe, "*"), else the policy's own row (whose min_abi then says the
+  // policy is refused), else none. A policy's row can so state what
+  // changes from some ABI on (runner_broker: RESOLVE_UNIX from ABI 9, the
+  // seccomp rule of every policy below it).
+  const Expectation* Find(const std::string& probe, const std::string& policy, int abi) const;
   std::vector<std::string> Probes() const;
   // A policy's own floor, from its "(policy)" row: below it the launcher
   // must refuse every run under that policy. 0 when it has no such row.

@@ -145,13 +145,13 @@ ABSTRACT_PROBE = "unix_abstract_host"
 def scoping_check(battery: dict | None, abi) -> Check:
     """Landlock scoping (ABI 6+), named on its own: every signal probe blocked
     in every confined cell; the abstract-socket probe blocked wherever it ran
-    (seccomp refuses socket(AF_UNIX) first unless the policy grants a broker,
-    so Landlock's abstract scope is what stops it only under runner_broker,
-    which needs ABI 9)."""
+    (seccomp refuses socket(AF_UNIX) first unless the broker is reached by
+    path, so Landlock's abstract scope is what stops it only under
+    runner_broker from ABI 9; below it the broker is an inherited fd)."""
     if not battery:
         return Check("scoping", False, "signal and abstract-unix scoping", "no battery report")
     cells = [c for c in battery.get("confined", []) if c["probe"] in SIGNAL_PROBES + (ABSTRACT_PROBE,)]
-    # A policy the launcher refuses on this ABI (runner_broker below 9) ran nothing: not a hole.
+    # A policy the launcher refuses on this ABI ran nothing: not a hole.
     bad = [c for c in cells if c["outcome"] != "PASS" or not (c["actual"].startswith("blocked")
                                                                 or c["actual"].startswith("killed")
                                                                 or c["actual"] == REFUSED)]
@@ -160,7 +160,7 @@ def scoping_check(battery: dict | None, abi) -> Check:
                    and c["actual"] != REFUSED]
     actual = (f'{len(sig)} signal cells blocked, abstract unix: '
               + (f'{len(by_landlock)} runner_broker cells blocked by the Landlock scope' if by_landlock
-                 else "blocked by seccomp (runner_broker needs ABI 9)"))
+                 else "blocked by seccomp (runner_broker connects by path from ABI 9)"))
     if not sig:
         bad.append({"probe": "signal_outside", "policy": "-", "uid": "-", "actual": "not in the battery"})
     return Check("scoping", not bad, "signal and abstract-unix scoping enforced",

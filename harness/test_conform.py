@@ -70,15 +70,15 @@ def test_the_strict_runner_blocks_every_probe_as_root_and_as_nobody(battery):
             assert cell["actual"] == cell["expected"], cell
 
 
-def test_policies_this_kernel_cannot_enforce_are_refused_not_run(battery):
+def test_the_broker_policy_runs_with_the_handoff_this_kernel_enforces(battery):
     _, report, _ = battery
     host_abi = report["landlock_abi"]
-    broker = [c for c in report["confined"] if c["policy"] == "runner_broker"]
-    if host_abi < 9:
-        assert all(c["actual"] == "refused (exit 70)" for c in broker)
-        assert all("ipc.broker-only" in c.get("stderr", "") for c in broker)
-    else:
-        assert all(c["actual"] != "refused (exit 70)" for c in broker)
+    broker = {c["probe"]: c for c in report["confined"] if c["policy"] == "runner_broker"}
+    assert broker and all(c["actual"] != "refused (exit 70)" for c in broker.values())
+    # Below ABI 9 the broker is an inherited connection and socket(AF_UNIX)
+    # stays refused (EPERM); from ABI 9 Landlock refuses other paths (EACCES).
+    expected = "EACCES" if host_abi >= 9 else "EPERM"
+    assert broker["unix_pathname_host"]["actual"] == f"blocked {expected}", broker["unix_pathname_host"]
 
 
 def test_positive_controls_get_through_where_the_policy_grants_them(battery):
@@ -212,9 +212,7 @@ def test_a_complete_run_records_the_classes_it_proved(battery):
     classes = set(attestation["proven_classes"])
     assert "runner net=none exec_writable=false gpu=none broker=no" in classes
     assert "coordinator net=none exec_writable=false gpu=none broker=no" in classes
-    # A policy this kernel refuses proves nothing.
-    if report["landlock_abi"] < 9:
-        assert not any("broker=yes" in c for c in classes)
+    assert "runner net=none exec_writable=false gpu=none broker=yes" in classes
 
 
 def test_a_partial_run_records_nothing(tmp_path):

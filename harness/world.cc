@@ -143,6 +143,12 @@ std::vector<std::string> Listeners::Take(const std::string& probe) {
   std::lock_guard<std::mutex> lock(mutex_);
   char buf[256];
   for (const auto& s : sockets_) {
+    // The granted broker endpoint: the launcher connects there itself below
+    // Landlock ABI 9 (an inherited connection), so an arrival is no escape.
+    if (s.name == "broker") {
+      for (int c; (c = accept4(s.fd, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) close(c);
+      continue;
+    }
     if (s.stream) {
       for (int c; (c = accept4(s.fd, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;) {
         pollfd p = {c, POLLIN, 0};

@@ -15,6 +15,8 @@
 #include <CLI/CLI.hpp>
 
 #include "egress_command.h"
+#include "broker.h"
+#include "broker_handoff.h"
 #include "enforce.h"
 #include "exit_codes.h"
 #include "host_facts.h"
@@ -62,7 +64,20 @@ int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, i
     fprintf(stderr, "%s\n", PlacementLine(plan.placement).c_str());
     return kExitNotEnforced;
   }
-  if (auto failure = ConfineSelf(plan, {.gate_fd = gate_fd})) {
+  // The broker grant: an inherited connection below Landlock ABI 9, the
+  // path from ABI 9 (broker_handoff.h).
+  int broker_fd = -1;
+  if (plan.broker == BrokerHandoff::kInheritedFd) {
+    auto connected = ConnectBroker(*policy.value().broker());
+    if (!connected.ok()) {
+      fprintf(stderr, "sandbox: %s: %s\n", connected.error().where.c_str(), connected.error().what.c_str());
+      return kExitNotEnforced;
+    }
+    broker_fd = connected.value();
+  }
+  if (plan.broker != BrokerHandoff::kNone)
+    setenv("OARBANK_BROKER", BrokerEnvironmentValue(plan.broker, *policy.value().broker(), broker_fd).c_str(), 1);
+  if (auto failure = ConfineSelf(plan, {.gate_fd = gate_fd, .broker_fd = broker_fd})) {
     fprintf(stderr, "%s\n", StepFailureLine(*failure).c_str());
     return kExitNotEnforced;
   }
@@ -90,6 +105,7 @@ int SandboxReport(const std::string& policy_path, int abi_cap) {
     report.update(GrantReport(policy.value(), host, "/proc/self/exe"));
   }
   report["supervisor"] = cage::SupervisorReport(host);
+  report["containers"] = broker::ContainerRuntimeReport();
   std::cout << report.dump(2) << "\n";
   return 0;
 }
@@ -185,6 +201,21 @@ int main(int argc, char** argv) {
                     "TEST ONLY: treat this CIDR (inside 198.18.0.0/15) as public (repeatable)");
   proxy->add_option("--test-resolver", proxy_options.test_resolver,
                     "TEST ONLY: answer lookups from this file (NAME ADDR[,ADDR] [next answer...])");
+  broker::BrokerArgs broker_args;
+  auto* brk = app.add_subcommand("broker", "Serve one job's container broker socket (then run JOB-ARGV, if given)");
+  brk->add_option("--socket", broker_args.socket_path, "The job's broker socket path")->required();
+  brk->add_option("--work", broker_args.work_dir, "The job's work directory")->required();
+  brk->add_option("--data", broker_args.data_dir, "The module's data directory");
+  brk->add_option("--image", broker_args.images, "An approved image: name@sha256:<64 hex>=os/arch (repeatable)");
+  brk->add_option("--job", broker_args.job_id, "The job id (labels oarbank.job=ID)")->required();
+  brk->add_option("--cpus", broker_args.cpus, "The job's CPU reservation");
+  brk->add_option("--mem-gb", broker_args.mem_gb, "The job's memory reservation (GB)");
+  brk->add_option("--max-timeout", broker_args.max_timeout_s, "The longest timeout_s a request may ask");
+  brk->add_flag("--network-granted", broker_args.network_granted, "The job's policy has an egress grant");
+  brk->add_option("--state-dir", broker_args.state_dir, "Podman's storage and configuration for the broker");
+  brk->add_option("--job-uid", broker_args.job_uid, "Owner of what containers write (default: the work dir's)");
+  brk->add_option("--job-gid", broker_args.job_gid, "Group of what containers write (default: the work dir's)");
+  brk->add_option("job-argv", broker_args.job_argv, "Run this job (after --); the broker stops when it exits");
 
   try {
     app.parse(argc, argv);
@@ -197,6 +228,7 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   if (proxy->parsed()) return egress::RunEgressProxyCommand(proxy_options);
+  if (brk->parsed()) return broker::BrokerMain(broker_args);
   if (exec->parsed()) return SandboxExec(exec_policy, exec_argv, abi_cap, gate_fd);
   if (run->parsed()) {
     run_options.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));

@@ -138,7 +138,15 @@ CapabilityStatus Assess(CapabilityId id, const HostFacts& h) {
       return Unavailable(id, "Landlock filters ports, not addresses, so loopback and link-local cannot be refused");
     case CapabilityId::kIpcUnixSockets: return NeedsSeccomp(id, h, "socket(AF_UNIX) refused; socketpair allowed");
     case CapabilityId::kIpcBrokerOnly:
-      return NeedsAbi(id, h, 9, "7.1", "pathname unix connects limited to the broker socket");
+      // ABI 9: the module connects by path and Landlock lets it reach the
+      // broker alone. Below: socket(AF_UNIX) stays refused and the module
+      // holds one inherited connection to the broker (plan.h BrokerHandoff).
+      if (h.landlock_abi >= 9)
+        return NeedsAbi(id, h, 9, "7.1",
+                        "pathname unix connects limited to the broker socket, OARBANK_BROKER=unix:/path");
+      return NeedsSeccomp(id, h,
+                          "socket(AF_UNIX) refused; the module inherits one connection to the broker, "
+                          "OARBANK_BROKER=fd:N (pathname connects need Landlock ABI 9, Linux 7.1)");
     case CapabilityId::kIpcScoping: return NeedsAbi(id, h, 6, "6.12", "abstract unix sockets and signals scoped to the sandbox");
     case CapabilityId::kChildrenNoNamespaces:
       return NeedsSeccomp(id, h, "unshare, setns, mount, namespace clone flags refused; clone3 answers ENOSYS");

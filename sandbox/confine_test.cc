@@ -61,7 +61,7 @@ class ConfineTest : public ::testing::TestWithParam<uid_t> {
 
   // Confines a forked child with `policy` as the test's uid, runs `call`
   // there, and returns what it gave.
-  Outcome RunConfined(const Policy& policy, const std::function<int()>& call) {
+  Outcome RunConfined(const Policy& policy, const std::function<int()>& call, const LaunchOptions& options = {}) {
     const Plan plan = PlanConfinement(policy, host_);
     if (plan.placement.verdict != Verdict::kOk) return {-1, 0, PlacementLine(plan.placement)};
     int pipefd[2];
@@ -76,7 +76,7 @@ class ConfineTest : public ::testing::TestWithParam<uid_t> {
         snprintf(msg, sizeof msg, "E setuid: %s", strerror(errno));
       } else if (prctl(PR_SET_DUMPABLE, 1) != 0) {  // as an exec would (setresuid cleared it)
         snprintf(msg, sizeof msg, "E dumpable: %s", strerror(errno));
-      } else if (auto failure = ConfineSelf(plan)) {
+      } else if (auto failure = ConfineSelf(plan, options)) {
         snprintf(msg, sizeof msg, "E %s", StepFailureLine(*failure).c_str());
       } else {
         snprintf(msg, sizeof msg, "R %d", call());
@@ -314,6 +314,35 @@ TEST_P(ConfineTest, InheritedFdsAreClosedAcrossExec) {
   EXPECT_EQ(RunConfined(tree_.Runner(), fd_open_after_exec), Err(0));
   EXPECT_EQ(fd_open_after_exec(), 3);  // positive control: unconfined, the fd is inherited
   close(leaked);
+}
+
+// Below Landlock ABI 9 a broker grant is one inherited connection: it stays
+// open across exec and carries bytes, socket(AF_UNIX) stays refused, every
+// other inherited fd is close-on-exec, and a plan with a broker refuses to
+// run without its connection.
+TEST_P(ConfineTest, TheInheritedBrokerConnectionIsTheOnlyUnixSocket) {
+  if (host_.landlock_abi >= 9) GTEST_SKIP() << "from Landlock ABI 9 the broker is reached by path (plan_test)";
+  const Policy policy = tree_.Runner("\"broker\": \"" + tree_.MakeSocket("broker.sock") + "\"");
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  const int other = open("/dev/null", O_RDONLY);  // inherited without close-on-exec
+  ASSERT_GE(other, 0);
+  const LaunchOptions with_broker{.broker_fd = sv[1]};
+  EXPECT_EQ(RunConfined(policy, [&] {
+              if (fcntl(sv[1], F_GETFD) & FD_CLOEXEC) return -2;
+              return write(sv[1], "x", 1) == 1 ? 0 : errno;
+            }, with_broker),
+            Err(0));
+  char got = 0;
+  EXPECT_EQ(recv(sv[0], &got, 1, MSG_DONTWAIT), 1);
+  EXPECT_EQ(got, 'x');
+  EXPECT_EQ(RunConfined(policy, [] { return Errno(socket(AF_UNIX, SOCK_STREAM, 0)); }, with_broker), Err(EPERM));
+  EXPECT_EQ(RunConfined(policy, [&] { return (fcntl(other, F_GETFD) & FD_CLOEXEC) ? 0 : -3; }, with_broker), Err(0));
+  const Outcome without = RunConfined(policy, [] { return 0; });
+  EXPECT_NE(without.setup_error.find("broker connection"), std::string::npos) << without;
+  close(other);
+  close(sv[0]);
+  close(sv[1]);
 }
 
 INSTANTIATE_TEST_SUITE_P(AsRootAndNobody, ConfineTest, ::testing::Values(uid_t{0}, kNobody),

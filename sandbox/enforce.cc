@@ -71,9 +71,17 @@ bool WriteFile(const char* path, const char* text) {
   return ok;
 }
 
-std::optional<StepFailure> CloseInheritedFds() {
+std::optional<StepFailure> CloseInheritedFds(int keep) {
   // Close-on-exec rather than close: the launcher's own error pipe (if any)
-  // must live until exec, and nothing survives exec.
+  // must live until exec, and nothing survives exec but `keep`.
+  if (keep > 2) {
+    const bool below = keep == 3 || syscall(SYS_close_range, 3u, static_cast<unsigned>(keep - 1), CLOSE_RANGE_CLOEXEC) == 0;
+    const int flags = fcntl(keep, F_GETFD);
+    if (below && flags >= 0 && fcntl(keep, F_SETFD, flags & ~FD_CLOEXEC) == 0 &&
+        syscall(SYS_close_range, static_cast<unsigned>(keep + 1), ~0u, CLOSE_RANGE_CLOEXEC) == 0)
+      return std::nullopt;
+    return Fail(LaunchStep::kCloseFds, errno, "keep the broker fd %d", keep);
+  }
   if (syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) == 0) return std::nullopt;
   DIR* dir = opendir("/proc/self/fd");
   if (dir == nullptr) return Fail(LaunchStep::kCloseFds, errno, "close_range unsupported and /proc/self/fd unreadable");
@@ -319,7 +327,9 @@ std::string StepFailureLine(const StepFailure& failure) {
 std::optional<StepFailure> ConfineSelf(const Plan& plan, const LaunchOptions& options) {
   if (plan.placement.verdict != Verdict::kOk)
     return Fail(LaunchStep::kPlacement, 0, "%s", VerdictName(plan.placement.verdict));
-  if (auto f = Apply(LaunchStep::kCloseFds, CloseInheritedFds)) return f;
+  if ((plan.broker == BrokerHandoff::kInheritedFd) != (options.broker_fd > 2))
+    return Fail(LaunchStep::kCloseFds, 0, "the plan hands over a broker connection exactly when one is given");
+  if (auto f = Apply(LaunchStep::kCloseFds, [&] { return CloseInheritedFds(options.broker_fd); })) return f;
   if (auto f = Apply(LaunchStep::kNoNewPrivs, SetNoNewPrivs)) return f;
   if (auto f = Apply(LaunchStep::kMountNamespace,
                      [&] { return EnterMountNamespace(plan, options); }))

@@ -2,7 +2,9 @@
 // launch is one ordered list of named steps; each either succeeds in full or
 // the launch stops with a StepFailure naming the step (exit 70):
 //
-//   close-fds        every inherited fd but stdio is made close-on-exec
+//   close-fds        every inherited fd but stdio (and the broker
+//                    connection, when the plan hands one over) is made
+//                    close-on-exec
 //   no-new-privs     PR_SET_NO_NEW_PRIVS: exec can never add privileges
 //   mount-namespace  (exec_writable=false) private user+mount namespace,
 //                    writable grants re-bound noexec,nosuid,nodev (in the
@@ -71,6 +73,9 @@ struct LaunchOptions {
   // mount-namespace step makes one itself (it must be root in the initial
   // user namespace then, or the launch fails closed).
   int root_etc_tree_fd = -1;
+  // >= 0: the inherited broker connection (plan.h BrokerHandoff), the one fd
+  // besides stdio that close-fds leaves open across exec.
+  int broker_fd = -1;
 };
 
 // Applies every step but exec to the calling (single-threaded) process,

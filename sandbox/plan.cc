@@ -7,10 +7,10 @@
 namespace oarbank {
 namespace {
 
-bool Applies(When when, const Policy& policy) {
+bool Applies(When when, const Policy& policy, BrokerHandoff broker) {
   switch (when) {
     case When::kAlways: return true;
-    case When::kNoBroker: return !policy.broker().has_value();
+    case When::kNoBroker: return broker != BrokerHandoff::kPath;
     case When::kNetNone: return policy.net().mode == NetMode::kNone;
     case When::kNetEgressAllowlist: return policy.net().mode == NetMode::kEgressAllowlist;
     case When::kExecWritableDeny: return !policy.exec_writable();
@@ -71,9 +71,21 @@ uint64_t GpuRights(LandlockAbi abi) {
   return HandledFs(abi) & (kFsReadFile | kFsWriteFile | kFsReadDir | kFsIoctlDev);
 }
 
+const char* BrokerHandoffName(BrokerHandoff handoff) {
+  switch (handoff) {
+    case BrokerHandoff::kNone: return "none";
+    case BrokerHandoff::kInheritedFd: return "inherited-fd";
+    case BrokerHandoff::kPath: return "path";
+  }
+  return "?";
+}
+
 Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
   Plan plan;
   plan.placement = Place(policy, host);
+  if (policy.broker())
+    plan.broker = (HandledFs(ToAbi(host.landlock_abi)) & kFsResolveUnix) ? BrokerHandoff::kPath
+                                                                          : BrokerHandoff::kInheritedFd;
 
   // Landlock, at the host's ABI.
   const LandlockAbi abi = ToAbi(host.landlock_abi);
@@ -110,7 +122,8 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
           ll.paths.push_back({node, GpuRights(abi), true, "devices.gpu"});
         break;
     }
-    // The broker socket: on ABI 9 the only pathname unix socket reachable.
+    // The broker socket: on ABI 9 the only pathname unix socket reachable;
+    // below it an inherited connection (BrokerHandoff).
     if (policy.broker() && (ll.handled_fs & kFsResolveUnix))
       ll.paths.push_back({*policy.broker(), kFsResolveUnix, false, "broker"});
     // TCP: egress goes to the agent's proxy port alone; nothing binds.
@@ -135,7 +148,7 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
   }
 
   for (const auto& rule : SeccompRuleTable())
-    if (Applies(rule.when, policy)) plan.seccomp.push_back(rule);
+    if (Applies(rule.when, policy, plan.broker)) plan.seccomp.push_back(rule);
   return plan;
 }
 

@@ -46,8 +46,18 @@ struct Gap {
   std::string detail;
 };
 
+// How a granted broker reaches the module (broker.h). Below Landlock ABI 9
+// nothing can limit pathname connects to one socket, so socket(AF_UNIX)
+// stays refused and the launcher hands the module one already-connected
+// socket (OARBANK_BROKER=fd:N), the only unix socket it holds. From ABI 9
+// the module connects by path (OARBANK_BROKER=unix:/path) and Landlock's
+// RESOLVE_UNIX lets it reach that socket alone.
+enum class BrokerHandoff { kNone, kInheritedFd, kPath };
+const char* BrokerHandoffName(BrokerHandoff handoff);  // "none", "inherited-fd", "path"
+
 struct Plan {
   Placement placement;
+  BrokerHandoff broker = BrokerHandoff::kNone;
   LandlockPlan landlock;
   // exec_writable = false: a private user+mount namespace in which each of
   // these writable grants is bound onto itself noexec,nosuid,nodev, so that

@@ -2,6 +2,8 @@
 // injected host facts: no syscall is made, so every ABI is tested here.
 #include "plan.h"
 
+#include <sys/socket.h>
+
 #include <errno.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -100,18 +102,47 @@ TEST(Placement, ExecWritableDenyNeedsAMountNamespace) {
   EXPECT_EQ(PlanConfinement(tree.Runner(R"("exec_writable": true)"), host).placement.verdict, Verdict::kOk);
 }
 
-TEST(Placement, BrokerNeedsResolveUnix) {
+bool RefusesUnixSockets(const Plan& plan) {
+  return std::any_of(plan.seccomp.begin(), plan.seccomp.end(), [](const SeccompRule& r) {
+    return r.syscall == "socket" && r.when == When::kNoBroker && r.args.size() == 1 && r.args[0].value == AF_UNIX;
+  });
+}
+
+TEST(Placement, BrokerBelowAbi9IsAnInheritedConnection) {
   TempTree tree;
   const Policy broker = tree.Runner("\"broker\": \"" + tree.MakeSocket("broker.sock") + "\"");
-  EXPECT_EQ(AtFault(PlanConfinement(broker, FakeHost(8))), std::set<std::string>{"ipc.broker-only"});
+  for (int abi : {6, 7, 8}) {
+    const Plan plan = PlanConfinement(broker, FakeHost(abi));
+    EXPECT_EQ(plan.placement.verdict, Verdict::kOk) << abi;
+    EXPECT_EQ(plan.broker, BrokerHandoff::kInheritedFd) << abi;
+    // socket(AF_UNIX) stays refused: the inherited fd is the only unix socket.
+    EXPECT_TRUE(RefusesUnixSockets(plan)) << abi;
+    EXPECT_EQ(FindRule(plan, tree.Path("broker.sock")), nullptr) << abi;
+  }
+  const CapabilityStatus s = Assess(CapabilityId::kIpcBrokerOnly, FakeHost(7));
+  EXPECT_EQ(s.status, Status::kEnforced);
+  EXPECT_NE(s.detail.find("OARBANK_BROKER=fd:N"), std::string::npos) << s.detail;
+  // Without seccomp there is nothing to keep the module from opening others.
+  HostFacts no_seccomp = FakeHost(7);
+  no_seccomp.seccomp_filter = false;
+  EXPECT_EQ(Assess(CapabilityId::kIpcBrokerOnly, no_seccomp).status, Status::kUnavailable);
+}
+
+TEST(Placement, BrokerFromAbi9IsThePathAlone) {
+  TempTree tree;
+  const Policy broker = tree.Runner("\"broker\": \"" + tree.MakeSocket("broker.sock") + "\"");
   const Plan plan = PlanConfinement(broker, FakeHost(9));
   ASSERT_EQ(plan.placement.verdict, Verdict::kOk);
+  EXPECT_EQ(plan.broker, BrokerHandoff::kPath);
   const PathRule* rule = FindRule(plan, tree.Path("broker.sock"));
   ASSERT_NE(rule, nullptr);
   EXPECT_EQ(rule->access, kFsResolveUnix);
-  EXPECT_FALSE(HasSeccompRule(plan, "socket") &&
-               std::any_of(plan.seccomp.begin(), plan.seccomp.end(),
-                           [](const SeccompRule& r) { return r.when == When::kNoBroker; }));
+  EXPECT_FALSE(RefusesUnixSockets(plan));
+  EXPECT_NE(Assess(CapabilityId::kIpcBrokerOnly, FakeHost(9)).detail.find("unix:/path"), std::string::npos);
+  // No broker: no handoff, and no unix socket at any ABI.
+  const Plan none = PlanConfinement(tree.Runner(), FakeHost(9));
+  EXPECT_EQ(none.broker, BrokerHandoff::kNone);
+  EXPECT_TRUE(RefusesUnixSockets(none));
 }
 
 TEST(Plan, WritableGrantsLoseExecuteUnlessExecWritable) {

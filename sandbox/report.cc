@@ -79,6 +79,7 @@ nlohmann::ordered_json PlanReport(const Plan& plan) {
          {{"enabled", plan.mount_namespace},
           {"noexec_binds", plan.noexec_binds},
           {"root_etc_idmapped", plan.root_etc_idmap_fd >= 0}}},
+        {"broker", BrokerHandoffName(plan.broker)},
         {"seccomp", {{"default", "allow"}, {"bad_arch", "kill_process"}, {"rules", seccomp}}},
         {"gaps", gaps}}},
   };

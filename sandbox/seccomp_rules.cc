@@ -30,8 +30,9 @@ std::vector<SeccompRule> BuildTable() {
   std::vector<SeccompRule> t = {
       // Local IPC: the broker is the only channel (linux-backend.txt).
       {"socket", {Eq(0, AF_UNIX)}, EPERM, When::kNoBroker,
-       "no unix socket without a broker grant: a pathname or abstract socket reaches the agent's "
-       "session (systemd-run --user, docker.sock); socketpair stays for event loops"},
+       "no unix socket unless the broker is reached by path (Landlock ABI 9): a pathname or abstract socket "
+       "reaches the agent's session (systemd-run --user, docker.sock); socketpair stays for event loops, and "
+       "below ABI 9 the broker is an inherited connection"},
       {"socket", {Eq(0, AF_INET)}, EPERM, When::kNetNone, "net.mode none: no IPv4"},
       {"socket", {Eq(0, AF_INET6)}, EPERM, When::kNetNone, "net.mode none: no IPv6"},
       {"listen", {}, EPERM, When::kAlways, "never listening"},
@@ -203,7 +204,7 @@ std::string DescribeCondition(const SeccompRule& rule) {
 const char* WhenName(When when) {
   switch (when) {
     case When::kAlways: return "always";
-    case When::kNoBroker: return "no broker";
+    case When::kNoBroker: return "no broker path";
     case When::kNetNone: return "net none";
     case When::kNetEgressAllowlist: return "net egress-allowlist";
     case When::kExecWritableDeny: return "exec_writable false";

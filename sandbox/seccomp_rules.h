@@ -18,7 +18,7 @@ namespace oarbank {
 // Which policies a row applies to.
 enum class When {
   kAlways,
-  kNoBroker,              // no broker granted: no AF_UNIX socket at all
+  kNoBroker,              // no broker reachable by path (none granted, or an inherited fd below ABI 9): no AF_UNIX socket at all
   kNetNone,               // net.mode = none
   kNetEgressAllowlist,    // net.mode = egress-allowlist
   kExecWritableDeny,      // exec_writable = false

@@ -22,6 +22,7 @@
 #include "capabilities.h"
 #include "cgroup.h"
 #include "enforce.h"
+#include "broker_handoff.h"
 #include "environment.h"
 #include "exit_codes.h"
 #include "namespaces.h"
@@ -66,6 +67,7 @@ struct JobFds {
   int err_w = -1;
   int devnull = -1;
   int root_etc_tree = -1;  // keeper -> launcher: root's idmapped /etc (root_etc.h)
+  int broker = -1;      // the module's broker connection (kJobBrokerFd in the launcher)
 };
 
 // Everything the job's processes need, prepared before the fork: after it
@@ -141,15 +143,19 @@ void CloseAllBut(std::initializer_list<int> keep) {
   close(f.status_w);
   // stdio: /dev/null and the two pipes; nothing of the agent's terminal.
   // Everything moves above 2 first, in case the agent ran with stdio closed.
-  const int gate = fcntl(f.gate_child, F_DUPFD_CLOEXEC, 3);
-  const int in = fcntl(f.devnull, F_DUPFD_CLOEXEC, 3);
-  const int out = fcntl(f.out_w, F_DUPFD_CLOEXEC, 3);
-  const int err = fcntl(f.err_w, F_DUPFD_CLOEXEC, 3);
+  // Above kJobBrokerFd, which the broker connection (if any) takes last.
+  const int gate = fcntl(f.gate_child, F_DUPFD_CLOEXEC, kJobBrokerFd + 1);
+  const int in = fcntl(f.devnull, F_DUPFD_CLOEXEC, kJobBrokerFd + 1);
+  const int out = fcntl(f.out_w, F_DUPFD_CLOEXEC, kJobBrokerFd + 1);
+  const int err = fcntl(f.err_w, F_DUPFD_CLOEXEC, kJobBrokerFd + 1);
+  const int broker = f.broker < 0 ? -1 : fcntl(f.broker, F_DUPFD_CLOEXEC, kJobBrokerFd + 1);
   if (gate < 0) _exit(kExitNotEnforced);
   if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
     LauncherFail(gate, "job-setup", errno, "stdio", kExitNotEnforced);
-  for (int fd : {f.gate_child, f.devnull, f.out_w, f.err_w, in, out, err})
+  for (int fd : {f.gate_child, f.devnull, f.out_w, f.err_w, f.broker, in, out, err})
     if (fd > 2) close(fd);
+  if (f.broker >= 0 && (broker < 0 || dup3(broker, kJobBrokerFd, O_CLOEXEC) != kJobBrokerFd || close(broker) != 0))
+    LauncherFail(gate, "job-setup", errno, "broker connection", kExitNotEnforced);
   // Default signal dispositions and an empty mask, whatever the agent had:
   // an ignored signal survives exec (the keeper's SIGPIPE too).
   const uint64_t ignored = cp.ignored_signals | (1ull << (SIGPIPE - 1));
@@ -177,7 +183,8 @@ void CloseAllBut(std::initializer_list<int> keep) {
   const bool own_mount_namespace = !cp.run_as_uid;
   if (auto failure = ConfineSelf(*cp.plan, {.gate_fd = gate,
                                                 .own_mount_namespace = own_mount_namespace,
-                                                .root_etc_tree_fd = f.root_etc_tree}))
+                                                .root_etc_tree_fd = f.root_etc_tree,
+                                                .broker_fd = f.broker >= 0 ? kJobBrokerFd : -1}))
     LauncherFail(gate, StepName(failure->step), failure->err, failure->detail, kExitNotEnforced);
   // The built environment, never the agent's (exec's PATH search uses it too).
   environ = const_cast<char**>(cp.envp.data());
@@ -213,7 +220,7 @@ void CloseAllBut(std::initializer_list<int> keep) {
     SendRecord(f.status_w, Record::kSetupFailed, 0, errno, "pid-namespace init", "fork the launcher");
     _exit(1);
   }
-  for (int fd : {f.gate_child, f.out_w, f.err_w, f.devnull, f.root_etc_tree})
+  for (int fd : {f.gate_child, f.out_w, f.err_w, f.devnull, f.root_etc_tree, f.broker})
     if (fd >= 0) close(fd);
   // Reap everything; when the module ends, so does the job: exiting here
   // makes the kernel kill whatever is left in the namespace.
@@ -251,7 +258,8 @@ void KeeperAbort(int) {
   signal(SIGCHLD, SIG_DFL);  // an agent that ignores it would make init's status unreadable
   if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != cp.supervisor) _exit(1);
   setsid();
-  CloseAllBut({f.status_w, f.gate_child, f.sync_r, f.sync_w, f.out_w, f.err_w, f.devnull, cp.plan->root_etc_idmap_fd});
+  CloseAllBut({f.status_w, f.gate_child, f.sync_r, f.sync_w, f.out_w, f.err_w, f.devnull, f.broker,
+               cp.plan->root_etc_idmap_fd});
 
   // The job's /proc files must belong to its uid for the maps to be
   // written: an agent that changed uid without exec is not dumpable, and
@@ -283,7 +291,8 @@ void KeeperAbort(int) {
   }
   g_keeper_init = init;
   sigprocmask(SIG_UNBLOCK, &term, nullptr);  // an abort already asked for kills init now
-  for (int fd : {f.sync_r, f.gate_child, f.out_w, f.err_w, f.devnull}) close(fd);
+  for (int fd : {f.sync_r, f.gate_child, f.out_w, f.err_w, f.devnull, f.broker})
+    if (fd >= 0) close(fd);
   SendRecord(f.status_w, Record::kInitPid, init, 0, "", "");
 
   const char* what = "";
@@ -705,7 +714,21 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   std::vector<std::string> args = argv;
   for (auto& a : args) cp.argv.push_back(a.data());
   cp.argv.push_back(nullptr);
-  std::vector<std::string> env = BuildModuleEnvironment(policy, options.env);
+  // The broker grant (broker_handoff.h): below Landlock ABI 9 the job holds
+  // one connection, made here in the agent's namespaces, as kJobBrokerFd.
+  std::map<std::string, std::string> named_env = options.env;
+  int broker_fd = -1;
+  if (plan.broker == BrokerHandoff::kInheritedFd) {
+    auto connected = ConnectBroker(*policy.broker());
+    if (!connected.ok()) {
+      if (s.leaf) s.leaf->Remove();
+      return refuse(connected.error().where + ": " + connected.error().what);
+    }
+    broker_fd = connected.value();
+  }
+  if (plan.broker != BrokerHandoff::kNone)
+    named_env["OARBANK_BROKER"] = BrokerEnvironmentValue(plan.broker, *policy.broker(), kJobBrokerFd);
+  std::vector<std::string> env = BuildModuleEnvironment(policy, named_env);
   for (auto& e : env) cp.envp.push_back(e.data());
   cp.envp.push_back(nullptr);
   if (options.cwd) {
@@ -730,11 +753,12 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
       setsockopt(gate_pair[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one) != 0) {
     const int err = errno;
     for (int fd : {f.devnull, status_pipe[0], status_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1],
-                   sync_pipe[0], sync_pipe[1], gate_pair[0], gate_pair[1]})
+                   sync_pipe[0], sync_pipe[1], gate_pair[0], gate_pair[1], broker_fd})
       if (fd >= 0) close(fd);
     if (s.leaf) s.leaf->Remove();
     return refuse("job-setup: pipes" + ErrnoText(err));
   }
+  f.broker = broker_fd;
   f.status_w = status_pipe[1];
   f.out_w = out_pipe[1];
   f.err_w = err_pipe[1];
@@ -753,6 +777,7 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   if (s.keeper == 0) KeeperMain(cp, f);
   const int fork_err = errno;
   for (int fd : {f.status_w, f.out_w, f.err_w, f.sync_r, f.sync_w, f.gate_child, f.devnull}) close(fd);
+  if (f.broker >= 0) close(f.broker);
   if (s.keeper < 0) {
     s.keeper = -1;
     s.Refuse("job-setup: fork" + ErrnoText(fork_err));

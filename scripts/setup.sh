@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev librapidcheck-dev python3-pytest
   hyperfine bubblewrap util-linux jq libxml2-utils chromium
   libasio-dev iproute2
+  podman runc uidmap busybox-static
 )
 missing=()
 for p in "${packages[@]}"; do

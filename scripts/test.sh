@@ -16,6 +16,9 @@ tail -1 build/fuzz-policy.log
 echo "== fuzz (egress request parser, ${OARBANK_FUZZ_SECONDS:-60} s)"
 scripts/fuzz-egress.sh "${OARBANK_FUZZ_SECONDS:-60}" > build/fuzz-egress.log 2>&1 || { tail -40 build/fuzz-egress.log; exit 1; }
 tail -1 build/fuzz-egress.log
+echo "== fuzz (broker request parser, ${OARBANK_FUZZ_SECONDS:-60} s)"
+scripts/fuzz-broker.sh "${OARBANK_FUZZ_SECONDS:-60}" > build/fuzz-broker.log 2>&1 || { tail -40 build/fuzz-broker.log; exit 1; }
+tail -1 build/fuzz-broker.log
 
 echo "== ctest"
 ctest --test-dir build --output-on-failure -j2

@@ -1,0 +1,329 @@
+#include "broker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <dirent.h>
+
+#include <climits>
+#include <cstring>
+#include <set>
+
+#include "exit_codes.h"
+
+namespace oarbank::broker {
+namespace {
+
+int g_signal_pipe = -1;
+
+void OnSignal(int sig) {
+  const char c = static_cast<char>(sig);
+  (void)!write(g_signal_pipe, &c, 1);
+}
+
+std::string Canonical(const std::string& path, const char* what, std::string* error) {
+  char buf[PATH_MAX];
+  if (path.empty() || path.front() != '/') {
+    *error = std::string(what) + ": expected an absolute path, got \"" + path + "\"";
+    return "";
+  }
+  if (realpath(path.c_str(), buf) == nullptr) {
+    *error = std::string(what) + ": " + path + ": " + strerror(errno);
+    return "";
+  }
+  struct stat st {};
+  if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    *error = std::string(what) + ": " + path + " is not a directory";
+    return "";
+  }
+  return buf;
+}
+
+bool SendAll(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = send(fd, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+nlohmann::ordered_json Status(const Broker& broker) {
+  nlohmann::ordered_json s;
+  s["ok"] = true;
+  s["running"] = JobContainers(broker.runtime, /*running_only=*/true).size();
+  s["images"] = nlohmann::ordered_json::array();
+  for (const auto& img : broker.config.images)
+    s["images"].push_back({{"image", img.reference}, {"platform", img.platform},
+                           {"present", ImagePresent(broker.runtime, img.reference)}});
+  s["runtime"] = broker.probe.detail;
+  return s;
+}
+
+}  // namespace
+
+std::variant<Broker, std::string> MakeBroker(const BrokerArgs& args) {
+  Broker b;
+  std::string error;
+  b.config.work_dir = Canonical(args.work_dir, "--work", &error);
+  if (!error.empty()) return error;
+  if (!args.data_dir.empty()) {
+    b.config.data_dir = Canonical(args.data_dir, "--data", &error);
+    if (!error.empty()) return error;
+  }
+  b.config.host_platform = HostPlatform();
+  for (const auto& spec : args.images) {
+    const auto eq = spec.rfind('=');
+    const std::string ref = spec.substr(0, eq);
+    const std::string platform = eq == std::string::npos ? "" : spec.substr(eq + 1);
+    if (!IsDigestPinned(ref))
+      return "--image: " + ref + ": expected a digest-pinned reference name@sha256:<64 lowercase hex>";
+    if (!IsPlatform(platform)) return "--image: " + spec + ": expected REF=os/arch, e.g. =linux/amd64";
+    b.config.images.push_back({ref, platform});
+  }
+  if (!IsJobId(args.job_id)) return "--job: expected 1 to 64 of [A-Za-z0-9_.-], got \"" + args.job_id + "\"";
+  if (!(args.cpus > 0 && args.cpus <= 4096)) return "--cpus: expected a positive number of CPUs";
+  if (!(args.mem_gb > 0 && args.mem_gb <= 1 << 20)) return "--mem-gb: expected a positive number of GB";
+  if (!(args.max_timeout_s > 0)) return "--max-timeout: expected a positive number of seconds";
+  b.config.cpus = args.cpus;
+  b.config.mem_gb = args.mem_gb;
+  b.config.max_timeout_s = args.max_timeout_s;
+  b.config.network_granted = args.network_granted;
+  if (args.socket_path.empty() || args.socket_path.front() != '/' ||
+      args.socket_path.size() >= sizeof(sockaddr_un::sun_path))
+    return "--socket: expected an absolute path shorter than " + std::to_string(sizeof(sockaddr_un::sun_path)) +
+           " bytes";
+
+  struct stat work {};
+  stat(b.config.work_dir.c_str(), &work);
+  b.runtime.job_uid = args.job_uid >= 0 ? static_cast<uid_t>(args.job_uid) : work.st_uid;
+  b.runtime.job_gid = args.job_gid >= 0 ? static_cast<gid_t>(args.job_gid) : work.st_gid;
+  b.runtime.job_id = args.job_id;
+  if (args.state_dir.empty() || args.state_dir.front() != '/') return "--state-dir: expected an absolute path";
+  mkdir(args.state_dir.c_str(), 0700);
+  b.runtime.state_dir = Canonical(args.state_dir, "--state-dir", &error);
+  if (!error.empty()) return error;
+  // Podman refuses a runroot longer than 50 bytes (conmon's socket paths).
+  if (b.runtime.state_dir.size() + 4 > 50)
+    return "--state-dir: " + b.runtime.state_dir + " is too long: podman needs <state>/run within 50 bytes";
+  const char* path = getenv("PATH");
+  b.probe = ProbeRuntime(path ? path : "");
+  b.runtime.podman = b.probe.podman;
+  b.runtime.runc = b.probe.runc;
+  if (b.probe.available) {
+    if (std::string failed = PrepareState(b.runtime); !failed.empty()) {
+      b.probe.available = false;
+      b.probe.detail = "state directory: " + failed;
+    }
+  }
+  return b;
+}
+
+nlohmann::ordered_json Answer(const Broker& broker, std::string_view line, int client_fd) {
+  Parsed parsed = ParseRequest(line, broker.config);
+  if (auto* refused = std::get_if<Refused>(&parsed)) return RefusalJson(*refused);
+  if (!broker.probe.available) return RefusalJson({Refusal::kRuntimeUnavailable, broker.probe.detail});
+  Request& request = std::get<Request>(parsed);
+  if (auto* run = std::get_if<RunRequest>(&request)) return RunContainer(broker.runtime, broker.config, *run, client_fd);
+  if (auto* pull = std::get_if<PullRequest>(&request)) {
+    if (ImagePresent(broker.runtime, pull->image)) return {{"ok", true}};
+    return RefusalJson({Refusal::kRuntimeUnavailable,
+                        "image: " + pull->image +
+                            " is not in the agent's image store, and the broker never pulls from a registry"});
+  }
+  return Status(broker);
+}
+
+void ServeConnection(const Broker& broker, int fd) {
+  std::string buffer;
+  char chunk[8192];
+  for (;;) {
+    size_t newline;
+    while ((newline = buffer.find('\n')) != std::string::npos) {
+      const std::string line = buffer.substr(0, newline);
+      buffer.erase(0, newline + 1);
+      if (!SendAll(fd, AnswerLine(Answer(broker, line, fd)))) return;
+    }
+    if (buffer.size() > kMaxRequestBytes) {
+      // No way to find the next request: answer and hang up.
+      SendAll(fd, AnswerLine(RefusalJson({Refusal::kBadRequest, "request: longer than " +
+                                                                    std::to_string(kMaxRequestBytes) + " bytes"})));
+      return;
+    }
+    const ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      // A last request without its newline is still a request.
+      if (!buffer.empty()) SendAll(fd, AnswerLine(Answer(broker, buffer, fd)));
+      return;
+    }
+    buffer.append(chunk, static_cast<size_t>(n));
+  }
+}
+
+int BrokerMain(const BrokerArgs& args) {
+  auto made = MakeBroker(args);
+  if (auto* error = std::get_if<std::string>(&made)) {
+    fprintf(stderr, "broker: %s\n", error->c_str());
+    return kExitUsage;
+  }
+  const Broker& broker = std::get<Broker>(made);
+  if (!broker.probe.available) fprintf(stderr, "broker: runtime_unavailable: %s\n", broker.probe.detail.c_str());
+
+  // The parent (the agent) dying stops the broker, and with it the containers.
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  int sig_pipe[2];
+  if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return kExitNotEnforced;
+  g_signal_pipe = sig_pipe[1];
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaction(sig, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr {};
+  addr.sun_family = AF_UNIX;
+  snprintf(addr.sun_path, sizeof addr.sun_path, "%s", args.socket_path.c_str());
+  struct stat existing {};
+  if (lstat(args.socket_path.c_str(), &existing) == 0) {
+    if (!S_ISSOCK(existing.st_mode)) {
+      fprintf(stderr, "broker: --socket: %s exists and is not a socket\n", args.socket_path.c_str());
+      return kExitUsage;
+    }
+    unlink(args.socket_path.c_str());
+  }
+  const mode_t old_mask = umask(0177);
+  const bool bound = listener >= 0 && bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  umask(old_mask);
+  if (!bound || chown(args.socket_path.c_str(), broker.runtime.job_uid, broker.runtime.job_gid) != 0 ||
+      listen(listener, 64) != 0) {
+    fprintf(stderr, "broker: socket %s: %s\n", args.socket_path.c_str(), strerror(errno));
+    return kExitNotEnforced;
+  }
+
+  // Before the job starts, so the banner is the first line of the output.
+  printf("broker: listening on %s for job %s\n", args.socket_path.c_str(), args.job_id.c_str());
+  fflush(stdout);
+  pid_t job = -1;
+  if (!args.job_argv.empty()) {
+    job = fork();
+    if (job == 0) {
+      close(listener);
+      for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) signal(sig, SIG_DFL);
+      signal(SIGPIPE, SIG_DFL);
+      std::vector<char*> argv;
+      for (const auto& a : args.job_argv) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execvp(argv[0], argv.data());
+      fprintf(stderr, "broker: %s: %s\n", argv[0], strerror(errno));
+      _exit(127);
+    }
+  }
+  std::set<pid_t> handlers;
+  int job_status = 0;
+  bool stop = false;
+  while (!stop) {
+    pollfd p[2] = {{listener, POLLIN, 0}, {sig_pipe[0], POLLIN, 0}};
+    if (poll(p, 2, -1) < 0 && errno != EINTR) break;
+    if (p[1].revents & POLLIN) {
+      char sigs[64];
+      const ssize_t n = read(sig_pipe[0], sigs, sizeof sigs);
+      for (ssize_t i = 0; i < n; ++i)
+        if (sigs[i] != SIGCHLD) stop = true;
+      int status = 0;
+      for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) {
+        handlers.erase(pid);
+        if (pid == job) {
+          job_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          job = -1;
+          stop = true;
+        }
+      }
+    }
+    if (!stop && (p[0].revents & POLLIN)) {
+      const int client = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (client < 0) continue;
+      if (handlers.size() >= kMaxConnections) {
+        const std::string busy = AnswerLine(RefusalJson(
+            {Refusal::kBadRequest, "broker: " + std::to_string(kMaxConnections) + " connections already open"}));
+        (void)!send(client, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        close(client);
+        continue;
+      }
+      const pid_t pid = fork();
+      if (pid == 0) {
+        close(listener);
+        for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) signal(sig, SIG_DFL);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        ServeConnection(broker, client);
+        _exit(0);
+      }
+      if (pid > 0) handlers.insert(pid);
+      close(client);
+    }
+  }
+
+  // The job is over: nothing it started may outlive it.
+  close(listener);
+  unlink(args.socket_path.c_str());
+  if (job > 0) {
+    kill(job, SIGTERM);
+    int status = 0;
+    if (waitpid(job, &status, 0) == job)
+      job_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  int result = job_status;
+  if (broker.probe.available) {
+    if (std::string failed = RemoveJobContainers(broker.runtime); !failed.empty()) {
+      fprintf(stderr, "broker: %s\n", failed.c_str());
+      result = result != 0 ? result : kExitNotEnforced;
+    }
+  }
+  for (pid_t pid : handlers) kill(pid, SIGKILL);
+  for (pid_t pid : handlers) waitpid(pid, nullptr, 0);
+  // Staging points of killed handlers: their binds lived in the handlers'
+  // own mount namespaces, so only empty directories and files remain here.
+  // Never recursive: a staging point is removed only if it is empty.
+  const std::string mounts = broker.runtime.state_dir + "/mounts";
+  const std::string prefix = "oarbank-" + broker.runtime.job_id + "-";
+  if (DIR* dir = opendir(mounts.c_str())) {
+    while (dirent* e = readdir(dir)) {
+      if (std::string(e->d_name).rfind(prefix, 0) != 0) continue;
+      const std::string staging = mounts + "/" + e->d_name;
+      if (DIR* inner = opendir(staging.c_str())) {
+        while (dirent* point = readdir(inner)) {
+          if (point->d_name[0] == '.') continue;
+          const std::string path = staging + "/" + point->d_name;
+          if (rmdir(path.c_str()) != 0) unlink(path.c_str());
+        }
+        closedir(inner);
+      }
+      rmdir(staging.c_str());
+    }
+    closedir(dir);
+  }
+  return result;
+}
+
+nlohmann::ordered_json ContainerRuntimeReport() {
+  const char* path = getenv("PATH");
+  const RuntimeProbe probe = ProbeRuntime(path ? path : "");
+  nlohmann::ordered_json r;
+  r["runtime"] = "podman";
+  r["status"] = probe.available ? "available" : "runtime_unavailable";
+  r["detail"] = probe.detail;
+  return r;
+}
+
+}  // namespace oarbank::broker

@@ -1,0 +1,104 @@
+// The agent's container runtime: Debian's Podman, driven with an explicit
+// configuration that never touches the system's (--root, --runroot,
+// --runtime and CONTAINERS_CONF / CONTAINERS_STORAGE_CONF under the
+// broker's state directory). On hybrid cgroup hosts crun refuses to run, so
+// the OCI runtime is runc, the cgroup manager cgroupfs and the default
+// ulimits empty (they cannot be raised there).
+//
+// Every container the broker starts is, always:
+//   run --rm --pull=never --platform P --cpus C --memory M --pids-limit
+//   --label oarbank.job=<job> --name oarbank-<job>-<n>
+//   --uidmap 0:<job uid>:1 --uidmap 1:<base>:<count> (and gids alike)
+//   --network none (or Podman's bridge network with --network-granted:
+//   unfiltered, so only for egress-any jobs; an allowlist-proxied
+//   container network does not exist yet)
+//   --security-opt no-new-privileges --http-proxy=false --systemd=false
+//   -v <pinned source>:<dst>[:ro] for the validated mounts only
+// and never --privileged, --network host, --device, --volumes-from, an
+// extra socket or the host's IPC/PID/UTS namespaces. Container root is the
+// job's uid on the host, so whatever a container writes into the work
+// directory belongs to the job (uid 65534 jobs included); the rest of the
+// container's ids map to a range no host account uses.
+//
+// Mount sources are pinned: the request's process enters a private mount
+// namespace, opens each validated source with openat2(RESOLVE_BENEATH |
+// RESOLVE_NO_SYMLINKS) and bind-mounts that very fd onto a staging path in
+// the broker's state directory, which is what Podman mounts. A module that
+// swaps a directory for a symlink after validation changes nothing.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "broker_protocol.h"
+
+namespace oarbank::broker {
+
+inline constexpr uint32_t kDefaultSubidBase = 100000000;  // container ids 1.. on the host
+inline constexpr uint32_t kSubidCount = 65536;
+inline constexpr size_t kTailBytes = 4096;                 // stdout_tail / stderr_tail
+inline constexpr uint64_t kMaxOutputBytes = 256ull << 20;  // per stream, written to the work directory
+inline constexpr long kPidsLimit = 4096;
+
+struct RuntimeConfig {
+  std::string podman;     // absolute path
+  std::string runc;       // absolute path
+  std::string state_dir;  // canonical, owned by the agent
+  std::string job_id;     // [A-Za-z0-9_.-]{1,64}
+  uid_t job_uid = 0;
+  gid_t job_gid = 0;
+  uint32_t subid_base = kDefaultSubidBase;
+};
+
+// Whether a runtime works here: podman and runc on `path_env`, and this
+// process runs as root (the id maps need it). `detail` says what is missing.
+struct RuntimeProbe {
+  bool available = false;
+  std::string detail;
+  std::string podman;
+  std::string runc;
+};
+RuntimeProbe ProbeRuntime(const std::string& path_env);
+
+bool IsJobId(const std::string& id);
+
+// Podman's global options and environment for this configuration.
+std::vector<std::string> GlobalArgs(const RuntimeConfig& rt);
+std::vector<std::string> PodmanEnvironment(const RuntimeConfig& rt, const std::string& path_env);
+
+// The whole `podman ... run ...` argv for a validated request. `sources`
+// are the pinned paths that replace each mount's source, in order.
+std::vector<std::string> BuildRunArgv(const RuntimeConfig& rt, const RunRequest& req,
+                                      const std::vector<std::string>& sources, const std::string& name);
+
+// Writes containers.conf and storage.conf and makes the state directories.
+// "" or what failed.
+std::string PrepareState(const RuntimeConfig& rt);
+
+// Runs podman with these arguments (after the global ones) and returns its
+// exit status (-1 if it could not start) and output, killed after timeout_s.
+struct Captured {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+Captured RunPodman(const RuntimeConfig& rt, const std::vector<std::string>& args, double timeout_s = 60);
+
+bool ImagePresent(const RuntimeConfig& rt, const std::string& reference);
+// Ids of the containers labelled oarbank.job=<job>: every one, or the running ones.
+std::vector<std::string> JobContainers(const RuntimeConfig& rt, bool running_only = false);
+// Kills and removes every container of the job; "" or what failed.
+std::string RemoveJobContainers(const RuntimeConfig& rt);
+
+// Runs a validated request to its end (or timeout_s, or the client hanging
+// up on `client_fd`): the answer of container.run. The full output is in
+// <work>/.oarbank-broker/<name>.{stdout,stderr}, owned by the job.
+nlohmann::ordered_json RunContainer(const RuntimeConfig& rt, const BrokerConfig& config, const RunRequest& req,
+                                    int client_fd);
+
+}  // namespace oarbank::broker
