@@ -16,6 +16,7 @@
 #include "enforce.h"
 #include "exit_codes.h"
 #include "host_facts.h"
+#include "manifest_cli.h"
 #include "plan.h"
 #include "policy.h"
 #include "report.h"
@@ -167,6 +168,8 @@ int main(int argc, char** argv) {
   run->add_option("policy", run_policy, "Policy JSON file")->required();
   run->add_option("argv", run_argv, "Command to run (after --)")->required();
 
+  ManifestCommands manifest_commands(app);  // manifest-check, approve, manifest-policy (manifest_cli.h)
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -177,6 +180,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s\n", e.what());
     return kExitUsage;
   }
+  if (auto status = manifest_commands.Run()) return *status;
   if (exec->parsed()) return SandboxExec(exec_policy, exec_argv, abi_cap, gate_fd);
   if (run->parsed()) {
     run_options.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));

@@ -10,6 +10,7 @@ packages=(
   libseccomp-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev librapidcheck-dev python3-pytest
   hyperfine bubblewrap util-linux jq libxml2-utils chromium
+  libtomlplusplus-dev strace
 )
 missing=()
 for p in "${packages[@]}"; do
