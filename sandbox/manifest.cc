@@ -118,6 +118,7 @@ Result<std::string> ParseAllow(const toml::node& v, const std::string& where) {
   auto raw = String(v, where, "a string host[:port]");
   if (!raw.ok()) return raw.error();
   std::string entry = raw.value();
+  if (entry.find('/') != std::string::npos) return Bad(where, "expected host[:port], not a URL or a path");
   std::transform(entry.begin(), entry.end(), entry.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (auto why = CheckNetAllowEntry(entry)) return Bad(where, *why);
