@@ -309,6 +309,19 @@ bool Manifest::RequestsNothing() const {
 
 Result<Manifest> ParseManifest(std::string_view toml_text) {
   if (toml_text.size() > kMaxManifestBytes) return Bad("(manifest)", "larger than 1 MiB");
+  // A manifest is ASCII: every value it may hold (names, versions, hosts,
+  // tool ids, image references) is. Refusing other bytes up front also
+  // keeps untrusted text away from toml++ 3.3's Unicode tables, one of which
+  // reaches __builtin_unreachable on some non-ASCII characters between
+  // tokens (undefined behaviour, found by sandbox/manifest_fuzz.cc).
+  size_t line = 1, column = 1;
+  for (unsigned char c : toml_text) {
+    if (c >= 0x80)
+      return Bad("(manifest)", "line " + std::to_string(line) + ", column " + std::to_string(column) +
+                                   ": a non-ASCII byte: a manifest is ASCII text");
+    if (c == '\n') ++line, column = 1;
+    else ++column;
+  }
   toml::parse_result parsed = toml::parse(toml_text);
   if (!parsed) {
     const auto& err = parsed.error();
