@@ -13,6 +13,7 @@ scripts/setup.sh
 echo "== fuzz (policy parser, ${OARBANK_FUZZ_SECONDS:-60} s)"
 scripts/fuzz-policy.sh "${OARBANK_FUZZ_SECONDS:-60}" > build/fuzz-policy.log 2>&1 || { tail -40 build/fuzz-policy.log; exit 1; }
 tail -1 build/fuzz-policy.log
+scripts/fuzz-manifest.sh "${OARBANK_FUZZ_SECONDS:-60}" > build/fuzz-manifest.log 2>&1 || { tail -40 build/fuzz-manifest.log; exit 1; }; tail -1 build/fuzz-manifest.log
 
 echo "== ctest"
 ctest --test-dir build --output-on-failure -j2
