@@ -505,7 +505,8 @@ std::vector<Denial> ExplainDenials(const std::vector<TraceCall>& calls, const Ex
             access = "remove directory";
           const std::string full = (*path)[0] == '/' ? *path : base + "/" + *path;
           Denial d = explainer.ExplainPath(call, Normalize(full), access);
-          add(d.denied_by == "file permissions" ? not_cage : out, std::move(d));
+          const bool by_the_cage = d.denied_by != "file permissions";
+          add(by_the_cage ? out : not_cage, std::move(d));
           continue;
         }
       }

@@ -207,3 +207,22 @@ def test_the_agent_refuses_an_unapproved_manifest_and_accepts_it_once_approved(w
     r = subprocess.run([str(AGENT), "manifest-policy", str(v2), *job], capture_output=True, text=True)
     assert r.returncode == 77
     assert "a new version needs its own approval" in r.stderr
+
+
+def test_a_grant_this_host_cannot_enforce_is_refused_not_run(world):
+    # egress-any is unavailable on Linux (Landlock filters ports, not
+    # addresses): the launcher refuses it, the suite never runs, and the
+    # report says which capability.
+    m = world["base"] / "egress-any.toml"
+    m.write_text('[module]\nname = "m"\nversion = "1"\n[sandbox]\ncontract = 1\nnet = { mode = "egress-any" }\n')
+    marker = world["base"] / "ran"
+    out = world["base"] / "refused"
+    r = subprocess.run([str(CONFORM), "module", str(m), "--bundle", str(world["modules"]), "--out", str(out),
+                        "--", "/bin/sh", "-c", f"touch {marker}"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 70, r.stdout + r.stderr
+    report = json.loads((out / "module.json").read_text())
+    assert report["verdict"] == "REFUSED"
+    assert "CAPABILITY_NOT_ENFORCED: net.egress-any" in r.stdout, r.stdout
+    assert not marker.exists()
+    linux = [p for p in report["portability"] if p["platform"] == "linux"][0]
+    assert linux["placement"] == "CAPABILITY_NOT_ENFORCED"
