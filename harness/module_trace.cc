@@ -1,7 +1,6 @@
 #include "module_trace.h"
 
 #include <limits.h>
-#include <pwd.h>
 #include <stdlib.h>
 
 #include <algorithm>
@@ -160,7 +159,6 @@ std::string OpenAccess(const std::string& flags) {
   return "read";
 }
 
-std::string Quote(const std::string& s) { return "\"" + s + "\""; }
 
 class Explainer {
  public:
@@ -522,15 +520,21 @@ std::vector<Denial> ExplainDenials(const std::vector<TraceCall>& calls, const Ex
 }
 
 std::vector<std::string> HostHomes() {
+  // /etc/passwd itself rather than getpwent: no NSS module is loaded into
+  // the (possibly static) harness, and /home covers directory users.
   std::vector<std::string> homes = {"/root", "/home"};
-  setpwent();
-  while (struct passwd* pw = getpwent()) {
-    if (pw->pw_uid < 1000 || pw->pw_uid == 65534 || pw->pw_dir == nullptr) continue;
-    const std::string dir = pw->pw_dir;
-    if (dir.size() > 1 && dir[0] == '/' && std::find(homes.begin(), homes.end(), dir) == homes.end())
-      homes.push_back(dir);
+  std::ifstream passwd("/etc/passwd");
+  for (std::string line; std::getline(passwd, line);) {
+    std::vector<std::string> f;
+    size_t start = 0;
+    for (size_t at; (at = line.find(':', start)) != std::string::npos; start = at + 1) f.push_back(line.substr(start, at - start));
+    f.push_back(line.substr(start));
+    if (f.size() < 7) continue;
+    const long uid = std::strtol(f[2].c_str(), nullptr, 10);
+    const std::string& dir = f[5];
+    if (uid < 1000 || uid == 65534 || dir.size() < 2 || dir[0] != '/') continue;
+    if (std::find(homes.begin(), homes.end(), dir) == homes.end()) homes.push_back(dir);
   }
-  endpwent();
   return homes;
 }
 

@@ -314,14 +314,7 @@ Result<Manifest> ParseManifest(std::string_view toml_text) {
   // keeps untrusted text away from toml++ 3.3's Unicode tables, one of which
   // reaches __builtin_unreachable on some non-ASCII characters between
   // tokens (undefined behaviour, found by sandbox/manifest_fuzz.cc).
-  size_t line = 1, column = 1;
-  for (unsigned char c : toml_text) {
-    if (c >= 0x80)
-      return Bad("(manifest)", "line " + std::to_string(line) + ", column " + std::to_string(column) +
-                                   ": a non-ASCII byte: a manifest is ASCII text");
-    if (c == '\n') ++line, column = 1;
-    else ++column;
-  }
+  if (auto e = CheckAsciiToml(toml_text, "(manifest)", "a manifest")) return *e;
   toml::parse_result parsed = toml::parse(toml_text);
   if (!parsed) {
     const auto& err = parsed.error();
@@ -366,6 +359,18 @@ std::string ErrorLineWithPrefix(std::string_view prefix, const Error& error) {
     }
   }
   return line;
+}
+
+std::optional<Error> CheckAsciiToml(std::string_view text, const std::string& where, const std::string& what) {
+  size_t line = 1, column = 1;
+  for (unsigned char c : text) {
+    if (c >= 0x80)
+      return Bad(where, "line " + std::to_string(line) + ", column " + std::to_string(column) +
+                            ": a non-ASCII byte: " + what + " is ASCII text");
+    if (c == '\n') ++line, column = 1;
+    else ++column;
+  }
+  return std::nullopt;
 }
 
 std::string ManifestErrorLine(const Error& error) { return ErrorLineWithPrefix("manifest", error); }

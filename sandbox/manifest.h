@@ -26,6 +26,7 @@
 // two spellings of one request are one request.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -73,6 +74,12 @@ struct Manifest {
 Result<Manifest> ParseManifest(std::string_view toml_text);
 // A missing or unreadable file is an Error whose `where` is the file name.
 Result<Manifest> LoadManifestFile(const std::string& path);
+
+// Manifests and tool registries are ASCII TOML: the first non-ASCII byte is
+// an Error naming its line and column. This also keeps text away from
+// toml++ 3.3's Unicode tables, one of which reaches __builtin_unreachable on
+// some non-ASCII characters between tokens (found by manifest_fuzz.cc).
+std::optional<Error> CheckAsciiToml(std::string_view text, const std::string& where, const std::string& what);
 
 // "manifest: sandbox.net.allow[1]: IP addresses are not allowed, only host
 // names"; control bytes are shown escaped, never written to the terminal.

@@ -170,6 +170,8 @@ TEST(ToolRegistry, MalformedEntriesAreNamed) {
            Case{"[tools.A]\nlinux = [\"/usr\"]\n", "tools.A", "expected a tool id: lower-case letters, digits, '.', '_' and '-', at most 64"},
            Case{"[tools.a]\nwindows = [\"/usr\"]\n", "tools.a.windows[0]", "expected an absolute Windows path (X:\\...), got \"/usr\""},
            Case{"paths = 1\n", "paths", "unknown key (known: tools)"},
+           Case{"[tools.a]\nlinux = [\"/opt/caf\xc3\xa9\"]\n", "(registry)",
+                "line 2, column 19: a non-ASCII byte: a tool registry is ASCII text"},
        }) {
     auto reg = ParseToolRegistry(c.text);
     ASSERT_FALSE(reg.ok()) << c.text;

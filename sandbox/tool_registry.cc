@@ -48,6 +48,7 @@ std::optional<std::string> CheckPath(const std::string& p, Platform os) {
 Result<ToolRegistry> ParseToolRegistry(std::string_view toml_text, std::string source) {
   ToolRegistry reg;
   reg.source = std::move(source);
+  if (auto e = CheckAsciiToml(toml_text, "(registry)", "a tool registry")) return *e;
   toml::parse_result parsed = toml::parse(toml_text);
   if (!parsed)
     return Bad("(registry)", "not valid TOML: line " + std::to_string(parsed.error().source().begin.line) + ": " +
