@@ -4,11 +4,12 @@
 #
 #   scripts/fuzz-manifest.sh [SECONDS]     (default 60)
 #
-# Configures build-fuzz-manifest/ with clang and -DOARBANK_FUZZ=ON, builds
-# manifest_fuzz, seeds a corpus from fixtures/manifests and runs libFuzzer.
-# Exits non-zero if the fuzzer finds a crash, a sanitizer report, a leak, a
-# timeout or an out-of-memory; the input is kept in
-# build-fuzz-manifest/artifacts/.
+# Configures build-fuzz/ exactly as scripts/fuzz-policy.sh does (so that in
+# scripts/test.sh the instrumented library is built once for both targets;
+# OARBANK_FUZZ_BUILD names another directory), builds manifest_fuzz, seeds a
+# corpus from fixtures/manifests and runs libFuzzer. Exits non-zero if the
+# fuzzer finds a crash, a sanitizer report, a leak, a timeout or an
+# out-of-memory; the input is kept in BUILD/artifacts-manifest/.
 set -euo pipefail
 
 seconds="${1:-60}"
@@ -18,15 +19,15 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || (( seconds < 1 )); then
 fi
 
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="$src/build-fuzz-manifest"
-artifacts="$build/artifacts"
+build="${OARBANK_FUZZ_BUILD:-$src/build-fuzz}"
+artifacts="$build/artifacts-manifest"
 
 # Instrument the library too (fuzzer-no-link), or libFuzzer would get no
 # coverage from the parser it is meant to explore.
 sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 CC=clang CXX=clang++ cmake -S "$src" -B "$build" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DOARBANK_FUZZ=ON -DOARBANK_TESTS=OFF -DOARBANK_TEST_HOOKS=OFF \
+  -DOARBANK_FUZZ=ON -DOARBANK_TESTS=OFF \
   -DCMAKE_C_FLAGS="$sanitize" -DCMAKE_CXX_FLAGS="$sanitize" >/dev/null
 ninja -C "$build" manifest_fuzz
 
