@@ -12,6 +12,7 @@
 #include "attestation.h"
 #include "battery.h"
 #include "exit_codes.h"
+#include "module_conform.h"
 #include "reports.h"
 
 int main(int argc, char** argv) {
@@ -41,6 +42,21 @@ int main(int argc, char** argv) {
                  "Where a complete, uncapped run records the policy classes it proved (cage-before-capability)");
   app.add_option("--probe", o.only_probes, "Only these probes")->delimiter(',');
   app.add_option("--policy", o.only_policies, "Only these policies")->delimiter(',');
+  // oarbank-conform module MANIFEST -- SUITE: a module's runner suite under
+  // its declared grants, with its denials explained (module_conform.h).
+  ModuleConformOptions mo;
+  mo.agent = o.agent;
+  auto* module = app.add_subcommand("module", "Run a module's runner suite under its manifest's grants; explain denials");
+  module->add_option("manifest", mo.manifest, "The module's manifest (TOML)")->required()->check(CLI::ExistingFile);
+  module->add_option("argv", mo.argv, "The runner suite (after --)")->required();
+  module->add_option("--bundle", mo.bundle, "The module's bundle (default: the manifest's directory)");
+  module->add_option("--registry", mo.registry, "The operator's tool registry (TOML)")->check(CLI::ExistingFile);
+  module->add_option("--uid", mo.uid, "Run the suite as this uid (root only)")->check(CLI::Range(0, 1 << 30));
+  module->add_option("--out", mo.out, "Directory for module.json");
+  module->add_option("--timeout", mo.timeout_s, "Kill the suite after S seconds")->check(CLI::Range(1.0, 86400.0));
+  module->add_flag("--keep", mo.keep, "Keep the job tree");
+  app.require_subcommand(0, 1);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -48,6 +64,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::cerr << "usage: " << e.what() << "\n";
     return kExitUsage;
+  }
+  if (module->parsed()) {
+    if (app.get_option("--agent")->count() > 0) mo.agent = o.agent;
+    return RunModuleConform(mo);
   }
   o.uids.assign(uids.begin(), uids.end());
 

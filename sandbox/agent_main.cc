@@ -20,6 +20,7 @@
 #include "enforce.h"
 #include "exit_codes.h"
 #include "host_facts.h"
+#include "manifest_cli.h"
 #include "plan.h"
 #include "policy.h"
 #include "report.h"
@@ -216,6 +217,7 @@ int main(int argc, char** argv) {
   brk->add_option("--job-uid", broker_args.job_uid, "Owner of what containers write (default: the work dir's)");
   brk->add_option("--job-gid", broker_args.job_gid, "Group of what containers write (default: the work dir's)");
   brk->add_option("job-argv", broker_args.job_argv, "Run this job (after --); the broker stops when it exits");
+  ManifestCommands manifest_commands(app);  // manifest-check, approve, manifest-policy (manifest_cli.h)
 
   try {
     app.parse(argc, argv);
@@ -229,6 +231,7 @@ int main(int argc, char** argv) {
   }
   if (proxy->parsed()) return egress::RunEgressProxyCommand(proxy_options);
   if (brk->parsed()) return broker::BrokerMain(broker_args);
+  if (auto status = manifest_commands.Run()) return *status;
   if (exec->parsed()) return SandboxExec(exec_policy, exec_argv, abi_cap, gate_fd);
   if (run->parsed()) {
     run_options.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));

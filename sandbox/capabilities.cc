@@ -171,12 +171,15 @@ std::vector<CapabilityStatus> AssessAll(const HostFacts& host) {
   return all;
 }
 
-std::vector<CapabilityId> RequiredCapabilities(const Policy& policy) {
+std::vector<CapabilityId> AlwaysOnCapabilities() {
   // Always on, whatever the grants (sandbox-contract.md).
-  std::vector<CapabilityId> need = {CapabilityId::kNoNewPrivs,      CapabilityId::kSeccomp,
-                                    CapabilityId::kFilesystem,      CapabilityId::kNetNeverListen,
-                                    CapabilityId::kIpcUnixSockets,  CapabilityId::kIpcScoping,
-                                    CapabilityId::kChildrenNoNamespaces};
+  return {CapabilityId::kNoNewPrivs,     CapabilityId::kSeccomp,    CapabilityId::kFilesystem,
+          CapabilityId::kNetNeverListen, CapabilityId::kIpcUnixSockets, CapabilityId::kIpcScoping,
+          CapabilityId::kChildrenNoNamespaces};
+}
+
+std::vector<CapabilityId> RequiredCapabilities(const Policy& policy) {
+  std::vector<CapabilityId> need = AlwaysOnCapabilities();
   switch (policy.net().mode) {
     case NetMode::kNone: need.push_back(CapabilityId::kNetNone); break;
     case NetMode::kEgressAllowlist:
@@ -195,8 +198,12 @@ std::vector<CapabilityId> RequiredCapabilities(const Policy& policy) {
 }
 
 Placement Place(const Policy& policy, const HostFacts& host) {
+  return PlaceCapabilities(RequiredCapabilities(policy), host);
+}
+
+Placement PlaceCapabilities(const std::vector<CapabilityId>& need, const HostFacts& host) {
   Placement placement;
-  for (auto id : RequiredCapabilities(policy)) {
+  for (auto id : need) {
     auto s = Assess(id, host);
     if (s.status != Status::kEnforced) placement.at_fault.push_back(std::move(s));
   }

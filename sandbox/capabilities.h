@@ -55,6 +55,8 @@ std::vector<CapabilityStatus> AssessAll(const HostFacts& host);
 
 // What a policy needs enforced to run: its grants plus the always-on rules.
 std::vector<CapabilityId> RequiredCapabilities(const Policy& policy);
+// The always-on rules alone (sandbox-contract.md), whatever the grants.
+std::vector<CapabilityId> AlwaysOnCapabilities();
 
 enum class Verdict { kOk, kBackendMissing, kCapabilityNotEnforced };
 const char* VerdictName(Verdict verdict);  // "ok", "SANDBOX_BACKEND_MISSING", ...
@@ -66,6 +68,9 @@ struct Placement {
 
 // What the launcher decides: can every required capability be enforced here?
 Placement Place(const Policy& policy, const HostFacts& host);
+// The same decision for a list of capabilities (the manifest's portability
+// lint asks it before any Policy exists).
+Placement PlaceCapabilities(const std::vector<CapabilityId>& need, const HostFacts& host);
 
 // What an agent decides before granting a capability that runs module code
 // (cage-before-capability): Place(), and the battery has passed on this

@@ -433,4 +433,6 @@ Result<Policy> LoadPolicyFile(const std::string& path) {
   return ParsePolicy(text);
 }
 
+std::optional<std::string> CheckNetAllowEntry(const std::string& entry) { return CheckAllowEntry(entry); }
+
 }  // namespace oarbank

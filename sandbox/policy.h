@@ -107,4 +107,10 @@ std::optional<std::string> CheckAllowEntry(const std::string& entry);
 const char* RoleName(Role role);
 const char* NetModeName(NetMode mode);
 
+// The check ParsePolicy applies to one lower-case net.allow entry
+// ("host[:port]", optional leading "*." label, never an IP address): why it
+// is refused, or nothing. Shared with the manifest parser (manifest.h), so a
+// manifest accepts exactly the entries a Policy does.
+std::optional<std::string> CheckNetAllowEntry(const std::string& entry);
+
 }  // namespace oarbank

@@ -19,6 +19,9 @@ tail -1 build/fuzz-egress.log
 echo "== fuzz (broker request parser, ${OARBANK_FUZZ_SECONDS:-60} s)"
 scripts/fuzz-broker.sh "${OARBANK_FUZZ_SECONDS:-60}" > build/fuzz-broker.log 2>&1 || { tail -40 build/fuzz-broker.log; exit 1; }
 tail -1 build/fuzz-broker.log
+echo "== fuzz (manifest parser, ${OARBANK_FUZZ_SECONDS:-60} s)"
+scripts/fuzz-manifest.sh "${OARBANK_FUZZ_SECONDS:-60}" > build/fuzz-manifest.log 2>&1 || { tail -40 build/fuzz-manifest.log; exit 1; }
+tail -1 build/fuzz-manifest.log
 
 echo "== ctest"
 ctest --test-dir build --output-on-failure -j2

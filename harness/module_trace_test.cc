@@ -1,0 +1,154 @@
+// Reading strace logs and explaining denials (module_trace.h), on logs
+// written here: strace's padded lines and escaped strings, which calls are
+// the module's (after the launcher's second exec, and in what it forks
+// afterwards), relative paths against the traced working directory, and a
+// refusal the grants allow being the file's permissions, not the cage.
+#include "module_trace.h"
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "plan.h"
+
+namespace oarbank {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TraceDir {
+ public:
+  TraceDir() {
+    char tmpl[] = "/tmp/oarbank-manifest-trace-XXXXXX";
+    root_ = mkdtemp(tmpl);
+    for (const char* d : {"bundle", "work", "work/tmp", "data", "outside", "tools/other/bin"})
+      fs::create_directories(root_ + "/" + d);
+  }
+  ~TraceDir() { fs::remove_all(root_); }
+  std::string Path(const std::string& rel) const { return root_ + "/" + rel; }
+  void Log(int pid, const std::string& text) const { std::ofstream(Path("t." + std::to_string(pid))) << text; }
+
+ private:
+  std::string root_;
+};
+
+TEST(ParseTraceLine, ReadsPaddedLinesErrnosAndEscapedStrings) {
+  auto vfork = ParseTraceLine("vfork()                                 = 19033", 1);
+  ASSERT_TRUE(vfork.has_value());
+  EXPECT_EQ(vfork->name, "vfork");
+  EXPECT_EQ(vfork->ret, 19033);
+  auto open = ParseTraceLine(
+      R"(openat(AT_FDCWD</w>, "/a \"b\", c", O_WRONLY|O_CREAT|O_TRUNC, 0666) = -1 EACCES (Permission denied))", 1);
+  ASSERT_TRUE(open.has_value());
+  EXPECT_EQ(open->name, "openat");
+  ASSERT_EQ(open->args.size(), 4u);
+  EXPECT_EQ(open->args[0], "AT_FDCWD</w>");
+  EXPECT_EQ(open->args[1], R"("/a \"b\", c")");
+  EXPECT_EQ(open->ret, -1);
+  EXPECT_EQ(open->err, "EACCES");
+  auto sigsys = ParseTraceLine("--- SIGSYS {si_signo=SIGSYS, si_code=SYS_SECCOMP, si_call_addr=0x1, "
+                               "si_syscall=__NR_read, si_arch=AUDIT_ARCH_I386} ---", 1);
+  ASSERT_TRUE(sigsys.has_value());
+  EXPECT_EQ(sigsys->name, "SIGSYS");
+  EXPECT_EQ(sigsys->args, (std::vector<std::string>{"__NR_read", "AUDIT_ARCH_I386"}));
+  EXPECT_FALSE(ParseTraceLine("+++ exited with 0 +++", 1).has_value());
+  auto exit = ParseTraceLine("exit_group(0)                           = ?", 1);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->ret, 0);
+}
+
+TEST(ReadModuleTrace, OnlyTheModulesCallsCountWithTheirWorkingDirectory) {
+  TraceDir d;
+  // 100 is the launcher: strace execs it, it forks a helper (101) before
+  // the cage is in place, then execs the module, which forks 102.
+  d.Log(100,
+        "execve(\"/agent\", [\"/agent\"], 0x1 /* 1 vars */) = 0\n"
+        "openat(AT_FDCWD</x>, \"/launcher-probe\", O_RDONLY) = -1 EACCES (Permission denied)\n"
+        "fork()                                  = 101\n"
+        "execve(\"/bin/sh\", [\"sh\"], 0x1 /* 1 vars */) = 0\n"
+        "openat(AT_FDCWD<" + d.Path("work") + ">, \"/module-read\", O_RDONLY) = -1 EACCES (Permission denied)\n"
+        "chdir(\"tmp\")                            = 0\n"
+        "vfork()                                 = 102\n");
+  d.Log(101, "execve(\"/helper\", [\"helper\"], 0x1 /* 1 vars */) = 0\n"
+             "execve(\"/helper2\", [\"helper2\"], 0x1 /* 1 vars */) = 0\n"
+             "openat(AT_FDCWD</x>, \"/helper-read\", O_RDONLY) = -1 EACCES (Permission denied)\n");
+  d.Log(102, "execve(\"./written\", [\"./written\"], 0x1 /* 1 vars */) = -1 EACCES (Permission denied)\n");
+  const ModuleTrace trace = ReadModuleTrace(d.Path("t"));
+  EXPECT_TRUE(trace.module_ran);
+  std::vector<std::string> seen;
+  for (const auto& c : trace.calls)
+    if (c.err == "EACCES") seen.push_back(c.name == "openat" ? c.args[1] : c.args[0]);
+  EXPECT_EQ(seen, (std::vector<std::string>{"\"/module-read\"", "\"./written\""}));
+  EXPECT_EQ(trace.calls.back().cwd, d.Path("work") + "/tmp");
+}
+
+TEST(ReadModuleTrace, ALauncherThatNeverExecsTheModuleRanNothing) {
+  TraceDir d;
+  d.Log(200, "execve(\"/agent\", [\"/agent\"], 0x1 /* 1 vars */) = 0\nexit_group(70) = ?\n");
+  const ModuleTrace trace = ReadModuleTrace(d.Path("t"));
+  EXPECT_FALSE(trace.module_ran);
+  EXPECT_TRUE(trace.calls.empty());
+}
+
+TEST(ExplainDenials, NamesTheGrantOrThatNoneCan) {
+  TraceDir d;
+  const std::string json = R"({"contract": 1, "role": "runner", "bundle": ")" + d.Path("bundle") +
+                           R"(", "work": ")" + d.Path("work") + R"(", "data": ")" + d.Path("data") +
+                           R"(", "tmp": ")" + d.Path("work/tmp") + R"("})";
+  auto policy = ParsePolicy(json);
+  ASSERT_TRUE(policy.ok()) << PolicyErrorLine(policy.error());
+  HostFacts host;
+  host.landlock_abi = 7;
+  host.seccomp_filter = true;
+  host.user_namespaces = true;
+  const Plan plan = PlanConfinement(policy.value(), host);
+  auto manifest = ParseManifest("[module]\nname = \"m\"\nversion = \"1\"\n");
+  ASSERT_TRUE(manifest.ok());
+  auto registry = ParseToolRegistry("[tools.other]\nlinux = [\"" + d.Path("tools/other") + "\"]\n", "reg.toml");
+  ASSERT_TRUE(registry.ok());
+  ExplainContext ctx{&manifest.value(), &policy.value(), &plan, &registry.value(), {"/home"}};
+  auto call = [&](const std::string& line) {
+    auto c = ParseTraceLine(line, 1);
+    EXPECT_TRUE(c.has_value()) << line;
+    c->cwd = d.Path("work");
+    return *c;
+  };
+  std::vector<Denial> others;
+  const auto denials = ExplainDenials(
+      {call("openat(AT_FDCWD</w>, \"" + d.Path("outside") + "/f\", O_WRONLY|O_CREAT, 0666) = -1 EACCES (x)"),
+       call("openat(AT_FDCWD</w>, \"/home/u/.ssh/id\", O_RDONLY) = -1 EACCES (x)"),
+       call("execve(\"" + d.Path("tools/other/bin/x") + "\", [\"x\"], 0x1) = -1 EACCES (x)"),
+       call("execve(\"./mine\", [\"./mine\"], 0x1) = -1 EACCES (x)"),
+       call("openat(AT_FDCWD</w>, \"" + d.Path("bundle") + "/f\", O_WRONLY) = -1 EACCES (x)"),
+       call("socket(AF_INET, SOCK_STREAM, IPPROTO_IP) = -1 EPERM (x)"),
+       call("listen(3<socket:[1]>, 5)                = -1 EPERM (x)"),
+       call("openat(AT_FDCWD</w>, \"" + d.Path("work") + "/ro\", O_RDONLY) = -1 EACCES (x)"),
+       call("openat(AT_FDCWD</w>, \"/missing\", O_RDONLY) = -1 ENOENT (x)")},
+      ctx, &others);
+  ASSERT_EQ(denials.size(), 7u);
+  EXPECT_EQ(denials[0].target, d.Path("outside") + "/f");
+  EXPECT_EQ(denials[0].access, "create");
+  EXPECT_EQ(denials[0].grant, "");
+  EXPECT_NE(denials[0].why.find("outside the module's directories"), std::string::npos);
+  EXPECT_NE(denials[1].why.find("homes are never granted"), std::string::npos);
+  EXPECT_EQ(denials[2].grant, "tools = [{ id = \"other\" }]");
+  EXPECT_EQ(denials[3].target, d.Path("work") + "/mine");
+  EXPECT_EQ(denials[3].grant, "exec_writable = true");
+  EXPECT_NE(denials[4].why.find("read and execute only"), std::string::npos);
+  EXPECT_EQ(denials[5].kind, "socket");
+  EXPECT_EQ(denials[5].grant, "net = { mode = \"egress-allowlist\", allow = [\"<host>\"] }");
+  EXPECT_EQ(denials[6].kind, "listen");
+  EXPECT_EQ(denials[6].grant, "");
+  // Reading inside work is granted: that refusal was the file's own mode.
+  ASSERT_EQ(others.size(), 1u);
+  EXPECT_EQ(others[0].denied_by, "file permissions");
+  EXPECT_EQ(others[0].target, d.Path("work") + "/ro");
+}
+
+}  // namespace
+}  // namespace oarbank
