@@ -146,7 +146,9 @@ TEST_P(EgressConfineTest, TcpConnectReachesTheProxyPortAlone) {
   const Policy policy = Egress(proxy.port);
   EXPECT_EQ(RunConfined(policy, [&] { return ConnectErr(AF_INET, proxy.port); }), 0);
   EXPECT_EQ(RunConfined(policy, [&] { return ConnectErr(AF_INET, other.port); }), EACCES);
-  if (other6.port > 0) EXPECT_EQ(RunConfined(policy, [&] { return ConnectErr(AF_INET6, other6.port); }), EACCES);
+  if (other6.port > 0) {
+    EXPECT_EQ(RunConfined(policy, [&] { return ConnectErr(AF_INET6, other6.port); }), EACCES);
+  }
   // A name server over TCP is another port too.
   EXPECT_EQ(RunConfined(policy, [&] { return ConnectErr(AF_INET, 53); }), EACCES);
   EXPECT_EQ(proxy.Accepted(), 1);  // at the listeners: the proxy's one connection
