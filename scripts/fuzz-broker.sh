@@ -4,30 +4,16 @@
 #
 #   scripts/fuzz-broker.sh [SECONDS]     (default 60)
 #
-# Configures build-fuzz-broker/ with clang and -DOARBANK_FUZZ=ON, builds
+# Builds in build-fuzz/ (scripts/fuzz-common.sh)
 # broker_protocol_fuzz, lays out the directories the parser resolves mounts
 # in (work/, data/, a symlink work/escape -> /), seeds a corpus of valid and
 # refused requests and runs libFuzzer. Exits non-zero if the fuzzer finds a
 # crash, a sanitizer report, a leak, a timeout or an out-of-memory; the input
-# is kept in build-fuzz-broker/artifacts/.
+# is kept in build-fuzz/artifacts-broker/.
 set -euo pipefail
 
-seconds="${1:-60}"
-if ! [[ "$seconds" =~ ^[0-9]+$ ]] || (( seconds < 1 )); then
-  echo "usage: $0 [SECONDS]  (a positive number of seconds, default 60)" >&2
-  exit 64
-fi
-
-src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="$src/build-fuzz-broker"
-artifacts="$build/artifacts"
-
-sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
-CC=clang CXX=clang++ cmake -S "$src" -B "$build" -G Ninja \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DOARBANK_FUZZ=ON -DOARBANK_TESTS=OFF \
-  -DCMAKE_C_FLAGS="$sanitize" -DCMAKE_CXX_FLAGS="$sanitize" >/dev/null
-ninja -C "$build" broker_protocol_fuzz
+source "$(dirname "${BASH_SOURCE[0]}")/fuzz-common.sh"
+fuzz_setup broker broker_protocol_fuzz "$@"
 
 scratch="$(realpath "$(mktemp -d "${TMPDIR:-/tmp}/oarbank-fuzz-broker.XXXXXX")")"
 trap 'rm -rf "$scratch"' EXIT
@@ -64,17 +50,4 @@ dict="$scratch/broker.dict"
   printf '"%s"\n' '/' '..' 'true' 'false' 'null' '1e308' '-1' '\\u0000' '@sha256:'
 } >"$dict"
 
-mkdir -p "$artifacts"
-echo "fuzz-broker: $n seeds, ${seconds}s, root $root"
-status=0
-ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}" \
-  "$build/sandbox/broker_protocol_fuzz" "$corpus" \
-  -dict="$dict" -max_total_time="$seconds" -timeout=5 -rss_limit_mb=2048 -max_len=70000 \
-  -artifact_prefix="$artifacts/" -print_final_stats=1 || status=$?
-
-if (( status != 0 )); then
-  echo "fuzz-broker: FAILED (exit $status); inputs in $artifacts:" >&2
-  ls -t "$artifacts" | head -5 >&2
-  exit "$status"
-fi
-echo "fuzz-broker: no crash in ${seconds}s"
+fuzz_run "$corpus" "$dict" 70000

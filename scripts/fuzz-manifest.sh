@@ -12,24 +12,8 @@
 # out-of-memory; the input is kept in BUILD/artifacts-manifest/.
 set -euo pipefail
 
-seconds="${1:-60}"
-if ! [[ "$seconds" =~ ^[0-9]+$ ]] || (( seconds < 1 )); then
-  echo "usage: $0 [SECONDS]  (a positive number of seconds, default 60)" >&2
-  exit 64
-fi
-
-src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${OARBANK_FUZZ_BUILD:-$src/build-fuzz}"
-artifacts="$build/artifacts-manifest"
-
-# Instrument the library too (fuzzer-no-link), or libFuzzer would get no
-# coverage from the parser it is meant to explore.
-sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
-CC=clang CXX=clang++ cmake -S "$src" -B "$build" -G Ninja \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DOARBANK_FUZZ=ON -DOARBANK_TESTS=OFF \
-  -DCMAKE_C_FLAGS="$sanitize" -DCMAKE_CXX_FLAGS="$sanitize" >/dev/null
-ninja -C "$build" manifest_fuzz
+source "$(dirname "${BASH_SOURCE[0]}")/fuzz-common.sh"
+fuzz_setup manifest manifest_fuzz "$@"
 
 scratch="$(mktemp -d "${TMPDIR:-/tmp}/oarbank-fuzz-manifest.XXXXXX")"
 trap 'rm -rf "$scratch"' EXIT
@@ -58,17 +42,4 @@ dict="$scratch/manifest.dict"
     '0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef' '= {' '= [' 'true' 'false' '\\u0000'
 } >"$dict"
 
-mkdir -p "$artifacts"
-echo "fuzz-manifest: $(ls "$corpus" | wc -l) seeds, ${seconds}s"
-status=0
-ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}" \
-  "$build/sandbox/manifest_fuzz" "$corpus" \
-  -dict="$dict" -max_total_time="$seconds" -timeout=5 -rss_limit_mb=2048 -max_len=8192 \
-  -artifact_prefix="$artifacts/" -print_final_stats=1 || status=$?
-
-if (( status != 0 )); then
-  echo "fuzz-manifest: FAILED (exit $status); inputs in $artifacts:" >&2
-  ls -t "$artifacts" | head -5 >&2
-  exit "$status"
-fi
-echo "fuzz-manifest: no crash in ${seconds}s"
+fuzz_run "$corpus" "$dict" 8192

@@ -3,32 +3,15 @@
 #
 #   scripts/fuzz-policy.sh [SECONDS]     (default 60)
 #
-# Configures build-fuzz/ with clang and -DOARBANK_FUZZ=ON, builds policy_fuzz,
+# Builds policy_fuzz in build-fuzz/ (scripts/fuzz-common.sh),
 # seeds a corpus from fixtures/policies with @ROOT@ replaced by a temporary
 # directory laid out as the tests lay it out, and runs libFuzzer. Exits
 # non-zero if the fuzzer finds a crash, a sanitizer report, a leak, a
-# timeout or an out-of-memory; the input is kept in build-fuzz/artifacts/.
+# timeout or an out-of-memory; the input is kept in build-fuzz/artifacts-policy/.
 set -euo pipefail
 
-seconds="${1:-60}"
-if ! [[ "$seconds" =~ ^[0-9]+$ ]] || (( seconds < 1 )); then
-  echo "usage: $0 [SECONDS]  (a positive number of seconds, default 60)" >&2
-  exit 64
-fi
-
-src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="$src/build-fuzz"
-artifacts="$build/artifacts"
-
-# Instrument every object, not only policy_fuzz.cc: the parser lives in the
-# oarbank_sandbox library, and without fuzzer-no-link there libFuzzer would
-# get no coverage from the code it is meant to explore.
-sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
-CC=clang CXX=clang++ cmake -S "$src" -B "$build" -G Ninja \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DOARBANK_FUZZ=ON -DOARBANK_TESTS=OFF \
-  -DCMAKE_C_FLAGS="$sanitize" -DCMAKE_CXX_FLAGS="$sanitize" >/dev/null
-ninja -C "$build" policy_fuzz
+source "$(dirname "${BASH_SOURCE[0]}")/fuzz-common.sh"
+fuzz_setup policy policy_fuzz "$@"
 
 # The tree @ROOT@ stands for (see sandbox/policy_test.cc, PolicyRoot).
 scratch="$(realpath "$(mktemp -d "${TMPDIR:-/tmp}/oarbank-fuzz.XXXXXX")")"
@@ -79,17 +62,4 @@ dict="$scratch/policy.dict"
   printf '"%s"\n' '*.' ':443' '::1' '/usr' '/' '..' 'true' 'false' 'null' '65535' '\\u0000'
 } >"$dict"
 
-mkdir -p "$artifacts"
-echo "fuzz-policy: $(ls "$corpus" | wc -l) seeds, ${seconds}s, root $root"
-status=0
-ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}" UBSAN_OPTIONS="${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}" \
-  "$build/sandbox/policy_fuzz" "$corpus" \
-  -dict="$dict" -max_total_time="$seconds" -timeout=5 -rss_limit_mb=2048 -max_len=8192 \
-  -artifact_prefix="$artifacts/" -print_final_stats=1 || status=$?
-
-if (( status != 0 )); then
-  echo "fuzz-policy: FAILED (exit $status); inputs in $artifacts:" >&2
-  ls -t "$artifacts" | head -5 >&2
-  exit "$status"
-fi
-echo "fuzz-policy: no crash in ${seconds}s"
+fuzz_run "$corpus" "$dict" 8192
