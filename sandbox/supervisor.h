@@ -33,9 +33,15 @@
 // /bin/true), and the fork happens before any thread of the agent can hold
 // a lock the child needs (glibc's fork keeps malloc usable).
 //
-// The supervisor may be multi-threaded when it forks (each egress-allowlist
-// job's proxy has its own threads): keeper, init and launcher only make
-// system calls and allocate nothing after the fork.
+// The supervisor may be multi-threaded when it forks (jobs started from
+// several threads; each egress-allowlist job's proxy has its own threads),
+// and another thread may hold any lock at that moment (the proxy's log holds
+// stderr's). So after the fork keeper, init and launcher make system calls,
+// format into stack buffers (snprintf) and take no lock, with one exception:
+// libseccomp builds the filter in the launcher with malloc, which stays
+// usable because glibc's fork() holds every malloc arena lock across the
+// fork (a Landlock rule that fails also formats its port with std::to_string
+// before the launcher exits).
 //
 // Caller obligations: the thread that starts a job must outlive it
 // (PR_SET_PDEATHSIG follows the forking thread), and nothing else in the
