@@ -39,7 +39,8 @@ using namespace std::chrono_literals;
 constexpr uid_t kNobody = 65534;
 
 // The job: its links, the proxy's answer on 127.0.0.1:<port>, a connect to
-// 127.0.0.2:<port>, its network namespace. One line each.
+// 127.0.0.2:<port>, its network namespace, then the sockets it and the
+// job's init (pid 1) hold. One line each.
 constexpr char kJob[] = R"(
 import errno, os, socket
 port = int(os.environ["HTTPS_PROXY"].rsplit(":", 1)[1])
@@ -55,7 +56,21 @@ try:
     print("connected")
 except OSError as e:
     print("connect " + errno.errorcode.get(e.errno, str(e.errno)))
+c.close()
 print(os.readlink("/proc/self/ns/net"))
+def sockets(pid):
+    try:
+        fds = os.listdir("/proc/%s/fd" % pid)
+    except OSError as e:
+        return "unreadable " + errno.errorcode.get(e.errno, str(e.errno))
+    links = []
+    for f in fds:
+        try:
+            links.append(os.readlink("/proc/%s/fd/%s" % (pid, f)))
+        except OSError:
+            pass
+    return str(sum(l.startswith("socket:") for l in links)) + " sockets"
+print(sockets("self"), sockets(1))
 )";
 
 // A listening socket on address:port (0: any), non-blocking, or -1.
@@ -169,6 +184,10 @@ TEST_P(SupervisorEgressTest, TheJobsOnlyListenerIsTheProxyAndNothingElseOnItsPor
   std::getline(lines, answer);
   std::getline(lines, other_connect);
   std::getline(lines, netns);
+  std::string held;
+  std::getline(lines, held);
+  // The listener went to the supervisor: neither the module nor init keeps it.
+  EXPECT_EQ(held, "0 sockets 0 sockets") << out;
   EXPECT_EQ(links, "lo") << out;
   // The supervisor's proxy answered on the job's 127.0.0.1:<port>.
   EXPECT_EQ(answer, "HTTP/1.1 403 Forbidden") << out;
