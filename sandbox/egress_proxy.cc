@@ -584,6 +584,10 @@ void EgressProxy::Stop() {
   if (impl_->loop.joinable()) impl_->loop.join();
   impl_->stopped = true;
   impl_->lookups.join();
+  // The loop may have stopped before the posted close ran: no connection
+  // may queue on a listener nobody accepts from any more.
+  asio::error_code ignored;
+  impl_->acceptor.close(ignored);
 }
 
 }  // namespace oarbank::egress

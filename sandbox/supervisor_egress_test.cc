@@ -26,6 +26,7 @@
 #include <sstream>
 #include <string>
 
+#include "egress_proxy.h"
 #include "host_facts.h"
 #include "supervisor.h"
 #include "test_util.h"
@@ -215,6 +216,58 @@ TEST_P(SupervisorEgressTest, TheJobsOnlyListenerIsTheProxyAndNothingElseOnItsPor
 
 INSTANTIATE_TEST_SUITE_P(AsRootAndNobody, SupervisorEgressTest, ::testing::Values(uid_t{0}, kNobody),
                          [](const auto& info) { return info.param == 0 ? std::string("root") : std::string("nobody"); });
+
+// The proxy serves a listener it is given, and refuses (and closes) one
+// that cannot be served.
+TEST(EgressProxyListenerTest, ServesAGivenListenerAndClosesABadOne) {
+  egress::ProxyConfig bad;
+  bad.allow.push_back(egress::ParseAllowEntry("allowed.example").value());
+  bad.listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);  // not listening
+  ASSERT_GE(bad.listen_fd, 0);
+  const int bad_fd = bad.listen_fd;
+  auto refused = egress::EgressProxy::Start(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().where, "listen");
+  EXPECT_EQ(refused.error().what, "the listener fd is not listening");
+  EXPECT_EQ(fcntl(bad_fd, F_GETFD), -1) << "the refused listener was left open";
+
+  const int outside = Listen("10.255.255.1", 0);  // not loopback (when this host even has it)
+  if (outside >= 0) {
+    egress::ProxyConfig c = bad;
+    c.listen_fd = outside;
+    auto r = egress::EgressProxy::Start(c);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().where, "listen");
+  }
+
+  egress::ProxyConfig good = bad;
+  good.listen_fd = Listen("127.0.0.1", 0);
+  ASSERT_GE(good.listen_fd, 0);
+  const uint16_t port = PortOf(good.listen_fd);
+  good.log = [](const std::string&) {};
+  auto proxy = egress::EgressProxy::Start(good);
+  ASSERT_TRUE(proxy.ok()) << proxy.error().what;
+  EXPECT_EQ(proxy.value()->port(), port);
+  EXPECT_EQ(proxy.value()->address(), "127.0.0.1");
+  const int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const char request[] = "CONNECT unlisted.example:443 HTTP/1.1\r\n\r\n";
+  ASSERT_EQ(write(c, request, sizeof request - 1), static_cast<ssize_t>(sizeof request - 1));
+  char answer[64] = {};
+  ASSERT_GT(read(c, answer, sizeof answer - 1), 0);
+  EXPECT_EQ(std::string(answer).rfind("HTTP/1.1 403 Forbidden\r\n", 0), 0u) << answer;
+  close(c);
+  proxy.value()->Stop();
+  // Stopped: the listener is closed.
+  const int again = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_EQ(connect(again, reinterpret_cast<sockaddr*>(&a), sizeof a), -1);
+  EXPECT_EQ(errno, ECONNREFUSED);
+  close(again);
+}
 
 // In this process: the proxies of many jobs, ended by exit, timeout, a
 // failed exec and a refusal at the gate, are all stopped and joined.
