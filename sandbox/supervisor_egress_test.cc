@@ -305,6 +305,15 @@ TEST(SupervisorEgressLeakTest, RepeatedEgressJobsLeaveNoThreadOrFd) {
   EXPECT_EQ(slow.fault, cage::Fault::kTimeout) << slow.reason;
   const auto missing = cage::RunPolicy(policy, {"/nonexistent/module"}, o);
   EXPECT_EQ(missing.fault, cage::Fault::kExec) << missing.reason;
+  // While a job runs its proxy's threads exist (so the counts below can
+  // see one); Wait() stops them, before the Job itself is gone.
+  {
+    auto job = cage::Start(policy, {"/bin/sleep", "0.3"}, o);
+    EXPECT_GT(Entries("/proc/self/task"), threads) << "no proxy thread while the job runs";
+    EXPECT_EQ(job.Wait().exit_code, 0);
+    EXPECT_EQ(Entries("/proc/self/task"), threads) << "the proxy outlived Wait()";
+    EXPECT_EQ(Entries("/proc/self/fd"), fds) << "an fd outlived Wait()";
+  }
   // Killed while it runs: Job's destructor aborts and stops the proxy.
   { auto job = cage::Start(policy, {"/bin/sleep", "30"}, o); }
   EXPECT_EQ(Entries("/proc/self/task"), threads) << "a proxy thread outlived its job";
