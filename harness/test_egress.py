@@ -741,3 +741,19 @@ def test_the_proxy_takes_its_list_and_port_from_a_policy(world, module_tree):
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0
+
+
+def test_run_refuses_a_test_public_range_outside_the_benchmark_block_with_64(module_tree):
+    policy = {"contract": 1, "role": "runner", "bundle": str(module_tree / "bundle"),
+              "work": str(module_tree / "work"), "data": str(module_tree / "data"), "tmp": str(module_tree / "work/tmp"),
+              "net": {"mode": "egress-allowlist", "allow": ["confined.test"], "proxy_port": 3128}}
+    (module_tree / "policy.json").write_text(json.dumps(policy))
+    for bad in ("10.0.0.0/8", "127.0.0.0/8"):
+        r = subprocess.run([AGENT, "run", "--egress-test-public-range", bad, str(module_tree / "policy.json"), "--",
+                            "/bin/true"], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 64, r.stderr
+        assert r.stderr.startswith(f"usage: --egress-test-public-range {bad}: ") and r.stderr.count("\n") == 1, r.stderr
+    r = subprocess.run([AGENT, "run", "--egress-test-public-range", f"{SUBNET}.0/24", str(module_tree / "policy.json"),
+                        "--", "/bin/true"], capture_output=True, text=True, timeout=30)
+    # Positive control: a range inside the block is taken (the job runs where egress-allowlist is enforced).
+    assert r.returncode == (0 if landlock_abi() >= 4 else 70), r.stderr

@@ -194,7 +194,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> run_egress_public;
   std::string run_egress_resolver;
   run->add_option("--egress-test-public-range", run_egress_public,
-                  "TEST ONLY: the job's egress proxy treats this CIDR (inside 198.18.0.0/15) as public (repeatable)");
+                  "TEST ONLY: the job's egress proxy treats this CIDR (inside 198.18.0.0/15) as public (repeatable)")
+      ->allow_extra_args(false);
   run->add_option("--egress-test-resolver", run_egress_resolver,
                   "TEST ONLY: the job's egress proxy answers lookups from this file");
   run->add_option("policy", run_policy, "Policy JSON file")->required();
