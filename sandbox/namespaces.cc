@@ -53,7 +53,8 @@ NamespacePlan PlanJobNamespaces(const Policy& policy) {
       plan.clone_flags |= CLONE_NEWNET;
       plan.net_detail = "network namespace of its own (egress-allowlist): lo only, no route out; its one listener, "
                         "127.0.0.1:" + std::to_string(policy.net().proxy_port) +
-                        ", is served by the agent's egress proxy from the host's network; Landlock limits TCP to that port";
+                        ", is served by the agent's egress proxy, which connects out from the agent's own network "
+                        "namespace; Landlock limits TCP to that port";
       break;
     case NetMode::kEgressAny:
       plan.net_detail = "host network namespace (egress-any is never placed)";
