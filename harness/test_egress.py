@@ -564,6 +564,13 @@ out["udp"] = attempt(socket.AF_INET, socket.SOCK_DGRAM, (direct, 53))
 out["udp6"] = attempt(socket.AF_INET6, socket.SOCK_DGRAM, ("::1", 53))
 out["loopback_other_port"] = attempt(socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.1", private_port))
 out["loopback6_other_port"] = attempt(socket.AF_INET6, socket.SOCK_STREAM, ("::1", private_port))
+# The proxy's port number on other addresses: Landlock allows the port.
+out["remote_proxy_port"] = attempt(socket.AF_INET, socket.SOCK_STREAM, (direct, int(port)))
+out["loopback2_proxy_port"] = attempt(socket.AF_INET, socket.SOCK_STREAM, ("127.0.0.2", int(port)))
+try:
+    out["links"] = sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:])
+except OSError as e:
+    out["links"] = "unreadable " + errno.errorcode.get(e.errno, str(e.errno))
 try:
     socket.getaddrinfo("confined.test", 443)
     out["resolve"] = "resolved"
@@ -595,29 +602,58 @@ def landlock_abi():
 @pytest.mark.parametrize("launcher", ["sandbox-exec", "run"])
 def test_a_confined_module_reaches_the_allowed_host_through_the_proxy_and_nothing_else(world, module_tree, uid,
                                                                                       launcher):
+    """sandbox-exec: the module is in the host's network, with a proxy the
+    test starts there; Landlock limits TCP to the proxy's port, so a listener
+    on that port number at another address is reachable (the documented
+    limit). run: the supervisor gives the job a network namespace whose only
+    listener is its own proxy, serving the policy's list from the host's
+    network; the same listeners are out of reach."""
     if landlock_abi() < 4:
         pytest.skip("Landlock ABI < 4: egress-allowlist is refused here (exit 70), tested below")
-    p = Proxy(world["work"], ["confined.test"], resolver=world["resolver"])
+    p = None
+    if launcher == "sandbox-exec":
+        p = Proxy(world["work"], ["confined.test"], resolver=world["resolver"])
+        port = p.port
+    else:
+        port = free_port()
+    # Listeners on the proxy's port number elsewhere: at the upstream address
+    # (the test namespace) and at 127.0.0.2 on the host.
+    bypass_ns = Servers(world["work"] / f"bypass-ns-{launcher}-{uid}.log", [f"{CONFINED}|{port}|banner"], netns=NS)
+    bypass_lo = Servers(world["work"] / f"bypass-lo-{launcher}-{uid}.log", [f"127.0.0.2|{port}|banner"])
     try:
         policy = {"contract": 1, "role": "runner", "bundle": str(module_tree / "bundle"),
                   "work": str(module_tree / "work"), "data": str(module_tree / "data"),
                   "tmp": str(module_tree / "work/tmp"),
-                  "net": {"mode": "egress-allowlist", "allow": ["confined.test"], "proxy_port": p.port}}
+                  "net": {"mode": "egress-allowlist", "allow": ["confined.test"], "proxy_port": port}}
         (module_tree / "policy.json").write_text(json.dumps(policy))
         argv = ["/usr/bin/python3", str(module_tree / "bundle" / "module.py"), "confined.test:443", CONFINED,
                 str(world["private_port"])]
         env = {"PATH": "/usr/bin:/bin"}
         if launcher == "sandbox-exec":  # the launcher alone: the agent would set this environment
-            env["HTTPS_PROXY"] = f"http://127.0.0.1:{p.port}"
+            env["HTTPS_PROXY"] = f"http://127.0.0.1:{port}"
             cmd = [AGENT, "sandbox-exec", str(module_tree / "policy.json"), "--", *argv]
-        else:  # the supervisor builds the job's environment from the policy
-            cmd = [AGENT, "run", str(module_tree / "policy.json"), "--", *argv]
+        else:  # the supervisor builds the job's environment and serves its proxy
+            cmd = [AGENT, "run", "--egress-test-public-range", f"{SUBNET}.0/24",
+                   "--egress-test-resolver", str(world["resolver"]), str(module_tree / "policy.json"), "--", *argv]
         if uid != 0:
             cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *cmd]
-        before = {port: accepts(world, CONFINED, port) for port in (443, 80, world["private_port"])}
+        before = {q: accepts(world, CONFINED, q) for q in (443, 80, world["private_port"])}
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
         assert r.returncode == 0, r.stdout + r.stderr
         out = json.loads(r.stdout.strip().splitlines()[-1])
+        time.sleep(0.2)
+        if launcher == "run":
+            # Nothing but the job's own proxy answers on the proxy's port.
+            assert out["remote_proxy_port"] == "connect ENETUNREACH", out
+            assert out["loopback2_proxy_port"] == "connect ECONNREFUSED", out
+            assert bypass_ns.events() == [] and bypass_lo.events() == []
+            assert out["links"] == ["lo"], out
+        else:
+            # The documented limit of the launcher alone (README, Egress allowlist).
+            assert out["remote_proxy_port"] == "connected", out
+            assert out["loopback2_proxy_port"] == "connected", out
+            assert len(bypass_ns.events()) == 1 and len(bypass_lo.events()) == 1
+            assert "lo" in out["links"] and len(out["links"]) > 1, out
         assert out["via_proxy"] == f"HTTP/1.1 200 Connection established\r\n\r\nBANNER {CONFINED}:443\n", out
         # Landlock: TCP connect to the proxy port alone (EACCES); seccomp: no UDP (EPERM).
         assert out["direct"] == "connect EACCES", out
@@ -627,15 +663,49 @@ def test_a_confined_module_reaches_the_allowed_host_through_the_proxy_and_nothin
         assert out["udp"] == "socket EPERM", out
         assert out["udp6"] == "socket EPERM", out
         assert out["resolve"] == "failed", out
-        time.sleep(0.2)
         # At the servers: exactly the one proxied connection arrived.
         assert accepts(world, CONFINED, 443) == before[443] + 1
         assert accepts(world, CONFINED, 80) == before[80]
         assert accepts(world, CONFINED, world["private_port"]) == before[world["private_port"]]
         assert private_accepts(world) == 0
-        assert [e["address"] for e in p.events("egress_connect")] == [f"{CONFINED}:443"]
+        if p is not None:
+            connects = p.events("egress_connect")
+        else:  # the supervisor's proxy logs on the agent's stderr
+            connects = [json.loads(l) for l in r.stderr.splitlines() if l.startswith('{"event":"egress_connect"')]
+        assert [e["address"] for e in connects] == [f"{CONFINED}:443"], r.stderr
     finally:
-        assert p.stop() == 0
+        bypass_ns.stop()
+        bypass_lo.stop()
+        if p is not None:
+            assert p.stop() == 0
+
+
+def test_run_stops_the_jobs_proxy_when_the_job_ends(world, module_tree):
+    """The supervisor's proxy lives as long as the job: a module that leaves
+    a connection open to it and exits, and one killed at the timeout, both
+    end `run` promptly, and the agent leaves no process behind."""
+    if landlock_abi() < 4:
+        pytest.skip("Landlock ABI < 4: egress-allowlist is refused here (exit 70)")
+    port = free_port()
+    policy = {"contract": 1, "role": "runner", "bundle": str(module_tree / "bundle"),
+              "work": str(module_tree / "work"), "data": str(module_tree / "data"), "tmp": str(module_tree / "work/tmp"),
+              "net": {"mode": "egress-allowlist", "allow": ["confined.test"], "proxy_port": port}}
+    (module_tree / "policy.json").write_text(json.dumps(policy))
+    hold = ("import os,socket,time\ns=socket.create_connection(('127.0.0.1', %d))\n"
+            "s.sendall(b'CONNECT confined.test:443 HTTP/1.1\\r\\n\\r\\n')\nprint(s.recv(200).decode().split(chr(13))[0], flush=True)\n" % port)
+    base = [AGENT, "run", "--egress-test-public-range", f"{SUBNET}.0/24", "--egress-test-resolver",
+            str(world["resolver"])]
+    for extra, code, script in ((["--timeout", "1"], 137, hold + "time.sleep(30)\n"), ([], 0, hold)):
+        before = accepts(world, CONFINED, 443)
+        start = time.monotonic()
+        r = subprocess.run([*base, *extra, str(module_tree / "policy.json"), "--", "/usr/bin/python3", "-c", script],
+                           capture_output=True, text=True, timeout=30)
+        assert r.returncode == code, r.stderr
+        assert r.stdout == "HTTP/1.1 200 Connection established\n", r.stdout + r.stderr
+        assert time.monotonic() - start < 10
+        assert accepts(world, CONFINED, 443) == before + 1
+        # The tunnel the module held open is closed at the server's end.
+        assert len(world["upstream"].wait_close(f"{CONFINED}:443", before + 1)) >= before + 1
 
 
 def test_below_landlock_abi_4_the_egress_policy_is_refused_with_70(module_tree):
@@ -671,3 +741,19 @@ def test_the_proxy_takes_its_list_and_port_from_a_policy(world, module_tree):
     finally:
         proc.terminate()
         assert proc.wait(timeout=10) == 0
+
+
+def test_run_refuses_a_test_public_range_outside_the_benchmark_block_with_64(module_tree):
+    policy = {"contract": 1, "role": "runner", "bundle": str(module_tree / "bundle"),
+              "work": str(module_tree / "work"), "data": str(module_tree / "data"), "tmp": str(module_tree / "work/tmp"),
+              "net": {"mode": "egress-allowlist", "allow": ["confined.test"], "proxy_port": 3128}}
+    (module_tree / "policy.json").write_text(json.dumps(policy))
+    for bad in ("10.0.0.0/8", "127.0.0.0/8"):
+        r = subprocess.run([AGENT, "run", "--egress-test-public-range", bad, str(module_tree / "policy.json"), "--",
+                            "/bin/true"], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 64, r.stderr
+        assert r.stderr.startswith(f"usage: --egress-test-public-range {bad}: ") and r.stderr.count("\n") == 1, r.stderr
+    r = subprocess.run([AGENT, "run", "--egress-test-public-range", f"{SUBNET}.0/24", str(module_tree / "policy.json"),
+                        "--", "/bin/true"], capture_output=True, text=True, timeout=30)
+    # Positive control: a range inside the block is taken (the job runs where egress-allowlist is enforced).
+    assert r.returncode == (0 if landlock_abi() >= 4 else 70), r.stderr

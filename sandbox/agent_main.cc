@@ -15,12 +15,14 @@
 #include <CLI/CLI.hpp>
 
 #include "egress_command.h"
+#include "egress_resolver.h"
 #include "broker.h"
 #include "broker_handoff.h"
 #include "enforce.h"
 #include "exit_codes.h"
 #include "host_facts.h"
 #include "manifest_cli.h"
+#include "namespaces.h"
 #include "plan.h"
 #include "policy.h"
 #include "report.h"
@@ -106,6 +108,10 @@ int SandboxReport(const std::string& policy_path, int abi_cap) {
     report.update(GrantReport(policy.value(), host, "/proc/self/exe"));
   }
   report["supervisor"] = cage::SupervisorReport(host);
+  // The network a policy's job gets under `run` (sandbox-exec keeps the host's).
+  if (!policy_path.empty())
+    if (auto policy = LoadPolicyFile(policy_path); policy.ok())
+      report["supervisor"]["job_network"] = PlanJobNamespaces(policy.value()).net_detail;
   report["containers"] = broker::ContainerRuntimeReport();
   std::cout << report.dump(2) << "\n";
   return 0;
@@ -185,6 +191,13 @@ int main(int argc, char** argv) {
   run->add_flag("--hard-limits", run_options.hard_limits, "Enforce limits as memory.max and cpu.max (refused where not)");
   run->add_option("--env", run_env, "NAME=VALUE for the job's environment (repeatable)");
   run->add_option("--landlock-abi-max", abi_cap, cap_help)->check(CLI::Range(0, 1000));
+  std::vector<std::string> run_egress_public;
+  std::string run_egress_resolver;
+  run->add_option("--egress-test-public-range", run_egress_public,
+                  "TEST ONLY: the job's egress proxy treats this CIDR (inside 198.18.0.0/15) as public (repeatable)")
+      ->allow_extra_args(false);
+  run->add_option("--egress-test-resolver", run_egress_resolver,
+                  "TEST ONLY: the job's egress proxy answers lookups from this file");
   run->add_option("policy", run_policy, "Policy JSON file")->required();
   run->add_option("argv", run_argv, "Command to run (after --)")->required();
 
@@ -244,6 +257,16 @@ int main(int argc, char** argv) {
       }
       run_options.env[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
+    for (const auto& r : run_egress_public) {
+      auto cidr = egress::ParseTestPublicRange(r);
+      if (!cidr.ok()) {
+        fprintf(stderr, "usage: --egress-test-public-range %s: %s\n", r.c_str(), cidr.error().what.c_str());
+        return kExitUsage;
+      }
+      run_options.egress.test_public.push_back(cidr.value());
+    }
+    if (!run_egress_resolver.empty())
+      run_options.egress.resolver = std::make_shared<egress::FileResolver>(run_egress_resolver);
     return SupervisedRun(run_policy, run_argv, run_options, run_json);
   }
   return SandboxReport(report_policy, abi_cap);

@@ -1,7 +1,14 @@
 #include "egress_proxy.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cstring>
+#include <optional>
 
 #include <atomic>
 #include <cstdio>
@@ -453,7 +460,58 @@ EgressProxy::EgressProxy(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 EgressProxy::~EgressProxy() { Stop(); }
 
+namespace {
+
+// The address an already-listening socket serves, or an Error naming why it
+// cannot be served: not a socket, not TCP, not listening, not on loopback.
+Result<tcp::endpoint> ListeningEndpoint(int fd) {
+  int type = 0, listening = 0;
+  socklen_t len = sizeof type;
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
+    return Error{"listen", "the listener fd is not a stream socket"};
+  len = sizeof listening;
+  if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening)
+    return Error{"listen", "the listener fd is not listening"};
+  sockaddr_storage addr{};
+  socklen_t addr_len = sizeof addr;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addr_len) != 0)
+    return Error{"listen", "the listener fd has no address"};
+  tcp::endpoint ep;
+  if (addr.ss_family == AF_INET && addr_len >= sizeof(sockaddr_in)) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
+    asio::ip::address_v4::bytes_type b;
+    memcpy(b.data(), &in->sin_addr, 4);
+    ep = tcp::endpoint(asio::ip::address_v4(b), ntohs(in->sin_port));
+  } else if (addr.ss_family == AF_INET6 && addr_len >= sizeof(sockaddr_in6)) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
+    asio::ip::address_v6::bytes_type b;
+    memcpy(b.data(), &in6->sin6_addr, 16);
+    ep = tcp::endpoint(asio::ip::address_v6(b), ntohs(in6->sin6_port));
+  } else {
+    return Error{"listen", "the listener fd is not an IPv4 or IPv6 socket"};
+  }
+  return ep;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<EgressProxy>> EgressProxy::Start(ProxyConfig config) {
+  // The listener fd belongs to the proxy from here on, even when this fails.
+  struct OwnedFd {
+    int fd;
+    ~OwnedFd() {
+      if (fd >= 0) close(fd);
+    }
+  } given{config.listen_fd};
+  config.listen_fd = -1;
+  std::optional<tcp::endpoint> given_ep;
+  if (given.fd >= 0) {
+    auto ep = ListeningEndpoint(given.fd);
+    if (!ep.ok()) return ep.error();
+    given_ep = ep.value();
+    config.listen_address = given_ep->address().to_string();
+    config.listen_port = given_ep->port();
+  }
   const auto listen_ip = ParseIpAddress(config.listen_address);
   if (!listen_ip) return Error{"listen", "expected a loopback address, got " + config.listen_address};
   static const Cidr v4_loopback = ParseCidr("127.0.0.0/8").value();
@@ -463,14 +521,35 @@ Result<std::unique_ptr<EgressProxy>> EgressProxy::Start(ProxyConfig config) {
   if (config.max_connections == 0 || config.max_header_bytes < 64) return Error{"limits", "limits too small"};
   if (!config.resolver) config.resolver = MakeSystemResolver();
 
+  // The threads start with SIGPIPE blocked (they inherit this thread's mask).
+  sigset_t pipe_only, before;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &before);
+  struct RestoreMask {
+    sigset_t mask;
+    ~RestoreMask() { pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
+  } restore{before};
+
   auto impl = std::make_unique<Impl>(std::move(config));
   asio::error_code ec;
-  const tcp::endpoint ep(ToAsio(*listen_ip), impl->config.listen_port);
-  impl->acceptor.open(ep.protocol(), ec);
-  if (!ec) impl->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) impl->acceptor.bind(ep, ec);
-  if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) return Error{"listen", "cannot listen on " + Endpoint(ep) + ": " + ec.message()};
+  if (given_ep) {
+    const int fd = given.fd;
+    given.fd = -1;
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    impl->acceptor.assign(given_ep->protocol(), fd, ec);
+    if (ec) {
+      close(fd);
+      return Error{"listen", "cannot serve the listener fd: " + ec.message()};
+    }
+  } else {
+    const tcp::endpoint ep(ToAsio(*listen_ip), impl->config.listen_port);
+    impl->acceptor.open(ep.protocol(), ec);
+    if (!ec) impl->acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) impl->acceptor.bind(ep, ec);
+    if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) return Error{"listen", "cannot listen on " + Endpoint(ep) + ": " + ec.message()};
+  }
   impl->Accept();
   Impl* raw = impl.get();
   impl->loop = std::thread([raw] {
@@ -505,6 +584,10 @@ void EgressProxy::Stop() {
   if (impl_->loop.joinable()) impl_->loop.join();
   impl_->stopped = true;
   impl_->lookups.join();
+  // The loop may have stopped before the posted close ran: no connection
+  // may queue on a listener nobody accepts from any more.
+  asio::error_code ignored;
+  impl_->acceptor.close(ignored);
 }
 
 }  // namespace oarbank::egress

@@ -24,6 +24,8 @@
 //
 // Threading: one event-loop thread owns every socket; lookups run on a small
 // worker pool (getaddrinfo blocks) and post their answer back to the loop.
+// Its threads block SIGPIPE, so a peer that went away is an EPIPE and never
+// a signal to the process that embeds the proxy.
 #pragma once
 
 #include <chrono>
@@ -43,6 +45,12 @@ namespace oarbank::egress {
 struct ProxyConfig {
   std::string listen_address = "127.0.0.1";  // loopback only (127.0.0.0/8 or ::1)
   uint16_t listen_port = 0;                   // 0: any free port
+  // An already-listening TCP socket on loopback to serve instead of binding
+  // listen_address:listen_port (the supervisor's job listener, made in the
+  // job's network namespace). The proxy owns it from Start on, even when
+  // Start fails. Upstream connections are made in the proxy's own network
+  // namespace, whatever namespace this socket belongs to.
+  int listen_fd = -1;
   std::vector<AllowEntry> allow;
   std::vector<Cidr> test_public;              // test-only: ParseTestPublicRange
   std::shared_ptr<Resolver> resolver;         // default: MakeSystemResolver()
@@ -58,8 +66,8 @@ struct ProxyConfig {
 
 class EgressProxy {
  public:
-  // Binds the listener and starts serving on its own threads. An Error
-  // names the setting at fault ("listen", "allow").
+  // Binds the listener (or takes config.listen_fd) and starts serving on
+  // its own threads. An Error names the setting at fault ("listen", "allow").
   static Result<std::unique_ptr<EgressProxy>> Start(ProxyConfig config);
   ~EgressProxy();
   EgressProxy(const EgressProxy&) = delete;

@@ -48,8 +48,13 @@ NamespacePlan PlanJobNamespaces(const Policy& policy) {
       plan.net_detail = "empty network namespace (net none), on top of the seccomp socket rules";
       break;
     case NetMode::kEgressAllowlist:
-      plan.net_detail =
-          "host network namespace: the egress proxy listens on the host's loopback; Landlock limits TCP to its port";
+      plan.net = true;
+      plan.egress_listener = true;
+      plan.clone_flags |= CLONE_NEWNET;
+      plan.net_detail = "network namespace of its own (egress-allowlist): lo only, no route out; its one listener, "
+                        "127.0.0.1:" + std::to_string(policy.net().proxy_port) +
+                        ", is served by the agent's egress proxy, which connects out from the agent's own network "
+                        "namespace; Landlock limits TCP to that port";
       break;
     case NetMode::kEgressAny:
       plan.net_detail = "host network namespace (egress-any is never placed)";

@@ -1,7 +1,8 @@
 // The job's namespaces, created rootless: a fresh user namespace (which
 // grants the namespaced privilege to make the others), pid, ipc, uts and
 // mount, and for net = none an empty network namespace on top of the
-// seccomp rule. The first process in the pid namespace is the supervisor's
+// seccomp rule; for egress-allowlist a network namespace of its own whose
+// only listener is the agent's egress proxy. The first process in the pid namespace is the supervisor's
 // init (supervisor.cc): it mounts a fresh /proc that shows only the job,
 // reaps, and when it dies the kernel kills every process left in the
 // namespace, however it was forked or whatever session it made.
@@ -25,15 +26,17 @@ namespace oarbank {
 
 struct NamespacePlan {
   int clone_flags = 0;      // CLONE_NEW* for clone(2)
-  bool net = false;         // an empty network namespace
+  bool net = false;         // a fresh network namespace
+  bool egress_listener = false;  // in it, init listens on 127.0.0.1:<net.proxy_port> for the agent's proxy
   std::string net_detail;   // why the network namespace is or is not fresh
   std::string Names() const;  // "user,pid,ipc,uts,mnt,net"
 };
 
 // Pure: the namespaces a job of this policy gets. net = none: an empty
-// network namespace (loopback down, no route anywhere). egress-allowlist:
-// the host's, because the agent's egress proxy listens on the host's
-// loopback and Landlock ABI 4 already limits TCP to its port alone.
+// network namespace (loopback down, no route anywhere). egress-allowlist: a
+// fresh network namespace with `lo` up, whose only listener is the agent's
+// egress proxy on 127.0.0.1:<net.proxy_port> (job_egress.h): Landlock ABI 4
+// limits TCP by port alone, and here no other address is reachable.
 NamespacePlan PlanJobNamespaces(const Policy& policy);
 
 // The uid/gid maps the supervisor writes for the job's user namespace:

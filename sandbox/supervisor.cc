@@ -25,6 +25,7 @@
 #include "broker_handoff.h"
 #include "environment.h"
 #include "exit_codes.h"
+#include "job_egress.h"
 #include "namespaces.h"
 #include "plan.h"
 
@@ -68,6 +69,7 @@ struct JobFds {
   int devnull = -1;
   int root_etc_tree = -1;  // keeper -> launcher: root's idmapped /etc (root_etc.h)
   int broker = -1;      // the module's broker connection (kJobBrokerFd in the launcher)
+  int egress_child = -1;  // init -> supervisor: the proxy listener (job_egress.h)
 };
 
 // Everything the job's processes need, prepared before the fork: after it
@@ -84,6 +86,7 @@ struct ChildPlan {
   std::optional<gid_t> run_as_gid;
   pid_t supervisor = 0;
   uint64_t ignored_signals = 0;  // the agent's SIG_IGN set (exec keeps it)
+  int egress_port = -1;  // egress-allowlist: init listens on 127.0.0.1:<port> in the job's netns
 };
 
 // The signals this process ignores (SigIgn in /proc/self/status): exec
@@ -214,6 +217,22 @@ void CloseAllBut(std::initializer_list<int> keep) {
     SendRecord(f.status_w, Record::kSetupFailed, 0, err, "pid-namespace init", what);
     _exit(1);
   }
+  // egress-allowlist: the one listener of the job's network namespace goes
+  // to the supervisor's proxy; no process of the job keeps it.
+  if (f.egress_child >= 0) {
+    const int listener = OpenProxyListenerInChild(static_cast<uint16_t>(cp.egress_port), &what);
+    if (listener < 0) {
+      SendRecord(f.status_w, Record::kSetupFailed, 0, -listener, "network namespace", what);
+      _exit(1);
+    }
+    const int err = SendListenerInChild(f.egress_child, listener);
+    close(listener);
+    close(f.egress_child);
+    if (err != 0) {
+      SendRecord(f.status_w, Record::kSetupFailed, 0, err, "network namespace", "send the proxy listener");
+      _exit(1);
+    }
+  }
   const pid_t launcher = fork();
   if (launcher == 0) LauncherMain(cp, f);
   if (launcher < 0) {
@@ -259,7 +278,7 @@ void KeeperAbort(int) {
   if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != cp.supervisor) _exit(1);
   setsid();
   CloseAllBut({f.status_w, f.gate_child, f.sync_r, f.sync_w, f.out_w, f.err_w, f.devnull, f.broker,
-               cp.plan->root_etc_idmap_fd});
+               f.egress_child, cp.plan->root_etc_idmap_fd});
 
   // The job's /proc files must belong to its uid for the maps to be
   // written: an agent that changed uid without exec is not dumpable, and
@@ -291,7 +310,7 @@ void KeeperAbort(int) {
   }
   g_keeper_init = init;
   sigprocmask(SIG_UNBLOCK, &term, nullptr);  // an abort already asked for kills init now
-  for (int fd : {f.sync_r, f.gate_child, f.out_w, f.err_w, f.devnull, f.broker})
+  for (int fd : {f.sync_r, f.gate_child, f.out_w, f.err_w, f.devnull, f.broker, f.egress_child})
     if (fd >= 0) close(fd);
   SendRecord(f.status_w, Record::kInitPid, init, 0, "", "");
 
@@ -369,10 +388,36 @@ struct Job::State {
   bool module_exited = false;
   int module_status = 0;
   bool exec_failed = false;
+  // egress-allowlist: the channel init sends the job's listener on, and the
+  // proxy serving it until the job has ended (job_egress.h).
+  int egress = -1;
+  std::vector<std::string> egress_allow;
+  JobEgressOptions egress_options;
+  std::unique_ptr<egress::EgressProxy> proxy;
 
   ~State() {
-    for (int fd : {gate, status, out, err})
+    StopProxy();
+    for (int fd : {gate, status, out, err, egress})
       if (fd >= 0) close(fd);
+  }
+
+  // Closes the listener and every proxied connection, joins its threads.
+  void StopProxy() {
+    if (!proxy) return;
+    proxy->Stop();
+    proxy.reset();
+  }
+
+  // Receives the listener init made in the job's network namespace and
+  // serves it; the module is not released before this succeeded.
+  void ServeEgress() {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(start + kSetupDeadline - Clock::now());
+    auto listener = ReceiveListenerFromChild(egress, left);
+    CloseFd(egress);
+    if (!listener.ok()) return Refuse(listener.error().where + ": " + listener.error().what);
+    auto served = ServeJobEgress(egress_allow, listener.value(), egress_options);
+    if (!served.ok()) return Refuse("egress: the job's proxy: " + served.error().where + ": " + served.error().what);
+    proxy = std::move(served).value();
   }
 
   void Refuse(const std::string& reason) {
@@ -439,6 +484,10 @@ struct Job::State {
     const GateCheck check = VerifyConfined(launcher, init, cgroup_line, fresh, noexec, root_etc_idmapped);
     result.container.verified = check.reading;
     if (!check.ok) return Refuse("gate: the launcher is not confined: " + check.reason);
+    if (egress >= 0) {
+      ServeEgress();
+      if (aborted) return;
+    }
     if (send(gate, &kGateGo, 1, MSG_NOSIGNAL) != 1) return Refuse("gate: release" + ErrnoText(errno));
     phase = Phase::kAwaitExec;
   }
@@ -560,6 +609,9 @@ struct Job::State {
       }
       keeper = -1;
     }
+    // Nothing of the job is left to connect to the proxy.
+    StopProxy();
+    CloseFd(egress);
     // A keeper that died without closing the container: clean up here.
     if (leaf && !closed) {
       leaf->Kill();
@@ -741,19 +793,25 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   cp.run_as_gid = options.run_as_gid;
   cp.supervisor = getpid();
   cp.ignored_signals = IgnoredSignals();
+  if (ns.egress_listener) {
+    cp.egress_port = policy.net().proxy_port;
+    s.egress_allow = policy.net().allow;
+    s.egress_options = options.egress;
+  }
 
   JobFds f;
   int status_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, sync_pipe[2] = {-1, -1};
-  int gate_pair[2] = {-1, -1};
+  int gate_pair[2] = {-1, -1}, egress_pair[2] = {-1, -1};
   const int one = 1;
   f.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (f.devnull < 0 || pipe2(status_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0 ||
       pipe2(err_pipe, O_CLOEXEC) != 0 || pipe2(sync_pipe, O_CLOEXEC) != 0 ||
       socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, gate_pair) != 0 ||
-      setsockopt(gate_pair[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one) != 0) {
+      setsockopt(gate_pair[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one) != 0 ||
+      (ns.egress_listener && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, egress_pair) != 0)) {
     const int err = errno;
     for (int fd : {f.devnull, status_pipe[0], status_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1],
-                   sync_pipe[0], sync_pipe[1], gate_pair[0], gate_pair[1], broker_fd})
+                   sync_pipe[0], sync_pipe[1], gate_pair[0], gate_pair[1], egress_pair[0], egress_pair[1], broker_fd})
       if (fd >= 0) close(fd);
     if (s.leaf) s.leaf->Remove();
     return refuse("job-setup: pipes" + ErrnoText(err));
@@ -765,6 +823,8 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   f.sync_r = sync_pipe[0];
   f.sync_w = sync_pipe[1];
   f.gate_child = gate_pair[1];
+  f.egress_child = egress_pair[1];
+  s.egress = egress_pair[0];
   s.status = status_pipe[0];
   s.out = out_pipe[0];
   s.err = err_pipe[0];
@@ -778,6 +838,7 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   const int fork_err = errno;
   for (int fd : {f.status_w, f.out_w, f.err_w, f.sync_r, f.sync_w, f.gate_child, f.devnull}) close(fd);
   if (f.broker >= 0) close(f.broker);
+  if (f.egress_child >= 0) close(f.egress_child);
   if (s.keeper < 0) {
     s.keeper = -1;
     s.Refuse("job-setup: fork" + ErrnoText(fork_err));
@@ -933,7 +994,8 @@ nlohmann::ordered_json SupervisorReport(const HostFacts& host) {
       {"namespaces",
        {{"available", host.user_namespaces && ns.ok},
         {"detail", host.user_namespaces ? ns.detail : host.user_namespaces_detail},
-        {"job", "user, pid (init reaps; fresh /proc), ipc, uts, mnt; net for net none"}}},
+        {"job", "user, pid (init reaps; fresh /proc), ipc, uts, mnt; net for net none, and for egress-allowlist "
+                "with the agent's proxy as its only listener"}}},
       {"verification",
        "read from /proc/<pid>/ before exec: NoNewPrivs 1, Seccomp 2, Seccomp_filters >= 1, CapEff/CapPrm/CapInh/CapAmb "
        "0, the cgroup leaf, fresh namespaces, writable grants mounted noexec, a root job's /etc idmapped; Landlock leaves no trace there"},

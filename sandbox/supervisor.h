@@ -13,7 +13,10 @@
 //             the job's cgroup leaf, releases it, waits for it, then kills
 //             and removes the leaf and reports. PR_SET_PDEATHSIG(SIGTERM):
 //             if the supervisor dies (even by SIGKILL) it kills init first.
-//   init      pid 1 of the job: a fresh /proc, the hostname, then reaps.
+//   init      pid 1 of the job: a fresh /proc, the hostname; for
+//             egress-allowlist, `lo` up and the proxy listener, handed to
+//             the supervisor (job_egress.h) before the launcher is forked;
+//             then reaps.
 //             PR_SET_PDEATHSIG(SIGKILL) on the keeper. When it exits the
 //             kernel kills everything left in the pid namespace: a
 //             double-forked setsid daemon included.
@@ -29,6 +32,16 @@
 // oarbank-agent: one exec fewer per job (the benchmark target is 4x a bare
 // /bin/true), and the fork happens before any thread of the agent can hold
 // a lock the child needs (glibc's fork keeps malloc usable).
+//
+// The supervisor may be multi-threaded when it forks (jobs started from
+// several threads; each egress-allowlist job's proxy has its own threads),
+// and another thread may hold any lock at that moment (the proxy's log holds
+// stderr's). So after the fork keeper, init and launcher make system calls,
+// format into stack buffers (snprintf) and take no lock, with one exception:
+// libseccomp builds the filter in the launcher with malloc, which stays
+// usable because glibc's fork() holds every malloc arena lock across the
+// fork (a Landlock rule that fails also formats its port with std::to_string
+// before the launcher exits).
 //
 // Caller obligations: the thread that starts a job must outlive it
 // (PR_SET_PDEATHSIG follows the forking thread), and nothing else in the
@@ -48,6 +61,7 @@
 #include <nlohmann/json.hpp>
 
 #include "host_facts.h"
+#include "job_egress.h"
 #include "policy.h"
 #include "verify.h"
 
@@ -117,6 +131,9 @@ struct RunOptions {
   std::optional<gid_t> run_as_gid;
   int abi_floor = 0;            // refused below this Landlock ABI
   int landlock_abi_cap = -1;    // testing: lower the Landlock ABI used
+  // egress-allowlist: the proxy the supervisor serves as the only listener
+  // of the job's network namespace (job_egress.h), for the job's lifetime.
+  JobEgressOptions egress;
 };
 
 // The capability gate: whether the cage, namespaces included, can be

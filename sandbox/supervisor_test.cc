@@ -330,14 +330,16 @@ TEST_P(SupervisorTest, NamespacesAreFreshAndNetIsEmpty) {
   EXPECT_EQ(r.container.namespaces, "user,pid,ipc,uts,mnt,net");
 }
 
-TEST_P(SupervisorTest, EgressAllowlistKeepsTheHostNetwork) {
+TEST_P(SupervisorTest, EgressAllowlistGetsANetworkOfItsOwn) {
+  // Its only listener is the agent's proxy (supervisor_egress_test.cc).
   const std::string egress = R"("net": {"mode": "egress-allowlist", "allow": ["a.example"], "proxy_port": 3128})";
   char buf[64] = {};
   ASSERT_GT(readlink("/proc/self/ns/net", buf, sizeof buf - 1), 0);
   const auto r = Run({"/usr/bin/readlink", "/proc/self/ns/net"}, {}, egress);
   ASSERT_EQ(r.fault, cage::Fault::kNone) << r.reason;
-  EXPECT_EQ(r.stdout_text, std::string(buf) + "\n");
-  EXPECT_EQ(r.container.namespaces, "user,pid,ipc,uts,mnt");
+  EXPECT_NE(r.stdout_text, std::string(buf) + "\n");
+  EXPECT_EQ(r.stdout_text.rfind("net:[", 0), 0u) << r.stdout_text;
+  EXPECT_EQ(r.container.namespaces, "user,pid,ipc,uts,mnt,net");
 }
 
 TEST_P(SupervisorTest, TheAgentsSecretsAndFdsDoNotReachTheModule) {
@@ -908,9 +910,12 @@ TEST(AvailabilityTest, ThisHostSaysWhatItCanDo) {
 TEST(NamespacePlanTest, NetNoneGetsAnEmptyNetworkNamespace) {
   TempTree tree;
   EXPECT_EQ(PlanJobNamespaces(tree.Runner()).Names(), "user,pid,ipc,uts,mnt,net");
-  EXPECT_EQ(PlanJobNamespaces(tree.Runner(R"("net": {"mode": "egress-allowlist", "allow": ["a.example"],
-                                          "proxy_port": 3128})")).Names(),
-            "user,pid,ipc,uts,mnt");
+  const NamespacePlan egress = PlanJobNamespaces(tree.Runner(R"("net": {"mode": "egress-allowlist",
+                                                            "allow": ["a.example"], "proxy_port": 3128})"));
+  EXPECT_EQ(egress.Names(), "user,pid,ipc,uts,mnt,net");
+  EXPECT_TRUE(egress.egress_listener);
+  EXPECT_NE(egress.net_detail.find("127.0.0.1:3128"), std::string::npos) << egress.net_detail;
+  EXPECT_FALSE(PlanJobNamespaces(tree.Runner()).egress_listener);
   EXPECT_EQ(PlanIdMaps(1000, 1000, std::nullopt, std::nullopt).uid_map, "1000 1000 1\n");
   EXPECT_TRUE(PlanIdMaps(1000, 1000, std::nullopt, std::nullopt).deny_setgroups);
   EXPECT_EQ(PlanIdMaps(0, 0, kNobody, kNobody).uid_map, "0 0 1\n65534 65534 1\n");
