@@ -154,7 +154,9 @@ bool CollectWorldReadable(int parent_fd, const std::string& name, const std::str
 
 void ProbeRootEtc(HostFacts& f) {
   if (!f.runs_as_root || f.etc_view.idmap || !f.etc_world_readable.empty()) return;
-  f.etc_view = OpenRootEtcView();
+  // The idmap namespace is reusable: a long-lived agent makes it once.
+  static const RootEtcView view = OpenRootEtcView();
+  f.etc_view = view;
   if (!f.etc_view.idmap) CollectWorldReadable(AT_FDCWD, "/etc", "/etc", f.etc_world_readable);
 }
 

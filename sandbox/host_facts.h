@@ -67,7 +67,8 @@ HostFacts ProbeHost(int abi_cap = -1);
 // For a launch (or a report of one) by root: fills `etc_view`, or, where
 // the host cannot idmap, `etc_world_readable`. Not part of ProbeHost, which
 // callers that launch nothing use too: it forks a child and opens a
-// namespace. Nothing for a process that is not root.
+// namespace (once per process; later calls reuse it). Nothing for a process
+// that is not root.
 void ProbeRootEtc(HostFacts& f);
 
 }  // namespace oarbank
