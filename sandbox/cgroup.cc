@@ -1,5 +1,7 @@
 #include "cgroup.h"
 
+#include "write_file.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -32,13 +34,7 @@ void SleepMillis(long ms) {
 int WriteAt(const char* dir, const char* name, const char* text) {
   char path[4096];
   if (snprintf(path, sizeof path, "%s/%s", dir, name) >= static_cast<int>(sizeof path)) return ENAMETOOLONG;
-  const int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  const size_t len = strlen(text);
-  const ssize_t n = write(fd, text, len);
-  const int err = n == static_cast<ssize_t>(len) ? 0 : (n < 0 ? errno : EIO);
-  close(fd);
-  return err;
+  return WriteWholeFile(path, text);
 }
 
 // Reads dir/name into buf (NUL-terminated). Returns bytes or -1.

@@ -1,6 +1,7 @@
 #include "enforce.h"
 
 #include "root_etc.h"
+#include "write_file.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -60,17 +61,6 @@ std::optional<StepFailure> Fail(LaunchStep step, int err, const char* fmt, ...) 
   return f;
 }
 
-bool WriteFile(const char* path, const char* text) {
-  const int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const ssize_t len = static_cast<ssize_t>(strlen(text));
-  const bool ok = write(fd, text, static_cast<size_t>(len)) == len;
-  const int saved = errno;
-  close(fd);
-  errno = saved;
-  return ok;
-}
-
 std::optional<StepFailure> CloseInheritedFds(int keep) {
   // Close-on-exec rather than close: the launcher's own error pipe (if any)
   // must live until exec, and nothing survives exec but `keep`.
@@ -125,11 +115,11 @@ std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOpt
   if (!own_mount_namespace) {
     if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return Fail(kStep, errno, "unshare(CLONE_NEWUSER|CLONE_NEWNS)");
     char map[64];
-    if (!WriteFile("/proc/self/setgroups", "deny")) return Fail(kStep, errno, "/proc/self/setgroups");
+    if (int err = WriteWholeFile("/proc/self/setgroups", "deny")) return Fail(kStep, err, "/proc/self/setgroups");
     snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
-    if (!WriteFile("/proc/self/uid_map", map)) return Fail(kStep, errno, "/proc/self/uid_map");
+    if (int err = WriteWholeFile("/proc/self/uid_map", map)) return Fail(kStep, err, "/proc/self/uid_map");
     snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
-    if (!WriteFile("/proc/self/gid_map", map)) return Fail(kStep, errno, "/proc/self/gid_map");
+    if (int err = WriteWholeFile("/proc/self/gid_map", map)) return Fail(kStep, err, "/proc/self/gid_map");
   }
   // Nothing done here may propagate back to the host's mounts.
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return Fail(kStep, errno, "make / private");

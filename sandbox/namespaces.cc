@@ -1,5 +1,7 @@
 #include "namespaces.h"
 
+#include "write_file.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -19,15 +21,10 @@ namespace {
 constexpr int kBaseFlags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNS;
 constexpr char kHostname[] = "oarbank";
 
-int WriteProcFile(pid_t pid, const char* name, const char* text, size_t len) {
+int WriteProcFile(pid_t pid, const char* name, const char* text) {
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/%s", static_cast<int>(pid), name);
-  const int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  const ssize_t n = write(fd, text, len);
-  const int err = n == static_cast<ssize_t>(len) ? 0 : (n < 0 ? errno : EIO);
-  close(fd);
-  return err;
+  return WriteWholeFile(path, text);
 }
 
 }  // namespace
@@ -89,12 +86,12 @@ pid_t CloneIntoNamespaces(int clone_flags) {
 int WriteIdMapsFromParent(pid_t pid, const IdMaps& maps, const char** what) {
   if (maps.deny_setgroups) {
     *what = "setgroups";
-    if (int err = WriteProcFile(pid, "setgroups", "deny", 4)) return err;
+    if (int err = WriteProcFile(pid, "setgroups", "deny")) return err;
   }
   *what = "uid_map";
-  if (int err = WriteProcFile(pid, "uid_map", maps.uid_map.data(), maps.uid_map.size())) return err;
+  if (int err = WriteProcFile(pid, "uid_map", maps.uid_map.c_str())) return err;
   *what = "gid_map";
-  return WriteProcFile(pid, "gid_map", maps.gid_map.data(), maps.gid_map.size());
+  return WriteProcFile(pid, "gid_map", maps.gid_map.c_str());
 }
 
 int SetUpInitInChild(const char** what) {

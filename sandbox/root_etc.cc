@@ -1,5 +1,7 @@
 #include "root_etc.h"
 
+#include "write_file.h"
+
 #include <fcntl.h>
 #include <linux/mount.h>
 #include <sched.h>
@@ -18,17 +20,6 @@ namespace {
 // On-disk root becomes 65534 on the view; no other id is mapped, so every
 // other owner is nobody. Root (fsuid 0, fsgid 0) owns nothing there.
 constexpr char kIdmap[] = "0 65534 1\n";
-
-bool WriteAll(const char* path, const char* text) {
-  const int fd = open(path, O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  const ssize_t len = static_cast<ssize_t>(strlen(text));
-  const bool ok = write(fd, text, static_cast<size_t>(len)) == len;
-  const int saved = errno;
-  close(fd);
-  errno = saved;
-  return ok;
-}
 
 std::string Why(const char* what, int err) { return std::string(what) + ": " + strerror(err); }
 
@@ -56,14 +47,12 @@ int IdmapUserNamespace(std::string& why) {
   } else {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/uid_map", static_cast<int>(child));
-    const bool uid_ok = WriteAll(path, kIdmap);
-    int err = errno;
+    const int uid_err = WriteWholeFile(path, kIdmap);
     snprintf(path, sizeof path, "/proc/%d/gid_map", static_cast<int>(child));
-    const bool gid_ok = uid_ok && WriteAll(path, kIdmap);
-    if (uid_ok && !gid_ok) err = errno;
+    const int gid_err = uid_err != 0 ? 0 : WriteWholeFile(path, kIdmap);
     snprintf(path, sizeof path, "/proc/%d/ns/user", static_cast<int>(child));
-    if (!uid_ok || !gid_ok)
-      why = Why(uid_ok ? "gid_map" : "uid_map", err);
+    if (uid_err != 0 || gid_err != 0)
+      why = Why(uid_err != 0 ? "uid_map" : "gid_map", uid_err != 0 ? uid_err : gid_err);
     else if ((ns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
       why = Why("open ns/user", errno);
   }

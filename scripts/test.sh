@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test: installs and builds (scripts/setup.sh), a bounded fuzz run of
-# the policy parser, the GoogleTest and rapidcheck suites under CTest
+# each parser (policy, egress request, broker request, manifest), the GoogleTest and rapidcheck suites under CTest
 # (confinement tests run the confined side as root and as uid 65534), and the
 # pytest suites (the CLI end to end, and the escape battery with its
 # reports), then the kernel matrix: the battery inside eight Debian kernels
@@ -10,18 +10,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 
-echo "== fuzz (policy parser, ${OARBANK_FUZZ_SECONDS:-60} s)"
-scripts/fuzz-policy.sh "${OARBANK_FUZZ_SECONDS:-60}" > build/fuzz-policy.log 2>&1 || { tail -40 build/fuzz-policy.log; exit 1; }
-tail -1 build/fuzz-policy.log
-echo "== fuzz (egress request parser, ${OARBANK_FUZZ_SECONDS:-60} s)"
-scripts/fuzz-egress.sh "${OARBANK_FUZZ_SECONDS:-60}" > build/fuzz-egress.log 2>&1 || { tail -40 build/fuzz-egress.log; exit 1; }
-tail -1 build/fuzz-egress.log
-echo "== fuzz (broker request parser, ${OARBANK_FUZZ_SECONDS:-60} s)"
-scripts/fuzz-broker.sh "${OARBANK_FUZZ_SECONDS:-60}" > build/fuzz-broker.log 2>&1 || { tail -40 build/fuzz-broker.log; exit 1; }
-tail -1 build/fuzz-broker.log
-echo "== fuzz (manifest parser, ${OARBANK_FUZZ_SECONDS:-60} s)"
-scripts/fuzz-manifest.sh "${OARBANK_FUZZ_SECONDS:-60}" > build/fuzz-manifest.log 2>&1 || { tail -40 build/fuzz-manifest.log; exit 1; }
-tail -1 build/fuzz-manifest.log
+for parser in policy egress broker manifest; do  # scripts/fuzz-<parser>.sh
+  echo "== fuzz ($parser parser, ${OARBANK_FUZZ_SECONDS:-60} s)"
+  scripts/fuzz-$parser.sh "${OARBANK_FUZZ_SECONDS:-60}" > build/fuzz-$parser.log 2>&1 || { tail -40 build/fuzz-$parser.log; exit 1; }
+  tail -1 build/fuzz-$parser.log
+done
 
 echo "== ctest"
 ctest --test-dir build --output-on-failure -j2
