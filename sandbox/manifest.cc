@@ -1,5 +1,7 @@
 #include "manifest.h"
 
+#include "read_file.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -338,13 +340,9 @@ Result<Manifest> ParseManifest(std::string_view toml_text) {
 }
 
 Result<Manifest> LoadManifestFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Bad(path, "cannot read the manifest file");
-  std::string text;
-  char chunk[16384];
-  while (text.size() <= kMaxManifestBytes && (in.read(chunk, sizeof chunk) || in.gcount() > 0))
-    text.append(chunk, static_cast<size_t>(in.gcount()));
-  return ParseManifest(text);
+  const auto text = ReadFileUpTo(path, kMaxManifestBytes);
+  if (!text) return Bad(path, "cannot read the manifest file");
+  return ParseManifest(*text);
 }
 
 std::string ErrorLineWithPrefix(std::string_view prefix, const Error& error) {

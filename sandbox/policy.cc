@@ -1,5 +1,7 @@
 #include "policy.h"
 
+#include "read_file.h"
+
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -422,15 +424,9 @@ Result<Policy> ParsePolicy(std::string_view json_text) {
 }
 
 Result<Policy> LoadPolicyFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Bad(path, "cannot read the policy file");
-  // Read in small chunks: a policy is a few hundred bytes, and zero-filling
-  // the 1 MiB limit up front costs more than the rest of a launch.
-  std::string text;
-  char chunk[16384];
-  while (text.size() <= kMaxPolicyBytes && (in.read(chunk, sizeof chunk) || in.gcount() > 0))
-    text.append(chunk, static_cast<size_t>(in.gcount()));
-  return ParsePolicy(text);
+  const auto text = ReadFileUpTo(path, kMaxPolicyBytes);
+  if (!text) return Bad(path, "cannot read the policy file");
+  return ParsePolicy(*text);
 }
 
 std::optional<std::string> CheckNetAllowEntry(const std::string& entry) { return CheckAllowEntry(entry); }
