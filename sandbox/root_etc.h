@@ -38,7 +38,7 @@ struct RootEtcView {
 };
 
 // Needs CAP_SYS_ADMIN and CAP_SETUID in the initial user namespace (root):
-// forks a short-lived child into a new user namespace mapped 0 -> 65534,
+// clones a short-lived child into a new user namespace mapped 0 -> 65534,
 // keeps that namespace, and proves it by idmapping a copy of /etc once.
 RootEtcView OpenRootEtcView();
 
