@@ -153,8 +153,12 @@ std::optional<StepFailure> DropCapabilities() {
   // stops exec from granting any: the bounding set is then moot.
   const bool has_setpcap = data[CAP_TO_INDEX(CAP_SETPCAP)].effective & CAP_TO_MASK(CAP_SETPCAP);
   if (has_setpcap) {
-    for (int cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; ++cap) {
-      if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) return Fail(kStep, errno, "bounding set, capability %d", cap);
+    // Every capability this kernel knows: dropping one past the last answers
+    // EINVAL (dropping one already out of the set succeeds).
+    for (int cap = 0;; ++cap) {
+      if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0) continue;
+      if (errno == EINVAL && cap > CAP_SETPCAP) break;
+      return Fail(kStep, errno, "bounding set, capability %d", cap);
     }
     // Root keeps no special status across exec either.
     if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
