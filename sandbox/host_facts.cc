@@ -10,27 +10,47 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
+#include <cctype>
+#include <string_view>
 
 #include "base_system.h"
 #include "landlock_abi.h"
+#include "read_file.h"
 
 namespace oarbank {
 namespace {
 
+// /proc and /sys knobs are one short line; mountinfo and /proc/self/cgroup
+// a few KiB. Plain reads (read_file.h): no iostreams on the launch path.
+constexpr size_t kMaxProcFileBytes = 1 << 20;
+
 std::string ReadFirstLine(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
+  std::string text = ReadFileUpTo(path, kMaxProcFileBytes).value_or("");
+  if (const auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
+  return text;
 }
 
-std::vector<std::string> Words(const std::string& s) {
-  std::istringstream in(s);
-  std::vector<std::string> out;
-  for (std::string w; in >> w;) out.push_back(w);
+std::vector<std::string_view> Lines(std::string_view text) {
+  std::vector<std::string_view> out;
+  while (!text.empty()) {
+    const auto nl = text.find('\n');
+    out.push_back(text.substr(0, nl));
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  }
   return out;
+}
+
+std::vector<std::string> Words(std::string_view s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (true) {
+    while (i < s.size() && isspace(static_cast<unsigned char>(s[i]))) ++i;
+    if (i == s.size()) return out;
+    size_t j = i;
+    while (j < s.size() && !isspace(static_cast<unsigned char>(s[j]))) ++j;
+    out.emplace_back(s.substr(i, j - i));
+    i = j;
+  }
 }
 
 void ProbeLandlock(HostFacts& f, int abi_cap) {
@@ -77,10 +97,10 @@ void ProbeUserNamespaces(HostFacts& f) {
 
 void ProbeCgroup(HostFacts& f) {
   // The cgroup2 mount, from mountinfo: "... - cgroup2 none rw".
-  std::ifstream mounts("/proc/self/mountinfo");
-  for (std::string line; std::getline(mounts, line);) {
+  const std::string mountinfo = ReadFileUpTo("/proc/self/mountinfo", kMaxProcFileBytes).value_or("");
+  for (std::string_view line : Lines(mountinfo)) {
     const auto dash = line.find(" - ");
-    if (dash == std::string::npos) continue;
+    if (dash == std::string_view::npos) continue;
     const auto fields = Words(line.substr(0, dash));
     const auto tail = Words(line.substr(dash + 3));
     if (fields.size() >= 5 && !tail.empty() && tail[0] == "cgroup2") {
@@ -90,9 +110,9 @@ void ProbeCgroup(HostFacts& f) {
     }
   }
   if (!f.cgroup.v2_mounted) return;
-  std::ifstream self("/proc/self/cgroup");
-  for (std::string line; std::getline(self, line);) {
-    if (line.rfind("0::", 0) == 0) f.cgroup.own_path = f.cgroup.mount_point + line.substr(3);
+  const std::string self = ReadFileUpTo("/proc/self/cgroup", kMaxProcFileBytes).value_or("");
+  for (std::string_view line : Lines(self)) {
+    if (line.starts_with("0::")) f.cgroup.own_path = f.cgroup.mount_point + std::string(line.substr(3));
   }
   if (f.cgroup.own_path.empty()) return;
   while (f.cgroup.own_path.size() > 1 && f.cgroup.own_path.back() == '/') f.cgroup.own_path.pop_back();
