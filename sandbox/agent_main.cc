@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -158,24 +159,37 @@ int main(int argc, char** argv) {
   using namespace oarbank;
   CLI::App app{"oarbank-agent: run untrusted module code in a kernel-enforced cage"};
   app.require_subcommand(1);
+  // Only the subcommand named first is registered: a launch pays for every
+  // page of CLI11 state and code it touches (half a millisecond for the other
+  // seven here). Help, a typo or no subcommand registers them all, so the
+  // usage lists every one.
+  const std::string first = argc > 1 ? argv[1] : "";
+  const bool known = first == "sandbox-exec" || first == "sandbox-report" || first == "run" ||
+                     first == "egress-proxy" || first == "broker" || ManifestCommands::Names(first);
+  auto wants = [&](const char* name) { return !known || first == name; };
   int abi_cap = -1;
   const char* cap_help = "Use at most this Landlock ABI (testing: can only lower what the kernel offers)";
 
   std::string exec_policy;
   std::vector<std::string> exec_argv;
-  auto* exec = app.add_subcommand("sandbox-exec", "Confine this process per POLICY.json, then exec ARGV");
-  exec->add_option("--landlock-abi-max", abi_cap, cap_help)->check(CLI::Range(0, 1000));
   int gate_fd = -1;
-  exec->add_option("--gate-fd", gate_fd,
-                   "Unix socket: when confined, send 'R' and exec only after the supervisor answers 'G'")
-      ->check(CLI::Range(3, 1 << 20));
-  exec->add_option("policy", exec_policy, "Policy JSON file")->required();
-  exec->add_option("argv", exec_argv, "Command to run confined (after --)")->required();
+  CLI::App* exec = nullptr;
+  if (wants("sandbox-exec")) {
+    exec = app.add_subcommand("sandbox-exec", "Confine this process per POLICY.json, then exec ARGV");
+    exec->add_option("--landlock-abi-max", abi_cap, cap_help)->check(CLI::Range(0, 1000));
+    exec->add_option("--gate-fd", gate_fd,
+                     "Unix socket: when confined, send 'R' and exec only after the supervisor answers 'G'")
+        ->check(CLI::Range(3, 1 << 20));
+    exec->add_option("policy", exec_policy, "Policy JSON file")->required();
+    exec->add_option("argv", exec_argv, "Command to run confined (after --)")->required();
+  }
 
   std::string report_policy;
-  auto* report = app.add_subcommand("sandbox-report", "Print what this host enforces (and a policy's verdict)");
-  report->add_option("--landlock-abi-max", abi_cap, cap_help)->check(CLI::Range(0, 1000));
-  report->add_option("policy", report_policy, "Policy JSON file");
+  if (wants("sandbox-report")) {
+    auto* report = app.add_subcommand("sandbox-report", "Print what this host enforces (and a policy's verdict)");
+    report->add_option("--landlock-abi-max", abi_cap, cap_help)->check(CLI::Range(0, 1000));
+    report->add_option("policy", report_policy, "Policy JSON file");
+  }
 
   std::string run_policy;
   std::vector<std::string> run_argv;
@@ -183,54 +197,64 @@ int main(int argc, char** argv) {
   double timeout_s = 0;
   bool run_json = false;
   std::vector<std::string> run_env;
-  auto* run = app.add_subcommand("run", "Run ARGV supervised: namespaces, process container, verified before exec");
-  run->add_option("--timeout", timeout_s, "Kill the job after S seconds (0: none)")->check(CLI::Range(0.0, 1e7));
-  run->add_flag("--json", run_json, "Print the result as JSON (stdout, stderr, exit_code, signal, refused, fault)");
-  run->add_option("--stdout-max", run_options.stdout_max, "Keep at most this many bytes of stdout");
-  run->add_option("--stderr-max", run_options.stderr_max, "Keep at most this many bytes of stderr");
-  run->add_flag("--hard-limits", run_options.hard_limits, "Enforce limits as memory.max and cpu.max (refused where not)");
-  run->add_option("--env", run_env, "NAME=VALUE for the job's environment (repeatable)");
-  run->add_option("--landlock-abi-max", abi_cap, cap_help)->check(CLI::Range(0, 1000));
   std::vector<std::string> run_egress_public;
   std::string run_egress_resolver;
-  run->add_option("--egress-test-public-range", run_egress_public,
-                  "TEST ONLY: the job's egress proxy treats this CIDR (inside 198.18.0.0/15) as public (repeatable)")
-      ->allow_extra_args(false);
-  run->add_option("--egress-test-resolver", run_egress_resolver,
-                  "TEST ONLY: the job's egress proxy answers lookups from this file");
-  run->add_option("policy", run_policy, "Policy JSON file")->required();
-  run->add_option("argv", run_argv, "Command to run (after --)")->required();
+  CLI::App* run = nullptr;
+  if (wants("run")) {
+    run = app.add_subcommand("run", "Run ARGV supervised: namespaces, process container, verified before exec");
+    run->add_option("--timeout", timeout_s, "Kill the job after S seconds (0: none)")->check(CLI::Range(0.0, 1e7));
+    run->add_flag("--json", run_json, "Print the result as JSON (stdout, stderr, exit_code, signal, refused, fault)");
+    run->add_option("--stdout-max", run_options.stdout_max, "Keep at most this many bytes of stdout");
+    run->add_option("--stderr-max", run_options.stderr_max, "Keep at most this many bytes of stderr");
+    run->add_flag("--hard-limits", run_options.hard_limits, "Enforce limits as memory.max and cpu.max (refused where not)");
+    run->add_option("--env", run_env, "NAME=VALUE for the job's environment (repeatable)");
+    run->add_option("--landlock-abi-max", abi_cap, cap_help)->check(CLI::Range(0, 1000));
+    run->add_option("--egress-test-public-range", run_egress_public,
+                    "TEST ONLY: the job's egress proxy treats this CIDR (inside 198.18.0.0/15) as public (repeatable)")
+        ->allow_extra_args(false);
+    run->add_option("--egress-test-resolver", run_egress_resolver,
+                    "TEST ONLY: the job's egress proxy answers lookups from this file");
+    run->add_option("policy", run_policy, "Policy JSON file")->required();
+    run->add_option("argv", run_argv, "Command to run (after --)")->required();
+  }
 
   egress::ProxyCommandOptions proxy_options;
-  auto* proxy = app.add_subcommand("egress-proxy", "Serve the egress allowlist proxy (HTTP CONNECT, plain http://) on loopback");
-  proxy->add_option("--listen", proxy_options.listen, "127.0.0.1:PORT or [::1]:PORT (default: the policy's proxy_port)");
-  proxy->add_option("--allow", proxy_options.allow, "host[:port], '*.' for subdomains, 443 by default (repeatable)");
-  proxy->add_option("--policy", proxy_options.policy, "Take the list and the port from this policy's net");
-  proxy->add_option("--header-timeout", proxy_options.header_timeout_s, "Seconds to send a request head")->check(CLI::Range(0.01, 3600.0));
-  proxy->add_option("--idle-timeout", proxy_options.idle_timeout_s, "Close a connection idle this many seconds")->check(CLI::Range(0.01, 1e6));
-  proxy->add_option("--connect-timeout", proxy_options.connect_timeout_s, "Seconds to connect upstream")->check(CLI::Range(0.01, 3600.0));
-  proxy->add_option("--max-connections", proxy_options.max_connections, "Connections at once")->check(CLI::Range(1, 1 << 20));
-  proxy->add_option("--max-header-bytes", proxy_options.max_header_bytes, "Largest request head")->check(CLI::Range(256, 1 << 20));
-  proxy->add_option("--test-public-range", proxy_options.test_public_ranges,
-                    "TEST ONLY: treat this CIDR (inside 198.18.0.0/15) as public (repeatable)");
-  proxy->add_option("--test-resolver", proxy_options.test_resolver,
-                    "TEST ONLY: answer lookups from this file (NAME ADDR[,ADDR] [next answer...])");
+  CLI::App* proxy = nullptr;
+  if (wants("egress-proxy")) {
+    proxy = app.add_subcommand("egress-proxy", "Serve the egress allowlist proxy (HTTP CONNECT, plain http://) on loopback");
+    proxy->add_option("--listen", proxy_options.listen, "127.0.0.1:PORT or [::1]:PORT (default: the policy's proxy_port)");
+    proxy->add_option("--allow", proxy_options.allow, "host[:port], '*.' for subdomains, 443 by default (repeatable)");
+    proxy->add_option("--policy", proxy_options.policy, "Take the list and the port from this policy's net");
+    proxy->add_option("--header-timeout", proxy_options.header_timeout_s, "Seconds to send a request head")->check(CLI::Range(0.01, 3600.0));
+    proxy->add_option("--idle-timeout", proxy_options.idle_timeout_s, "Close a connection idle this many seconds")->check(CLI::Range(0.01, 1e6));
+    proxy->add_option("--connect-timeout", proxy_options.connect_timeout_s, "Seconds to connect upstream")->check(CLI::Range(0.01, 3600.0));
+    proxy->add_option("--max-connections", proxy_options.max_connections, "Connections at once")->check(CLI::Range(1, 1 << 20));
+    proxy->add_option("--max-header-bytes", proxy_options.max_header_bytes, "Largest request head")->check(CLI::Range(256, 1 << 20));
+    proxy->add_option("--test-public-range", proxy_options.test_public_ranges,
+                      "TEST ONLY: treat this CIDR (inside 198.18.0.0/15) as public (repeatable)");
+    proxy->add_option("--test-resolver", proxy_options.test_resolver,
+                      "TEST ONLY: answer lookups from this file (NAME ADDR[,ADDR] [next answer...])");
+  }
   broker::BrokerArgs broker_args;
-  auto* brk = app.add_subcommand("broker", "Serve one job's container broker socket (then run JOB-ARGV, if given)");
-  brk->add_option("--socket", broker_args.socket_path, "The job's broker socket path")->required();
-  brk->add_option("--work", broker_args.work_dir, "The job's work directory")->required();
-  brk->add_option("--data", broker_args.data_dir, "The module's data directory");
-  brk->add_option("--image", broker_args.images, "An approved image: name@sha256:<64 hex>=os/arch (repeatable)");
-  brk->add_option("--job", broker_args.job_id, "The job id (labels oarbank.job=ID)")->required();
-  brk->add_option("--cpus", broker_args.cpus, "The job's CPU reservation");
-  brk->add_option("--mem-gb", broker_args.mem_gb, "The job's memory reservation (GB)");
-  brk->add_option("--max-timeout", broker_args.max_timeout_s, "The longest timeout_s a request may ask");
-  brk->add_flag("--network-granted", broker_args.network_granted, "The job's policy has an egress grant");
-  brk->add_option("--state-dir", broker_args.state_dir, "Podman's storage and configuration for the broker");
-  brk->add_option("--job-uid", broker_args.job_uid, "Owner of what containers write (default: the work dir's)");
-  brk->add_option("--job-gid", broker_args.job_gid, "Group of what containers write (default: the work dir's)");
-  brk->add_option("job-argv", broker_args.job_argv, "Run this job (after --); the broker stops when it exits");
-  ManifestCommands manifest_commands(app);  // manifest-check, approve, manifest-policy (manifest_cli.h)
+  CLI::App* brk = nullptr;
+  if (wants("broker")) {
+    brk = app.add_subcommand("broker", "Serve one job's container broker socket (then run JOB-ARGV, if given)");
+    brk->add_option("--socket", broker_args.socket_path, "The job's broker socket path")->required();
+    brk->add_option("--work", broker_args.work_dir, "The job's work directory")->required();
+    brk->add_option("--data", broker_args.data_dir, "The module's data directory");
+    brk->add_option("--image", broker_args.images, "An approved image: name@sha256:<64 hex>=os/arch (repeatable)");
+    brk->add_option("--job", broker_args.job_id, "The job id (labels oarbank.job=ID)")->required();
+    brk->add_option("--cpus", broker_args.cpus, "The job's CPU reservation");
+    brk->add_option("--mem-gb", broker_args.mem_gb, "The job's memory reservation (GB)");
+    brk->add_option("--max-timeout", broker_args.max_timeout_s, "The longest timeout_s a request may ask");
+    brk->add_flag("--network-granted", broker_args.network_granted, "The job's policy has an egress grant");
+    brk->add_option("--state-dir", broker_args.state_dir, "Podman's storage and configuration for the broker");
+    brk->add_option("--job-uid", broker_args.job_uid, "Owner of what containers write (default: the work dir's)");
+    brk->add_option("--job-gid", broker_args.job_gid, "Group of what containers write (default: the work dir's)");
+    brk->add_option("job-argv", broker_args.job_argv, "Run this job (after --); the broker stops when it exits");
+  }
+  std::optional<ManifestCommands> manifest_commands;  // manifest-check, approve, manifest-policy (manifest_cli.h)
+  if (!known || ManifestCommands::Names(first)) manifest_commands.emplace(app);
 
   try {
     app.parse(argc, argv);
@@ -242,11 +266,12 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s\n", e.what());
     return kExitUsage;
   }
-  if (proxy->parsed()) return egress::RunEgressProxyCommand(proxy_options);
-  if (brk->parsed()) return broker::BrokerMain(broker_args);
-  if (auto status = manifest_commands.Run()) return *status;
-  if (exec->parsed()) return SandboxExec(exec_policy, exec_argv, abi_cap, gate_fd);
-  if (run->parsed()) {
+  if (proxy && proxy->parsed()) return egress::RunEgressProxyCommand(proxy_options);
+  if (brk && brk->parsed()) return broker::BrokerMain(broker_args);
+  if (manifest_commands)
+    if (auto status = manifest_commands->Run()) return *status;
+  if (exec && exec->parsed()) return SandboxExec(exec_policy, exec_argv, abi_cap, gate_fd);
+  if (run && run->parsed()) {
     run_options.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
     run_options.landlock_abi_cap = abi_cap;
     for (const auto& kv : run_env) {

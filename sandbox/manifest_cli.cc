@@ -43,6 +43,10 @@ struct ManifestCommands::Options {
   std::string out;
 };
 
+bool ManifestCommands::Names(const std::string& name) {
+  return name == "manifest-check" || name == "approve" || name == "manifest-policy";
+}
+
 ManifestCommands::ManifestCommands(CLI::App& app) : o_(std::make_shared<Options>()) {
   Options& o = *o_;
   o.check = app.add_subcommand("manifest-check", "A manifest's canonical requests, digest, flags and portability lint");

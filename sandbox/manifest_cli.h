@@ -14,6 +14,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -22,6 +23,8 @@ namespace oarbank {
 class ManifestCommands {
  public:
   explicit ManifestCommands(CLI::App& app);
+  // Whether `name` is one of these commands.
+  static bool Names(const std::string& name);
   // The exit status when one of these commands was parsed, else nothing.
   std::optional<int> Run() const;
 
