@@ -147,6 +147,7 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
     plan.mount_namespace = true;
   }
 
+  plan.seccomp.reserve(SeccompRuleTable().size());
   for (const auto& rule : SeccompRuleTable())
     if (Applies(rule.when, policy, plan.broker)) plan.seccomp.push_back(rule);
   return plan;

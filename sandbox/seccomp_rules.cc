@@ -145,6 +145,7 @@ std::vector<SeccompRule> BuildTable() {
       {CLONE_NEWIPC, "CLONE_NEWIPC"}, {CLONE_NEWUSER, "CLONE_NEWUSER"},     {CLONE_NEWPID, "CLONE_NEWPID"},
       {CLONE_NEWNET, "CLONE_NEWNET"},
   };
+  t.reserve(t.size() + std::size(ns_flags) + 64);  // the rows below, without a reallocation per doubling
   for (const auto& [flag, name] : ns_flags)
     t.push_back({"clone", {Masked(0, flag, flag)}, EPERM, When::kAlways, std::string("no new namespace: ") + name});
 
