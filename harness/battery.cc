@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -288,17 +289,22 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
     const std::string id = "run-" + std::to_string(++run_number);
     outside_dir = world->outside + "/" + id;
     const std::string writable = grant + "/" + id;
+    // Plain syscalls: this runs before each of the battery's ~1,500 runs.
     for (const auto& d : {outside_dir, writable}) {
-      fs::create_directories(d);
+      mkdir(d.c_str(), 0777);
       chmod(d.c_str(), 0777);
       (void)!chown(d.c_str(), uid, uid);
     }
     // A file of the run's own uid outside the grants, for truncate and link
     // probes: only the cage, not file permissions, may stop them.
     const std::string victim = outside_dir + "/" + probe + ".victim";
-    std::ofstream(victim) << "outside the grants\n";
-    chmod(victim.c_str(), 0666);
-    (void)!chown(victim.c_str(), uid, uid);
+    if (const int fd = open(victim.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666); fd >= 0) {
+      constexpr char kText[] = "outside the grants\n";
+      (void)!write(fd, kText, sizeof kText - 1);
+      (void)!fchmod(fd, 0666);
+      (void)!fchown(fd, uid, uid);
+      close(fd);
+    }
     const auto outside_pid = world->outside_pid.count(uid) ? world->outside_pid.at(uid) : world->outside_pid.begin()->second;
     return std::map<std::string, std::string>{
         {"OARBANK_PROBE_BUNDLE", world->bundle},
@@ -354,7 +360,9 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
   };
 
   // 2. Confined: the policy, the identity, the environment the agent builds.
-  auto run_confined = [&](const std::string& probe, size_t policy_index, uid_t uid) {
+  //    `last` is the worker's latest observation of the world, which stands
+  //    for the next run's "before" of the shared directories (ObserveWorld).
+  auto run_confined = [&](const std::string& probe, size_t policy_index, uid_t uid, std::optional<Evidence>& last) {
     const Policy& policy = policies[policy_index];
     const std::string& name = result.policies[policy_index];
     std::string outside_dir;
@@ -363,9 +371,10 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
     std::vector<std::string> argv = {o.agent, "sandbox-exec"};
     if (o.abi_cap >= 0) argv.insert(argv.end(), {"--landlock-abi-max", std::to_string(o.abi_cap)});
     argv.insert(argv.end(), {policy_paths[name], "--", world->bundle + "/" + probe});
-    const Evidence before = ObserveWorld(*world, outside_dir, probe);
+    const Evidence before = ObserveWorld(*world, outside_dir, probe, last ? &*last : nullptr);
     Cell cell{probe, name, uid, "", Spawn(argv, env, uid), Outcome::kPass, ""};
-    std::vector<std::string> evidence = CompareEvidence(before, ObserveWorld(*world, outside_dir, probe));
+    last = ObserveWorld(*world, outside_dir, probe);
+    std::vector<std::string> evidence = CompareEvidence(before, *last);
     reap_daemon(vars["OARBANK_PROBE_PIDFILE"], evidence);
     Judge(cell, table.value().Find(probe, name, result.abi), table.value().PolicyMinAbi(name), result.abi, evidence);
     return cell;
@@ -381,9 +390,10 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
     for (size_t i; (i = next++) < result.probes.size();) {
       const std::string& probe = result.probes[i];
       result.unconfined[i] = run_unconfined(probe);
+      std::optional<Evidence> last;  // what the unconfined run changed is no evidence: observe afresh
       for (size_t p = 0; p < result.policies.size(); ++p)
         for (size_t u = 0; u < o.uids.size(); ++u)
-          result.confined[i * per_probe + p * o.uids.size() + u] = run_confined(probe, p, o.uids[u]);
+          result.confined[i * per_probe + p * o.uids.size() + u] = run_confined(probe, p, o.uids[u], last);
     }
   };
   std::vector<std::thread> workers;

@@ -1,6 +1,7 @@
 #include "world.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -41,16 +42,36 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
-// Every path below dir with its size, so a truncation shows as well as a new file.
+// Every path below `prefix` (opened as `fd`, which this closes) with its
+// size, so a truncation shows as well as a new file. Directories are not
+// followed through symlinks; a symlink's size is its target's.
+void ListTreeInto(int fd, const std::string& prefix, std::set<std::string>& names) {
+  DIR* dir = fdopendir(fd);
+  if (dir == nullptr) {
+    close(fd);
+    return;
+  }
+  while (const dirent* e = readdir(dir)) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    const std::string path = prefix + "/" + e->d_name;
+    struct stat st {};
+    bool is_dir = e->d_type == DT_DIR;
+    if (e->d_type == DT_UNKNOWN && fstatat(dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+      is_dir = S_ISDIR(st.st_mode);
+    long long size = 0;
+    if (!is_dir && fstatat(dirfd(dir), e->d_name, &st, 0) == 0 && S_ISREG(st.st_mode)) size = st.st_size;
+    names.insert(path + " (" + std::to_string(size) + " bytes)");
+    if (!is_dir) continue;
+    const int child = openat(dirfd(dir), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (child >= 0) ListTreeInto(child, path, names);
+  }
+  closedir(dir);
+}
+
 std::set<std::string> ListTree(const std::string& dir) {
   std::set<std::string> names;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    std::error_code size_ec;
-    const auto size = it->is_regular_file(size_ec) ? fs::file_size(it->path(), size_ec) : 0;
-    names.insert(it->path().string() + " (" + std::to_string(size) + " bytes)");
-  }
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) ListTreeInto(fd, dir, names);
   return names;
 }
 
@@ -325,12 +346,12 @@ Result<std::string> MaterializePolicy(const World& world, const std::string& fix
   return path;
 }
 
-Evidence ObserveWorld(World& world, const std::string& outside_dir, const std::string& probe) {
+Evidence ObserveWorld(World& world, const std::string& outside_dir, const std::string& probe, const Evidence* shared) {
   Evidence e;
   e.arrivals = world.listeners->Take(probe);
-  e.bundle_files = ListTree(world.bundle);
+  e.bundle_files = shared ? shared->bundle_files : ListTree(world.bundle);
+  e.secret_files = shared ? shared->secret_files : ListTree(world.root + "/secret");
   e.outside_files = ListTree(outside_dir);
-  e.outside_files.merge(ListTree(world.root + "/secret"));
   return e;
 }
 
@@ -340,8 +361,10 @@ std::vector<std::string> CompareEvidence(const Evidence& before, const Evidence&
     out.push_back("the host's " + arrival.substr(0, arrival.find(':')) + " listener got \"" + arrival.substr(arrival.find(": ") + 2) + "\"");
   for (const auto& f : after.bundle_files)
     if (!before.bundle_files.count(f)) out.push_back("new file in the bundle: " + f);
-  for (const auto& f : after.outside_files)
-    if (!before.outside_files.count(f)) out.push_back("changed outside the grants: " + f);
+  for (const auto& [was, is] : {std::pair{&before.secret_files, &after.secret_files},
+                                {&before.outside_files, &after.outside_files}})
+    for (const auto& f : *is)
+      if (!was->count(f)) out.push_back("changed outside the grants: " + f);
   return out;
 }
 

@@ -85,9 +85,16 @@ Result<std::string> MaterializePolicy(const World& world, const std::string& fix
 struct Evidence {
   std::vector<std::string> arrivals;  // Listeners::Take(probe) at this observation
   std::set<std::string> bundle_files;
-  std::set<std::string> outside_files;
+  std::set<std::string> secret_files;   // the world's secret directory
+  std::set<std::string> outside_files;  // the run's own directory outside the grants
 };
-Evidence ObserveWorld(World& world, const std::string& outside_dir, const std::string& probe);
+// Lists the bundle and the secret directory again unless `shared` is given:
+// a worker's observation after one run serves as the next run's "before"
+// (the directories every run sees are listed once per run, not twice). Only
+// an escape changes them in between, and an escape fails the battery in
+// whichever run's evidence it shows.
+Evidence ObserveWorld(World& world, const std::string& outside_dir, const std::string& probe,
+                      const Evidence* shared = nullptr);
 // What a run changed between two observations, one line each.
 std::vector<std::string> CompareEvidence(const Evidence& before, const Evidence& after);
 
