@@ -2,15 +2,18 @@
 # Egress proxy benchmark: throughput of a large transfer and the added
 # latency of one CONNECT through `oarbank-agent egress-proxy`, as ratios to
 # direct, and 200 concurrent tunnels, in one run (bench/egress_bench.py).
+# The same run also moves the transfer through bench/splice_relay (a bare
+# splice(2) relay): the proxy against it is the proxy's own cost, it against
+# direct is what the extra hop costs on this machine.
 #
 #   bench/egress.sh [--bytes N] [--tunnels N] [--strict]
 #
 # Needs root (a network namespace with a veth pair, addresses in
-# 198.19.0.0/16 only). Builds oarbank-agent in build/ if it is missing.
+# 198.19.0.0/16 only). Builds oarbank-agent and splice_relay in build/.
 # Prints PASS/MISS per target; --strict exits 1 on a miss.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "bench/egress.sh: needs root (network namespace)" >&2; exit 64; fi
-agent="${OARBANK_BUILD:-build}/sandbox/oarbank-agent"
-[ -x "$agent" ] || ninja -C "${OARBANK_BUILD:-build}" oarbank-agent
-exec python3 bench/egress_bench.py --agent "$agent" "$@"
+build="${OARBANK_BUILD:-build}"
+ninja -C "$build" oarbank-agent splice_relay >/dev/null
+exec python3 bench/egress_bench.py --agent "$build/sandbox/oarbank-agent" --relay "$build/bench/splice_relay" "$@"

@@ -100,6 +100,7 @@ def first_byte(open_conn):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--agent", required=True)
+    ap.add_argument("--relay", help="bench/splice_relay: the throughput of a bare relay, measured alongside")
     ap.add_argument("--bytes", type=int, default=1 << 30)
     ap.add_argument("--rounds", type=int, default=3, help="transfers per path (best is kept)")
     ap.add_argument("--latency-samples", type=int, default=300)
@@ -108,7 +109,7 @@ def main():
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="oeg-bench-")
-    servers = proxy = None
+    servers = proxy = relay = None
     sh("ip", "netns", "add", NS)
     try:
         sh("ip", "link", "add", VETH_HOST, "type", "veth", "peer", "name", VETH_NS)
@@ -129,17 +130,26 @@ def main():
                                   "--test-resolver", resolver, "--max-connections", str(args.tunnels + 50)],
                                  stdout=subprocess.PIPE, stderr=open(os.path.join(work, "proxy.log"), "w"), text=True)
         pport = json.loads(proxy.stdout.readline())["port"]
+        if args.relay:
+            relay = subprocess.Popen([args.relay, SERVER, "443"], stdout=subprocess.PIPE, text=True)
+            rport = json.loads(relay.stdout.readline())["port"]
 
         results = {}
         # Throughput: alternate the two paths, keep each one's best round.
-        direct_t, proxy_t = [], []
+        direct_t, proxy_t, relay_t = [], [], []
         for _ in range(args.rounds):
             direct_t.append(transfer(lambda: direct_connect(443), args.bytes))
             proxy_t.append(transfer(lambda: proxy_connect(pport, "bench.test:443"), args.bytes))
+            if relay:
+                relay_t.append(transfer(lambda: proxy_connect(rport, "bench.test:443"), args.bytes))
         mib = args.bytes / (1 << 20)
         results["direct_mib_s"] = mib / min(direct_t)
         results["proxy_mib_s"] = mib / min(proxy_t)
         results["throughput_ratio"] = results["proxy_mib_s"] / results["direct_mib_s"]
+        if relay:
+            results["relay_mib_s"] = mib / min(relay_t)
+            results["relay_ratio"] = results["relay_mib_s"] / results["direct_mib_s"]
+            results["proxy_vs_relay"] = results["proxy_mib_s"] / results["relay_mib_s"]
 
         # Latency to the first byte, interleaved, medians.
         for _ in range(20):  # warm up
@@ -177,9 +187,10 @@ def main():
         results["tunnels_held"] = len(held)
         results["tunnel_errors"] = errors
     finally:
-        if proxy:
-            proxy.terminate()
-            proxy.wait()
+        for p in (proxy, relay):
+            if p:
+                p.terminate()
+                p.wait()
         if servers:
             servers.kill()
             servers.wait()
@@ -201,6 +212,9 @@ def main():
     for name, value, ok, target in checks:
         print(f"{'PASS' if ok else 'MISS'}  {name}: {value}  (target {target})")
         missed += not ok
+    if "relay_mib_s" in results:
+        print(f"info  a bare splice relay (bench/splice_relay): {results['relay_ratio']:.2f}x direct "
+              f"({results['relay_mib_s']:.0f} MiB/s); the proxy is {results['proxy_vs_relay']:.2f}x the bare relay")
     print(json.dumps(results))
     return 1 if (missed and args.strict) else 0
 
