@@ -10,21 +10,6 @@
 
 #define MARKER "--oarbank-written-copy"
 
-static void copy_file(const char *from, const char *to, mode_t mode) {
-  int in = open(from, O_RDONLY | O_CLOEXEC);
-  if (in < 0) probe_error("open %s: %s", from, strerror(errno));
-  int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (out < 0) probe_error("create %s in the writable grant: %s", to, strerror(errno));
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(in, buf, sizeof buf)) > 0)
-    if (write(out, buf, (size_t)n) != n) probe_error("write %s: %s", to, strerror(errno));
-  if (n < 0) probe_error("read %s: %s", from, strerror(errno));
-  if (fchmod(out, mode) != 0) probe_error("chmod %s: %s", to, strerror(errno));
-  close(in);
-  close(out);
-}
-
 int main(int argc, char **argv) {
   if (argc >= 3 && strcmp(argv[1], MARKER) == 0) {
     unlink(argv[2]);
@@ -33,7 +18,7 @@ int main(int argc, char **argv) {
   const char *writable = probe_env("OARBANK_PROBE_WRITABLE");
   char path[4096];
   snprintf(path, sizeof path, "%s/%s.%d", writable, PROBE_NAME, (int)getpid());
-  copy_file("/proc/self/exe", path, 0755);
+  probe_copy_file("/proc/self/exe", path, 0755);
   char *args[] = {path, MARKER, path, NULL};
   execv(path, args);
   int err = errno;

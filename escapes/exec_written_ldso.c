@@ -17,20 +17,6 @@
 
 #define LDSO "/lib64/ld-linux-x86-64.so.2"
 
-static void copy_file(const char *from, const char *to, mode_t mode) {
-  int in = open(from, O_RDONLY | O_CLOEXEC);
-  if (in < 0) probe_error("open %s: %s", from, strerror(errno));
-  int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (out < 0) probe_error("create %s in the writable grant: %s", to, strerror(errno));
-  char buf[65536];
-  ssize_t n;
-  while ((n = read(in, buf, sizeof buf)) > 0)
-    if (write(out, buf, (size_t)n) != n) probe_error("write %s: %s", to, strerror(errno));
-  if (n < 0) probe_error("read %s: %s", from, strerror(errno));
-  close(in);
-  close(out);
-}
-
 int main(void) {
   const char *writable = probe_env("OARBANK_PROBE_WRITABLE");
   if (access(LDSO, F_OK) != 0) unsupported("no x86_64 dynamic loader at %s", LDSO);
@@ -38,7 +24,7 @@ int main(void) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s.%d", writable, PROBE_NAME, (int)getpid());
   /* Mode 0644: the loader needs only read, which is the point. */
-  copy_file(source, path, 0644);
+  probe_copy_file(source, path, 0644);
 
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) probe_error("pipe: %s", strerror(errno));

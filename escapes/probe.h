@@ -22,10 +22,12 @@
 #define OARBANK_PROBE_H
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef PROBE_NAME
@@ -104,6 +106,24 @@ static inline const char *probe_env(const char *name) {
 }
 
 static inline long probe_env_long(const char *name) { return strtol(probe_env(name), NULL, 10); }
+
+/* Copies `from` to a new file `to` (created, not overwritten) with `mode`:
+ * the written file that the exec probes then try to run. Any failure is the
+ * probe's error, not a verdict. */
+static inline void probe_copy_file(const char *from, const char *to, mode_t mode) {
+  int in = open(from, O_RDONLY | O_CLOEXEC);
+  if (in < 0) probe_error("open %s: %s", from, strerror(errno));
+  int out = open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (out < 0) probe_error("create %s in the writable grant: %s", to, strerror(errno));
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(in, buf, sizeof buf)) > 0)
+    if (write(out, buf, (size_t)n) != n) probe_error("write %s: %s", to, strerror(errno));
+  if (n < 0) probe_error("read %s: %s", from, strerror(errno));
+  if (fchmod(out, mode) != 0) probe_error("chmod %s: %s", to, strerror(errno));
+  close(in);
+  close(out);
+}
 
 /* For try-syscall probes: `ret`/`err` from a raw syscall made with bad
  * arguments. Any answer but the filter's errno means the call reached the
