@@ -5,6 +5,7 @@
 // exactly (a named fault, a signal, an errno's text), next to a positive
 // control that shows the test can see the thing it says is absent; what
 // must not survive is looked for from outside, in /proc.
+#include "read_file.h"
 #include "supervisor.h"
 
 #include <errno.h>
@@ -133,11 +134,10 @@ std::vector<pid_t> ProcessesWithCmdline(const std::string& token) {
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    std::ifstream stat(entry.path() / "stat");
-    std::string stat_line;
-    std::getline(stat, stat_line);
+    // Plain reads: a process that exits meanwhile answers ESRCH, on which an
+    // ifstream's buffer throws; such a process is simply not found.
+    const std::string cmdline = ReadFileUpTo(entry.path() / "cmdline", 1 << 16).value_or("");
+    const std::string stat_line = ReadFileUpTo(entry.path() / "stat", 1 << 12).value_or("");
     const auto close_paren = stat_line.rfind(')');
     const bool zombie = close_paren != std::string::npos && stat_line.size() > close_paren + 2 &&
                         stat_line[close_paren + 2] == 'Z';
