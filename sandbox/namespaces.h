@@ -52,7 +52,12 @@ IdMaps PlanIdMaps(uid_t uid, gid_t gid, std::optional<uid_t> run_as_uid, std::op
 // Like fork(2) (returns 0 in the child), with the child in the namespaces
 // of `clone_flags`. Raw clone: the caller must be single-threaded and the
 // child must stay on async-signal-safe calls until it forks again.
-pid_t CloneIntoNamespaces(int clone_flags);
+// With `cgroup_fd` (a cgroup2 directory) the child starts in that cgroup
+// (clone3 with CLONE_INTO_CGROUP, Linux 5.7): no window outside it, and no
+// migration through cgroup.procs after. `*placed` says whether that
+// happened; where it cannot (an older kernel, no permission), the child is
+// made as without it and the caller moves it.
+pid_t CloneIntoNamespaces(int clone_flags, int cgroup_fd = -1, bool* placed = nullptr);
 
 // FromParent: writes setgroups, uid_map and gid_map of `pid`. Returns 0 or
 // the errno, with the file that refused it in `what`.

@@ -296,8 +296,16 @@ void KeeperAbort(int) {
       _exit(1);
     }
   }
-  const pid_t init = CloneIntoNamespaces(cp.clone_flags);
-  if (init == 0) InitMain(cp, jf);
+  // init starts in the job's cgroup leaf where the kernel can place it so.
+  const int leaf_dir = cp.leaf != nullptr ? open(cp.leaf->path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+  bool in_leaf = false;
+  const pid_t init = CloneIntoNamespaces(cp.clone_flags, leaf_dir, &in_leaf);
+  const int clone_err = errno;
+  if (init == 0) {
+    if (leaf_dir >= 0) close(leaf_dir);
+    InitMain(cp, jf);
+  }
+  if (leaf_dir >= 0) close(leaf_dir);
   if (jf.root_etc_tree >= 0) close(jf.root_etc_tree);
   if (dumpable != 1) prctl(PR_SET_DUMPABLE, dumpable);
   if (init < 0) {
@@ -305,7 +313,7 @@ void KeeperAbort(int) {
     snprintf(detail, sizeof detail, "clone(%s): user namespaces refused here",
              (cp.clone_flags & CLONE_NEWNET) ? "NEWUSER|NEWPID|NEWIPC|NEWUTS|NEWNS|NEWNET"
                                              : "NEWUSER|NEWPID|NEWIPC|NEWUTS|NEWNS");
-    SendRecord(f.status_w, Record::kSetupFailed, 0, errno, "namespaces", detail);
+    SendRecord(f.status_w, Record::kSetupFailed, 0, clone_err, "namespaces", detail);
     _exit(1);
   }
   g_keeper_init = init;
@@ -320,7 +328,7 @@ void KeeperAbort(int) {
     snprintf(detail, sizeof detail, "write /proc/%d/%s", static_cast<int>(init), what);
     SendRecord(f.status_w, Record::kSetupFailed, 0, err, "user namespace", detail);
     kill(init, SIGKILL);
-  } else if (int err = cp.leaf != nullptr ? cp.leaf->MoveProcess(init) : 0) {
+  } else if (int err = cp.leaf != nullptr && !in_leaf ? cp.leaf->MoveProcess(init) : 0) {
     SendRecord(f.status_w, Record::kSetupFailed, 0, err, "cgroup", "move the job's init into its leaf");
     kill(init, SIGKILL);
   } else {
