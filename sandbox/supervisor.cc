@@ -233,7 +233,15 @@ void CloseAllBut(std::initializer_list<int> keep) {
       _exit(1);
     }
   }
-  const pid_t launcher = fork();
+  // The launcher borrows init's memory until it execs (vfork): no copy of the
+  // agent's page tables and no copy-on-write fault while it confines itself,
+  // about 1 ms here. init only waits, so being suspended until then costs it
+  // nothing; the launcher never returns into this frame, leaves init's fds,
+  // signal handlers and working directory alone (vfork copies those), and
+  // what it allocates stays unreachable in init's heap. A job switched to
+  // run_as unshares a user namespace of its own, which the kernel refuses to
+  // a process sharing its memory: that launcher is forked.
+  const pid_t launcher = cp.run_as_uid ? fork() : vfork();
   if (launcher == 0) LauncherMain(cp, f);
   if (launcher < 0) {
     SendRecord(f.status_w, Record::kSetupFailed, 0, errno, "pid-namespace init", "fork the launcher");
