@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "namespaces.h"
 #include "supervisor.h"
 #include "test_util.h"
 
@@ -153,6 +154,47 @@ TEST_F(CgroupTest, TheJobRunsInItsOwnLeafWhichIsGoneAfterwards) {
   // Positive control: this process is elsewhere.
   EXPECT_NE(ReadFile("/proc/self/cgroup").find("0::"), std::string::npos);
   EXPECT_EQ(ReadFile("/proc/self/cgroup").find("oarbank-job-"), std::string::npos);
+}
+
+TEST_F(CgroupTest, AJobsInitIsClonedIntoItsLeafOrMovedThere) {
+  // CLONE_INTO_CGROUP with the leaf's directory: the child starts there.
+  // Given an fd that is no cgroup, the clone falls back to a plain one
+  // (placed = false, the child in this process's cgroup), as on a kernel
+  // before 5.7, and the caller moves it.
+  auto leaf = CgroupLeaf::Create(delegation_, {});
+  ASSERT_TRUE(leaf.ok()) << leaf.error().what;
+  const int leaf_dir = open(leaf.value().path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int not_a_cgroup = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(leaf_dir, 0);
+  ASSERT_GE(not_a_cgroup, 0);
+  const std::string own = ReadFile("/proc/self/cgroup");
+  for (const auto& [fd, expect_placed] : {std::pair{leaf_dir, true}, {not_a_cgroup, false}}) {
+    int report[2];
+    ASSERT_EQ(pipe(report), 0);
+    bool placed = !expect_placed;
+    const pid_t child = oarbank::CloneIntoNamespaces(0, fd, &placed);
+    if (child == 0) {
+      close(report[0]);
+      const std::string mine = ReadFile("/proc/self/cgroup");
+      (void)!write(report[1], mine.data(), mine.size());
+      _exit(0);
+    }
+    ASSERT_GT(child, 0) << strerror(errno);
+    close(report[1]);
+    std::string seen;
+    char buf[512];
+    for (ssize_t n; (n = read(report[0], buf, sizeof buf)) > 0;) seen.append(buf, static_cast<size_t>(n));
+    close(report[0]);
+    ASSERT_EQ(waitpid(child, nullptr, 0), child);
+    EXPECT_EQ(placed, expect_placed);
+    if (expect_placed)
+      EXPECT_EQ(V2Line(seen), CgroupProcLine(host_.cgroup, leaf.value().path()) + "\n");
+    else
+      EXPECT_EQ(seen, own);
+  }
+  close(leaf_dir);
+  close(not_a_cgroup);
+  EXPECT_EQ(leaf.value().Remove(), 0);
 }
 
 TEST_F(CgroupTest, CgroupKillTakesEveryProcessHoweverItForked) {
