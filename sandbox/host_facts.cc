@@ -20,9 +20,11 @@
 namespace oarbank {
 namespace {
 
-// /proc and /sys knobs are one short line; mountinfo and /proc/self/cgroup
-// a few KiB. Plain reads (read_file.h): no iostreams on the launch path.
+// /proc and /sys knobs are one short line, /proc/self/cgroup a few lines;
+// mountinfo is about 150 bytes a mount, and a container host may have tens
+// of thousands. Plain reads (read_file.h): no iostreams on the launch path.
 constexpr size_t kMaxProcFileBytes = 1 << 20;
+constexpr size_t kMaxMountinfoBytes = 256 << 20;
 
 std::string ReadFirstLine(const std::string& path) {
   std::string text = ReadFileUpTo(path, kMaxProcFileBytes).value_or("");
@@ -97,7 +99,7 @@ void ProbeUserNamespaces(HostFacts& f) {
 
 void ProbeCgroup(HostFacts& f) {
   // The cgroup2 mount, from mountinfo: "... - cgroup2 none rw".
-  const std::string mountinfo = ReadFileUpTo("/proc/self/mountinfo", kMaxProcFileBytes).value_or("");
+  const std::string mountinfo = ReadFileUpTo("/proc/self/mountinfo", kMaxMountinfoBytes).value_or("");
   for (std::string_view line : Lines(mountinfo)) {
     const auto dash = line.find(" - ");
     if (dash == std::string_view::npos) continue;
