@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <linux/mount.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>
@@ -25,9 +26,9 @@ std::string Why(const char* what, int err) { return std::string(what) + ": " + s
 
 // The child that holds the namespace. It shares the caller's memory
 // (CLONE_VM: no copy of a large process's page tables, five times cheaper
-// here than a fork), so it only blocks on its own stack until it is killed;
-// pause() touches errno only if a handler runs, and nobody signals it but
-// the caller, with SIGKILL.
+// here than a fork), so it only blocks on its own stack until the caller
+// kills it. It starts with every signal blocked: no handler of the caller's
+// can run on its stack, and pause() returns for none.
 int HoldNamespace(void*) {
   for (;;) pause();
 }
@@ -35,9 +36,14 @@ int HoldNamespace(void*) {
 // A user namespace holding only kIdmap, as an fd; -1 and `why` otherwise.
 int IdmapUserNamespace(std::string& why) {
   alignas(64) char stack[8192];
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &before);
   const pid_t child = clone(HoldNamespace, stack + sizeof stack, CLONE_VM | CLONE_NEWUSER | SIGCHLD, nullptr);
+  const int clone_err = errno;
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
   if (child < 0) {
-    why = Why("clone(CLONE_NEWUSER)", errno);
+    why = Why("clone(CLONE_NEWUSER)", clone_err);
     return -1;
   }
   char path[64];
