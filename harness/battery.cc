@@ -374,7 +374,7 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
     const Evidence before = ObserveWorld(*world, outside_dir, probe, last ? &*last : nullptr);
     Cell cell{probe, name, uid, "", Spawn(argv, env, uid), Outcome::kPass, ""};
     last = ObserveWorld(*world, outside_dir, probe);
-    std::vector<std::string> evidence = CompareEvidence(before, *last);
+    std::vector<std::string> evidence = CompareEvidence(before, *last, probe);
     reap_daemon(vars["OARBANK_PROBE_PIDFILE"], evidence);
     Judge(cell, table.value().Find(probe, name, result.abi), table.value().PolicyMinAbi(name), result.abi, evidence);
     return cell;

@@ -96,6 +96,9 @@ struct Evidence {
 Evidence ObserveWorld(World& world, const std::string& outside_dir, const std::string& probe,
                       const Evidence* shared = nullptr);
 // What a run changed between two observations, one line each.
-std::vector<std::string> CompareEvidence(const Evidence& before, const Evidence& after);
+// In the directories all runs share, a file named after another probe
+// ("<probe>.<pid>") is that probe's (its unconfined run escapes on purpose,
+// perhaps in the other worker meanwhile) and not this run's evidence.
+std::vector<std::string> CompareEvidence(const Evidence& before, const Evidence& after, const std::string& probe);
 
 }  // namespace oarbank
