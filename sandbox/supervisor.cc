@@ -89,6 +89,11 @@ struct ChildPlan {
   int egress_port = -1;  // egress-allowlist: init listens on 127.0.0.1:<port> in the job's netns
 };
 
+// The job's user and mount namespaces are init's, and the launcher shares
+// them; a job switched to run_as holds no capability there, so its launcher
+// unshares its own (and then cannot share init's memory: vfork is out).
+bool LauncherUnsharesNamespaces(const ChildPlan& cp) { return cp.run_as_uid.has_value(); }
+
 // The signals this process ignores (SigIgn in /proc/self/status): exec
 // resets handlers but keeps SIG_IGN, so the launcher resets exactly these.
 uint64_t IgnoredSignals() {
@@ -181,11 +186,8 @@ void CloseAllBut(std::initializer_list<int> keep) {
     if (prctl(PR_SET_DUMPABLE, 1) != 0) LauncherFail(gate, "job-setup", errno, "dumpable", kExitNotEnforced);
   }
   if (chdir(cp.cwd.c_str()) != 0) LauncherFail(gate, "job-setup", errno, cp.cwd.c_str(), kExitNotEnforced);
-  // The job's user and mount namespaces are already its own (init's); a
-  // job switched to run_as holds no capability there and makes its own.
-  const bool own_mount_namespace = !cp.run_as_uid;
   if (auto failure = ConfineSelf(*cp.plan, {.gate_fd = gate,
-                                                .own_mount_namespace = own_mount_namespace,
+                                                .own_mount_namespace = !LauncherUnsharesNamespaces(cp),
                                                 .root_etc_tree_fd = f.root_etc_tree,
                                                 .broker_fd = f.broker >= 0 ? kJobBrokerFd : -1}))
     LauncherFail(gate, StepName(failure->step), failure->err, failure->detail, kExitNotEnforced);
@@ -238,10 +240,10 @@ void CloseAllBut(std::initializer_list<int> keep) {
   // about 1 ms here. init only waits, so being suspended until then costs it
   // nothing; the launcher never returns into this frame, leaves init's fds,
   // signal handlers and working directory alone (vfork copies those), and
-  // what it allocates stays unreachable in init's heap. A job switched to
-  // run_as unshares a user namespace of its own, which the kernel refuses to
-  // a process sharing its memory: that launcher is forked.
-  const pid_t launcher = cp.run_as_uid ? fork() : vfork();
+  // what it allocates stays unreachable in init's heap. A launcher that
+  // unshares a user namespace of its own is forked: the kernel refuses that
+  // to a process sharing its memory.
+  const pid_t launcher = LauncherUnsharesNamespaces(cp) ? fork() : vfork();
   if (launcher == 0) LauncherMain(cp, f);
   if (launcher < 0) {
     SendRecord(f.status_w, Record::kSetupFailed, 0, errno, "pid-namespace init", "fork the launcher");
