@@ -1,6 +1,7 @@
 #include "enforce.h"
 
 #include "root_etc.h"
+#include "seccomp_filter.h"
 #include "write_file.h"
 
 #include <dirent.h>
@@ -10,7 +11,8 @@
 #include <linux/landlock.h>
 #include <linux/mount.h>
 #include <linux/securebits.h>
-#include <seccomp.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -219,45 +221,23 @@ std::optional<StepFailure> ApplyLandlock(const LandlockPlan& ll) {
 }
 
 
-scmp_compare ToScmp(CmpOp op) {
-  switch (op) {
-    case CmpOp::kEq: return SCMP_CMP_EQ;
-    case CmpOp::kMaskedEq: return SCMP_CMP_MASKED_EQ;
-    case CmpOp::kGe: return SCMP_CMP_GE;
-    case CmpOp::kNe: return SCMP_CMP_NE;
-  }
-  return SCMP_CMP_EQ;
-}
-
 }  // namespace
 
 std::optional<StepFailure> ApplySeccomp(const std::vector<SeccompRule>& rules) {
   constexpr LaunchStep kStep = LaunchStep::kSeccomp;
-  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
-  if (ctx == nullptr) return Fail(kStep, 0, "seccomp_init");
-  auto fail = [ctx](int rc, const char* what) {
-    seccomp_release(ctx);
-    return Fail(kStep, -rc, "%s", what);
-  };
-  // Only the native ABI is in the filter: i386 (int 0x80) and x32 calls take
-  // the bad-arch action and kill the process.
-  if (int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS); rc != 0)
-    return fail(rc, "bad-arch action");
-  if (int rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2); rc != 0) return fail(rc, "optimize");
-  for (const auto& rule : rules) {
-    const int nr = seccomp_syscall_resolve_name(rule.syscall.c_str());
-    if (nr == __NR_SCMP_ERROR) return fail(-ENOSYS, rule.syscall.c_str());
-    scmp_arg_cmp cmps[6];
-    unsigned n = 0;
-    for (const auto& a : rule.args) {
-      cmps[n++] = a.op == CmpOp::kMaskedEq ? scmp_arg_cmp{a.arg, SCMP_CMP_MASKED_EQ, a.mask, a.value}
-                                          : scmp_arg_cmp{a.arg, ToScmp(a.op), a.value, 0};
-    }
-    if (int rc = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(static_cast<uint16_t>(rule.err)), nr, n, cmps); rc != 0)
-      return fail(rc, rule.syscall.c_str());
+  // The build compiled every row set the table can select; rows it did not
+  // (a test build's altered plan) are compiled here, by the same code.
+  std::span<const sock_filter> program = PrecompiledSeccomp(rules);
+  std::vector<sock_filter> compiled;
+  if (program.empty()) {
+    auto result = CompileSeccomp(rules);
+    if (!result.ok()) return Fail(kStep, 0, "%s: %s", result.error().where.c_str(), result.error().what.c_str());
+    compiled = std::move(result).value();
+    program = compiled;
   }
-  if (int rc = seccomp_load(ctx); rc != 0) return fail(rc, "load");
-  seccomp_release(ctx);
+  if (program.size() > BPF_MAXINSNS) return Fail(kStep, 0, "the filter has %zu instructions", program.size());
+  sock_fprog prog{static_cast<unsigned short>(program.size()), const_cast<sock_filter*>(program.data())};
+  if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return Fail(kStep, errno, "load");
   return std::nullopt;
 }
 
