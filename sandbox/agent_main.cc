@@ -207,7 +207,7 @@ int main(int argc, char** argv) {
     run->add_option("--stdout-max", run_options.stdout_max, "Keep at most this many bytes of stdout");
     run->add_option("--stderr-max", run_options.stderr_max, "Keep at most this many bytes of stderr");
     run->add_flag("--hard-limits", run_options.hard_limits, "Enforce limits as memory.max and cpu.max (refused where not)");
-    run->add_option("--env", run_env, "NAME=VALUE for the job's environment (repeatable)");
+    run->add_option("--env", run_env, "NAME=VALUE for the job's environment (repeatable)")->allow_extra_args(false);
     run->add_option("--landlock-abi-max", abi_cap, cap_help)->check(CLI::Range(0, 1000));
     run->add_option("--egress-test-public-range", run_egress_public,
                     "TEST ONLY: the job's egress proxy treats this CIDR (inside 198.18.0.0/15) as public (repeatable)")

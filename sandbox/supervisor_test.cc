@@ -771,6 +771,12 @@ TEST_F(AgentCliTest, RunStatesEachFaultOnOneLine) {
   EXPECT_EQ(s.err.rfind("sandbox: refused: sandbox: CAPABILITY_NOT_ENFORCED: filesystem", 0), 0u) << s.err;
   s = Run({"--env", "NOEQUALS", Policy(), "--", "/bin/true"});
   EXPECT_EQ(ExitStatus(s), kExitUsage);
+  EXPECT_EQ(s.err, "usage: --env: expected NAME=VALUE, got NOEQUALS\n");
+  // Each --env takes one value: the policy after it stays the policy.
+  s = Run({"--env", "ONE=1", "--env", "TWO=2", Policy(), "--", "/usr/bin/env"});
+  EXPECT_EQ(ExitStatus(s), 0) << s.err;
+  EXPECT_NE(s.out.find("ONE=1\n"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("TWO=2\n"), std::string::npos) << s.out;
   s = Run({"--json", Policy(), "--", "/bin/sh", "-c", "exit 4"});
   EXPECT_EQ(ExitStatus(s), 4);
   const auto j = nlohmann::json::parse(s.out);
