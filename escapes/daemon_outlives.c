@@ -1,10 +1,14 @@
 /* A daemon that outlives the job: double fork + setsid, stdio on /dev/null,
  * so it is neither the job's child nor in its session. It writes its pid to
- * OARBANK_PROBE_PIDFILE and sleeps 5 s. The probe says `escaped` once the
- * daemon runs; whether it survived the job the harness checks from outside.
- * No kernel layer of sandbox-exec stops this (the cage outlives the launcher
- * in the daemon); only a supervisor that kills the job's whole cgroup or pid
- * namespace does (issue 3). */
+ * OARBANK_PROBE_PIDFILE, holds a write lock (fcntl) on that file for as long
+ * as it lives, and sleeps 5 s. The probe says `escaped` once the daemon
+ * runs; whether it survived the job the harness checks from outside: the
+ * lock's holder (F_GETLK) is named in the harness's own pid namespace,
+ * whichever namespace the daemon ran in. No kernel layer of sandbox-exec
+ * stops this (the cage outlives the launcher in the daemon); the supervisor
+ * does, by killing the job's whole pid namespace and cgroup leaf at its end,
+ * so the battery runs this probe under `oarbank-agent run` (expect
+ * "contained"). */
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -36,13 +40,15 @@ int main(void) {
     int status = 0;
     unlink(pidfile); /* a stale one may belong to another uid */
     int fd = open(pidfile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
     if (fd < 0) {
       status = errno;
     } else {
       char buf[32];
       int len = snprintf(buf, sizeof buf, "%d\n", (int)getpid());
       if (write(fd, buf, (size_t)len) != len) status = errno;
-      close(fd);
+      else if (fcntl(fd, F_SETLK, &lock) != 0) status = errno;
+      /* fd stays open: the lock lasts as long as the daemon. */
     }
     char report[64];
     int len = snprintf(report, sizeof report, "%d %d", (int)getpid(), status);

@@ -136,6 +136,7 @@ std::string Expected(const Expectation& row, int abi, int min_abi) {
     case Expect::kKilled: return "killed " + row.code;
     case Expect::kAllowed: return "allowed";
     case Expect::kGap: return "gap";
+    case Expect::kContained: return "contained";
   }
   return "?";
 }
@@ -172,6 +173,19 @@ void Judge(Cell& cell, const Expectation* row, int policy_min_abi, int abi, cons
       return;
     case Expect::kGap:
       cell.outcome = Outcome::kGap;
+      return;
+    case Expect::kContained:
+      // The probe's verdict says only that it started; what outlived the
+      // job is seen from outside.
+      if (!evidence.empty()) {
+        cell.outcome = Outcome::kEscaped;
+        cell.why = "seen from outside: " + evidence.front();
+      } else if (!got_through) {
+        cell.outcome = Outcome::kUnexpected;
+        cell.why = "the probe did not start what the supervisor must contain: " + r.Summary() + " " + r.detail;
+      } else {
+        cell.why = "nothing of it was left when the job ended (checked from outside): " + row->why;
+      }
       return;
     case Expect::kBlocked:
     case Expect::kKilled: break;
@@ -328,14 +342,21 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
         {"OARBANK_PROBE_MQUEUE", world->mqueue_name},
     };
   };
-  // A daemon a probe left: evidence, then killed.
+  // A daemon a probe left: evidence, then killed. It holds a write lock on
+  // its pidfile while it lives; F_GETLK names the holder in this process's
+  // pid namespace, so a pid written inside a job's namespace is never
+  // trusted.
   auto reap_daemon = [](const std::string& pidfile, std::vector<std::string>& evidence) {
-    std::ifstream in(pidfile);
-    long pid = 0;
-    if (in >> pid && pid > 1 && kill(static_cast<pid_t>(pid), 0) == 0) {
-      evidence.push_back("daemon pid " + std::to_string(pid) + " outlived the job");
-      kill(static_cast<pid_t>(pid), SIGKILL);
+    const int fd = open(pidfile.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    struct flock lock {};
+    lock.l_type = F_WRLCK;
+    lock.l_whence = SEEK_SET;
+    if (fcntl(fd, F_GETLK, &lock) == 0 && lock.l_type != F_UNLCK) {
+      evidence.push_back("daemon pid " + std::to_string(lock.l_pid) + " outlived the job");
+      if (lock.l_pid > 1) kill(lock.l_pid, SIGKILL);
     }
+    close(fd);
   };
 
   // 1. Unconfined, as root, with the agent's full environment: the probe
@@ -346,8 +367,11 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
     std::vector<std::string> env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world->env_secret};
     for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
     Cell cell{probe, "unconfined", 0, "escaped", Spawn({world->bundle + "/" + probe}, env, 0), Outcome::kPass, ""};
-    std::vector<std::string> ignored;
-    reap_daemon(vars["OARBANK_PROBE_PIDFILE"], ignored);
+    // A daemon it started must be seen alive from outside: the check that
+    // judges its confined runs is proven here.
+    const std::string pidfile = vars["OARBANK_PROBE_PIDFILE"];
+    std::vector<std::string> daemons;
+    reap_daemon(pidfile, daemons);
     world->listeners->Take(probe);  // what it reached unconfined is no evidence against a confined run
     if (cell.run.verdict == "unsupported") {
       cell.outcome = Outcome::kUnsupported;
@@ -355,6 +379,9 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
     } else if (cell.run.verdict != "escaped") {
       cell.outcome = Outcome::kBroken;
       cell.why = "unconfined it did not escape: " + cell.run.Summary() + " " + cell.run.detail;
+    } else if (access(pidfile.c_str(), F_OK) == 0 && daemons.empty()) {
+      cell.outcome = Outcome::kBroken;
+      cell.why = "unconfined its daemon was not seen alive from outside (no lock on " + pidfile + ")";
     }
     return cell;
   };
@@ -368,15 +395,24 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
     std::string outside_dir;
     auto vars = prepare(probe, uid, policy.work() ? world->work : world->data, outside_dir);
     const auto env = BuildModuleEnvironment(policy, vars);
-    std::vector<std::string> argv = {o.agent, "sandbox-exec"};
+    const Expectation* row = table.value().Find(probe, name, result.abi);
+    // The cage alone (sandbox-exec), or the supervisor around it for what
+    // only a job's containment stops; the supervisor builds the job's
+    // environment itself and is given the probe's variables.
+    const bool supervised = row != nullptr && row->expect == Expect::kContained;
+    std::vector<std::string> argv = {o.agent, supervised ? "run" : "sandbox-exec"};
     if (o.abi_cap >= 0) argv.insert(argv.end(), {"--landlock-abi-max", std::to_string(o.abi_cap)});
+    if (supervised) {
+      argv.insert(argv.end(), {"--timeout", std::to_string(kTimeoutMs / 1000)});
+      for (const auto& [k, v] : vars) argv.push_back("--env=" + k + "=" + v);
+    }
     argv.insert(argv.end(), {policy_paths[name], "--", world->bundle + "/" + probe});
     const Evidence before = ObserveWorld(*world, outside_dir, probe, last ? &*last : nullptr);
     Cell cell{probe, name, uid, "", Spawn(argv, env, uid), Outcome::kPass, ""};
     last = ObserveWorld(*world, outside_dir, probe);
     std::vector<std::string> evidence = CompareEvidence(before, *last, probe);
     reap_daemon(vars["OARBANK_PROBE_PIDFILE"], evidence);
-    Judge(cell, table.value().Find(probe, name, result.abi), table.value().PolicyMinAbi(name), result.abi, evidence);
+    Judge(cell, row, table.value().PolicyMinAbi(name), result.abi, evidence);
     return cell;
   };
 

@@ -22,6 +22,7 @@ const char* ExpectName(Expect expect) {
     case Expect::kKilled: return "killed";
     case Expect::kAllowed: return "allowed";
     case Expect::kGap: return "gap";
+    case Expect::kContained: return "contained";
   }
   return "?";
 }
@@ -55,7 +56,8 @@ Result<Expectations> Expectations::Load(const std::string& path) {
     else if (f[3] == "killed") e.expect = Expect::kKilled;
     else if (f[3] == "allowed") e.expect = Expect::kAllowed;
     else if (f[3] == "gap") e.expect = Expect::kGap;
-    else return Error{where, "expect: one of blocked, killed, allowed, gap"};
+    else if (f[3] == "contained") e.expect = Expect::kContained;
+    else return Error{where, "expect: one of blocked, killed, allowed, gap, contained"};
     e.code = f[4];
     e.why = f[5];
     if (e.expect == Expect::kBlocked && e.code.rfind("E", 0) != 0 && e.code != "-")

@@ -19,6 +19,10 @@ enum class Expect {
   kKilled,   // the probe dies by this signal (seccomp's bad-arch kill)
   kAllowed,  // a positive control: the policy grants it, the probe must get through
   kGap,      // a known gap closed by a later layer (the row says which); shown, never hidden
+  // Run under the supervisor (`oarbank-agent run`), whose job containment
+  // is what stops it: the probe must start what it starts, and nothing of
+  // it may be left when the job has ended (checked from outside).
+  kContained,
 };
 const char* ExpectName(Expect expect);
 

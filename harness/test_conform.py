@@ -131,6 +131,49 @@ def test_the_unbroken_agent_passes_the_same_subset(tmp_path):
     assert r.returncode == 0, r.stdout
 
 
+# An agent whose `run` is the bare cage: the same launch, with no supervisor
+# around it to contain the job.
+UNCONTAINED_AGENT = """#!/usr/bin/python3
+import os, sys
+agent, args = {agent!r}, sys.argv[1:]
+if args[:1] == ["run"]:
+    env, rest, it = dict(os.environ), [], iter(args[1:])
+    for a in it:
+        if a == "--timeout":
+            next(it)
+        elif a.startswith("--env="):
+            name, _, value = a[len("--env="):].partition("=")
+            env[name] = value
+        else:
+            rest.append(a)
+    os.execve(agent, [agent, "sandbox-exec", *rest], env)
+os.execv(agent, [agent, *args])
+"""
+
+
+def test_a_daemon_is_contained_by_the_supervisor_and_seen_without_it(tmp_path):
+    r = conform(tmp_path / "contained", "--probe", "daemon_outlives", "--policy", "runner_strict")
+    assert r.returncode == 0, r.stdout
+    report = json.loads((tmp_path / "contained" / "battery.json").read_text())
+    assert {c["outcome"] for c in report["confined"]} == {"PASS"}, report["confined"]
+    assert len(report["confined"]) == 2 and all(c["expected"] == "contained" for c in report["confined"])
+
+    shared = tempfile.mkdtemp(prefix="oarbank-uncontained-")
+    os.chmod(shared, 0o755)
+    wrapper = pathlib.Path(shared) / "agent-without-supervisor"
+    wrapper.write_text(UNCONTAINED_AGENT.format(agent=os.path.join(BUILD, "sandbox", "oarbank-agent")))
+    wrapper.chmod(0o755)
+    try:
+        r = conform(tmp_path / "uncontained", "--agent", str(wrapper), "--probe", "daemon_outlives",
+                    "--policy", "runner_strict")
+    finally:
+        shutil.rmtree(shared)
+    assert r.returncode == 1, r.stdout
+    report = json.loads((tmp_path / "uncontained" / "battery.json").read_text())
+    for c in report["confined"]:
+        assert c["outcome"] == "ESCAPED" and "outlived the job" in c["why"], c
+
+
 def test_the_junit_report_validates_against_the_schema(battery):
     _, report, out = battery
     r = subprocess.run(["xmllint", "--noout", "--schema", os.path.join(ROOT, "fixtures", "junit.xsd"),
