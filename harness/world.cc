@@ -204,16 +204,30 @@ World::~World() {
   // and goes with it. An empty /dev/dri this run created stays: removing it
   // would unmount the stand-in of a battery running beside this one (rmdir
   // of a mount point detaches it in every namespace).
+  // The tmpfs goes with its contents; then its empty mount point on disk.
   std::error_code ec;
+  if (root_is_tmpfs) umount2(root.c_str(), MNT_DETACH);
   if (!root.empty()) fs::remove_all(root, ec);
 }
 
 Result<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std::vector<uid_t>& uids) {
   if (geteuid() != 0) return Error{"world", "needs root: it runs the confined side as uid 65534 and makes a setuid helper"};
   auto w = std::make_unique<World>();
+  // The battery's own mount namespace, made before any thread: the world on
+  // a tmpfs there (its ~1,500 runs create and remove files without a disk
+  // journal, and none of it outlives this process), and the GPU stand-in
+  // below. Every run is spawned from here, so it sees the same world.
+  const bool private_mounts =
+      unshare(CLONE_NEWNS) == 0 && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0;
+  if (!private_mounts) w->notes.push_back("private mount namespace: " + std::string(strerror(errno)));
   char tmpl[] = "/tmp/oarbank-conform-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return Error{"world", std::string("mkdtemp: ") + strerror(errno)};
   w->root = tmpl;
+  if (private_mounts && mount("tmpfs", tmpl, "tmpfs", 0, "mode=0755") == 0) {
+    w->root_is_tmpfs = true;
+  } else {
+    w->notes.push_back("world on disk (no tmpfs): " + std::string(strerror(errno)));
+  }
   chmod(w->root.c_str(), 0755);
   w->bundle = w->root + "/bundle";
   w->runtime = w->root + "/runtime";
@@ -316,8 +330,8 @@ Result<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std
       if (n != "/dev/dri") w->gpu_node = n;
   }
   if (w->gpu_node.empty()) {
-    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
-      w->notes.push_back("GPU stand-in: private mount namespace: " + std::string(strerror(errno)));
+    if (!private_mounts) {
+      w->notes.push_back("GPU stand-in: no private mount namespace");
     } else {
       if (!fs::exists("/dev/dri") && mkdir("/dev/dri", 0755) == 0) w->created_dev_dri = "/dev/dri";
       if (mount("tmpfs", "/dev/dri", "tmpfs", MS_NOSUID, "mode=0755") == 0 &&

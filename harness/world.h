@@ -68,13 +68,16 @@ struct World {
   std::string env_secret;              // the agent's own secret, value "oarbank-secret-..."
   std::unique_ptr<Listeners> listeners;
   std::vector<std::string> notes;      // what could not be set up, said in the report
+  bool root_is_tmpfs = false;          // root is a tmpfs in the battery's mount namespace
   std::string created_dev_dri;         // /dev/dri this run made for the GPU stand-in (left in place)
 
   ~World();
 };
 
-// Builds the world under a fresh /tmp directory; `probe_dir` holds the
-// built probes (and helpers/). Needs root.
+// Builds the world on a tmpfs mounted over a fresh /tmp directory, in a
+// mount namespace of the calling process's own (it unshares one: call it
+// before starting threads); `probe_dir` holds the built probes (and
+// helpers/). Needs root.
 Result<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std::vector<uid_t>& uids);
 
 // A battery policy fixture with @ROOT@ and @PROXY_PORT@ filled in, written
