@@ -143,7 +143,7 @@ int main(int argc, char** argv) {
 }
 CC
 g++ -std=c++20 -O2 -D_GNU_SOURCE -I"$ROOT/sandbox" "$TMP/inproc.cc" "$BUILD_DIR/sandbox/liboarbank_sandbox.a" \
-  -lseccomp -o "$TMP/inproc" 2>"$TMP/out/g++.txt" || { cat "$TMP/out/g++.txt"; die "the in-process driver did not build"; }
+  "$BUILD_DIR/sandbox/liboarbank_seccomp_rows.a" -lseccomp -o "$TMP/inproc" 2>"$TMP/out/g++.txt" || { cat "$TMP/out/g++.txt"; die "the in-process driver did not build"; }
 chmod 755 "$TMP/inproc"
 read -r in_run in_bare in_run_min in_bare_min < <("${RUN_AS[@]}" "$TMP/inproc" "$TMP/policy.json" "$((RUNS / 2))")
 echo
