@@ -126,6 +126,7 @@ def test_report_with_a_policy_has_the_verdict_and_plan(tree):
     report = json.loads(r.stdout)
     syscalls = {rule["syscall"] for rule in report["plan"]["seccomp"]["rules"]}
     assert {"io_uring_setup", "clone3", "memfd_create", "ptrace"} <= syscalls
+    assert report["plan"]["seccomp"]["program"] == "built"
 
 
 def test_the_abi_cap_can_only_lower():

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "attestation.h"
+#include "seccomp_filter.h"
 
 namespace oarbank {
 namespace {
@@ -80,7 +81,13 @@ nlohmann::ordered_json PlanReport(const Plan& plan) {
           {"noexec_binds", plan.noexec_binds},
           {"root_etc_idmapped", plan.root_etc_idmap_fd >= 0}}},
         {"broker", BrokerHandoffName(plan.broker)},
-        {"seccomp", {{"default", "allow"}, {"bad_arch", "kill_process"}, {"rules", seccomp}}},
+        // "built": the program the build compiled for exactly these rows is
+        // what the launcher loads; "compiled at launch" otherwise.
+        {"seccomp",
+         {{"default", "allow"},
+          {"bad_arch", "kill_process"},
+          {"program", PrecompiledSeccomp(plan.seccomp).empty() ? "compiled at launch" : "built"},
+          {"rules", seccomp}}},
         {"gaps", gaps}}},
   };
 }
