@@ -57,7 +57,7 @@ for k in $kernels; do [[ " $all_ids " == *" $k "* ]] || die "no guest $k in $ker
 t0=$SECONDS
 
 # 1. Tools.
-need=(qemu-system-x86 cpio busybox-static zstd lz4 xz-utils binutils
+need=(qemu-system-x86 cpio busybox-static zstd lz4 xz-utils binutils musl-tools
       cmake ninja-build g++ pkg-config libseccomp-dev nlohmann-json3-dev libcli11-dev python3-pytest)
 missing=()
 for p in "${need[@]}"; do
