@@ -220,7 +220,6 @@ std::optional<StepFailure> ApplyLandlock(const LandlockPlan& ll) {
   return std::nullopt;
 }
 
-
 }  // namespace
 
 std::optional<StepFailure> ApplySeccomp(const std::vector<SeccompRule>& rules) {
