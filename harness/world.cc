@@ -223,10 +223,12 @@ Result<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std
   char tmpl[] = "/tmp/oarbank-conform-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return Error{"world", std::string("mkdtemp: ") + strerror(errno)};
   w->root = tmpl;
-  if (private_mounts && mount("tmpfs", tmpl, "tmpfs", 0, "mode=0755") == 0) {
+  if (!private_mounts) {
+    w->notes.push_back("world on disk: no private mount namespace for its tmpfs");
+  } else if (mount("tmpfs", tmpl, "tmpfs", 0, "mode=0755") == 0) {
     w->root_is_tmpfs = true;
   } else {
-    w->notes.push_back("world on disk (no tmpfs): " + std::string(strerror(errno)));
+    w->notes.push_back("world on disk: mount tmpfs: " + std::string(strerror(errno)));
   }
   chmod(w->root.c_str(), 0755);
   w->bundle = w->root + "/bundle";
