@@ -7,9 +7,13 @@
 # 1. Launch time (hyperfine, every command in one invocation, so they share
 #    the machine's state): bare /bin/true; `oarbank-agent sandbox-exec` on
 #    /bin/true with exec_writable true (no namespace) and false (user+mount
-#    namespace with noexec binds); `bwrap --unshare-all --ro-bind / / /bin/true`.
+#    namespace with noexec binds); `bwrap --unshare-all --ro-bind / / /bin/true`;
+#    and bench/minilaunch, the floor (no_new_privs + Landlock + a 40-rule
+#    seccomp filter + exec, nothing else, static like the launcher).
 #    Targets on the medians: sandbox-exec <= 2.3x bare without the namespace,
-#    <= 3.5x bare with it, and both < 0.5x bwrap.
+#    <= 3.5x bare with it, and both < 0.5x bwrap. The floor is information:
+#    what one extra exec and the least confinement cost on this machine, and
+#    how much of sandbox-exec's time is above it.
 # 2. Hot-syscall cost of the seccomp filter (bench/syscall_cost.cc):
 #    getppid() and read(/dev/zero, 1) under the planner's rows for a strict
 #    runner policy; target filtered/unfiltered <= 1.4x.
@@ -60,17 +64,19 @@ fi
 cmake --build "$BUILD_DIR" --target oarbank-agent
 AGENT="$BUILD_DIR/sandbox/oarbank-agent"
 if [[ -d "$BUILD_DIR/bench/CMakeFiles/syscall_cost.dir" ]]; then
-  cmake --build "$BUILD_DIR" --target syscall_cost
+  cmake --build "$BUILD_DIR" --target syscall_cost minilaunch
   SYSCALL_COST="$BUILD_DIR/bench/syscall_cost"
+  MINILAUNCH="$BUILD_DIR/bench/minilaunch"
 else
   STANDALONE="$BUILD_DIR/bench-standalone"
   if [[ ! -f "$STANDALONE/CMakeCache.txt" ]]; then
     cmake -S "$ROOT/bench" -B "$STANDALONE" -G Ninja >/dev/null
   fi
-  cmake --build "$STANDALONE" --target syscall_cost
+  cmake --build "$STANDALONE" --target syscall_cost minilaunch
   SYSCALL_COST="$STANDALONE/syscall_cost"
+  MINILAUNCH="$STANDALONE/minilaunch"
 fi
-[[ -x "$AGENT" && -x "$SYSCALL_COST" ]] || die "build did not produce $AGENT and $SYSCALL_COST"
+[[ -x "$AGENT" && -x "$SYSCALL_COST" && -x "$MINILAUNCH" ]] || die "build did not produce $AGENT, $SYSCALL_COST and $MINILAUNCH"
 
 # --- Temporary directories and policies ------------------------------------
 TMP_ROOT="$(mktemp -d "${TMPDIR:-/tmp}/oarbank-bench.XXXXXX")"
@@ -102,7 +108,7 @@ write_policy false "$POLICY_NS"
 
 if ((${#RUN_AS[@]})); then
   chown -R "$NOBODY_ID:$NOBODY_ID" "$TMP_ROOT"
-  for f in "$AGENT" "$SYSCALL_COST" /bin/true "$(command -v bwrap)"; do
+  for f in "$AGENT" "$SYSCALL_COST" "$MINILAUNCH" /bin/true "$(command -v bwrap)"; do
     "${RUN_AS[@]}" test -x "$f" || die "uid $NOBODY_ID cannot execute $f"
   done
   "${RUN_AS[@]}" test -w "$TMP_ROOT/results" || die "uid $NOBODY_ID cannot write $TMP_ROOT (is ${TMPDIR:-/tmp} traversable?)"
@@ -132,6 +138,9 @@ mounts_of() {  # policy: the mount options of the work grant as the module sees 
 }
 [[ "$(mounts_of "$POLICY_NS")" == *noexec* ]] || die "exec_writable false: $TMP_ROOT/work is not mounted noexec"
 [[ -z "$(mounts_of "$POLICY_PLAIN")" ]] || die "exec_writable true: expected no bind mount (no namespace)"
+got="$("${RUN_AS[@]}" "$MINILAUNCH" -- /bin/grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status | awk '{printf "%s ", $2}')"
+[[ "$got" == "1 2 " ]] || die "minilaunch: NoNewPrivs/Seccomp = '$got', expected '1 2'"
+"${RUN_AS[@]}" "$MINILAUNCH" -- /bin/cat "$MINILAUNCH" >/dev/null 2>&1 && die "minilaunch: Landlock let it read $MINILAUNCH, outside its rules"
 "${RUN_AS[@]}" bwrap --unshare-all --ro-bind / / /bin/true || die "bwrap does not run here"
 
 # --- 1. Launch time ----------------------------------------------------------
@@ -139,22 +148,25 @@ readonly N_BARE="bare /bin/true"
 readonly N_PLAIN="sandbox-exec, exec_writable true (no namespace)"
 readonly N_NS="sandbox-exec, exec_writable false (user+mount ns)"
 readonly N_BWRAP="bwrap --unshare-all --ro-bind / /"
+readonly N_FLOOR="floor: bench/minilaunch (nnp, Landlock, 40 seccomp rules, exec)"
 JSON="$TMP_ROOT/results/launch.json"
 echo "== 1. launch time: hyperfine -N --warmup $WARMUP --runs $RUNS"
 "${RUN_AS[@]}" hyperfine -N --warmup "$WARMUP" --runs "$RUNS" --export-json "$JSON" \
   -n "$N_BARE" "/bin/true" \
   -n "$N_PLAIN" "$AGENT sandbox-exec $POLICY_PLAIN -- /bin/true" \
   -n "$N_NS" "$AGENT sandbox-exec $POLICY_NS -- /bin/true" \
-  -n "$N_BWRAP" "bwrap --unshare-all --ro-bind / / /bin/true"
+  -n "$N_BWRAP" "bwrap --unshare-all --ro-bind / / /bin/true" \
+  -n "$N_FLOOR" "$MINILAUNCH -- /bin/true"
 
 ms() {  # name field -> milliseconds
   jq -r --arg n "$1" --arg f "$2" '.results[] | select(.command == $n) | .[$f] * 1000' "$JSON"
 }
 bare="$(ms "$N_BARE" median)" plain="$(ms "$N_PLAIN" median)" ns="$(ms "$N_NS" median)" bwrap="$(ms "$N_BWRAP" median)"
+floor="$(ms "$N_FLOOR" median)"
 echo
 echo "| command | median ms | min ms | mean ms +- sd | x bare (median) | x bwrap (median) |"
 echo "|---|---|---|---|---|---|"
-for name in "$N_BARE" "$N_PLAIN" "$N_NS" "$N_BWRAP"; do
+for name in "$N_BARE" "$N_PLAIN" "$N_NS" "$N_BWRAP" "$N_FLOOR"; do
   awk -v n="$name" -v med="$(ms "$name" median)" -v min="$(ms "$name" min)" -v mean="$(ms "$name" mean)" \
     -v sd="$(ms "$name" stddev)" -v bare="$bare" -v bwrap="$bwrap" \
     'BEGIN { printf "| %s | %.3f | %.3f | %.3f +- %.3f | %.2fx | %.2fx |\n", n, med, min, mean, sd, med / bare, med / bwrap }'
@@ -173,6 +185,8 @@ check "sandbox-exec, no namespace / bare" "$(ratio "$plain" "$bare")" "$TARGET_P
 check "sandbox-exec, user+mount ns / bare" "$(ratio "$ns" "$bare")" "$TARGET_NS"
 check "sandbox-exec, no namespace / bwrap" "$(ratio "$plain" "$bwrap")" "$TARGET_VS_BWRAP" lt
 check "sandbox-exec, user+mount ns / bwrap" "$(ratio "$ns" "$bwrap")" "$TARGET_VS_BWRAP" lt
+awk -v f="$floor" -v b="$bare" -v p="$plain" -v n="$ns" 'BEGIN {
+  printf "info  the floor (minilaunch) / bare: %.2fx; sandbox-exec above the floor: +%.2f ms without the namespace, +%.2f ms with it\n", f / b, p - f, n - f }'
 
 # --- 2. Per-syscall cost of the seccomp filter ------------------------------
 echo

@@ -1,0 +1,126 @@
+// bench/minilaunch: the floor a launcher of this design can reach on this
+// machine, measured by bench/run.sh next to `oarbank-agent sandbox-exec`.
+//
+//   minilaunch [-L] [-S] -- ARGV
+//
+// It does the least a cage needs and nothing else: no_new_privs, a Landlock
+// ruleset that handles every filesystem right of the running ABI with ten
+// fixed path rules (the current directory is the writable one), a 40-rule
+// libseccomp deny-list, then execvp. -L skips Landlock, -S skips seccomp.
+// No policy file, no host report, no capability drop, no namespace: it is a
+// yardstick for what the launcher's own work costs above one extra exec,
+// never a sandbox to run anything with. Linked statically against the same
+// C library as oarbank-agent, so the two pay the same start-up.
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/landlock.h>
+#include <seccomp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+// The 6.1 UAPI headers stop at ABI 2; the later rights, from the kernel's
+// documented values.
+#define FS_REFER (1ULL << 13)
+#define FS_TRUNCATE (1ULL << 14)
+#define FS_IOCTL_DEV (1ULL << 15)
+
+static uint64_t HandledFs(int abi) {
+  uint64_t fs = (1ULL << 13) - 1;  // ABI 1: EXECUTE .. MAKE_SYM
+  if (abi >= 2) fs |= FS_REFER;
+  if (abi >= 3) fs |= FS_TRUNCATE;
+  if (abi >= 5) fs |= FS_IOCTL_DEV;
+  return fs;
+}
+
+static int Fail(const char* what) {
+  fprintf(stderr, "minilaunch: %s: %s\n", what, strerror(errno));
+  return 70;
+}
+
+static int ApplyLandlock(void) {
+  const int abi = (int)syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  if (abi < 1) return Fail("landlock ABI");
+  const uint64_t fs = HandledFs(abi);
+  struct landlock_ruleset_attr attr = {.handled_access_fs = fs};
+  const int ruleset = (int)syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+  if (ruleset < 0) return Fail("landlock_create_ruleset");
+  const uint64_t read_exec = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR;
+  const uint64_t dev = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE;
+  const struct {
+    const char* path;
+    uint64_t access;
+  } rules[] = {
+      {"/usr", read_exec}, {"/lib", read_exec},   {"/lib64", read_exec},    {"/bin", read_exec},
+      {"/sbin", read_exec}, {"/etc", read_exec}, {"/proc", read_exec},    {"/dev/null", dev},
+      {"/dev/urandom", dev}, {".", fs},
+  };
+  for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+    struct landlock_path_beneath_attr beneath = {.allowed_access = rules[i].access & fs};
+    beneath.parent_fd = open(rules[i].path, O_PATH | O_CLOEXEC);
+    if (beneath.parent_fd < 0) continue;  // /lib64 and /sbin may be absent
+    const long rc = syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &beneath, 0);
+    close(beneath.parent_fd);
+    if (rc != 0) return Fail(rules[i].path);
+  }
+  if (syscall(SYS_landlock_restrict_self, ruleset, 0) != 0) return Fail("landlock_restrict_self");
+  close(ruleset);
+  return 0;
+}
+
+static int ApplySeccomp(void) {
+  static const char* const kDenied[] = {
+      "mount", "umount2", "pivot_root", "chroot", "ptrace", "bpf", "keyctl", "add_key",
+      "request_key", "perf_event_open", "userfaultfd", "process_vm_readv", "process_vm_writev",
+      "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "swapon",
+      "swapoff", "reboot", "setns", "unshare", "acct", "quotactl", "open_by_handle_at",
+      "name_to_handle_at", "io_uring_setup", "io_uring_enter", "io_uring_register", "fsopen",
+      "fsmount", "fsconfig", "fspick", "move_mount", "open_tree", "mount_setattr",
+      "lookup_dcookie", "iopl", "ioperm",
+  };
+  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  if (ctx == NULL) return Fail("seccomp_init");
+  seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+  for (size_t i = 0; i < sizeof kDenied / sizeof kDenied[0]; i++) {
+    const int nr = seccomp_syscall_resolve_name(kDenied[i]);
+    if (nr == __NR_SCMP_ERROR || seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0) != 0) {
+      seccomp_release(ctx);
+      errno = EINVAL;
+      return Fail(kDenied[i]);
+    }
+  }
+  const int rc = seccomp_load(ctx);
+  seccomp_release(ctx);
+  if (rc != 0) {
+    errno = -rc;
+    return Fail("seccomp_load");
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  int landlock = 1, seccomp = 1, i = 1;
+  for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+    if (strcmp(argv[i], "-L") == 0) {
+      landlock = 0;
+    } else if (strcmp(argv[i], "-S") == 0) {
+      seccomp = 0;
+    } else {
+      fprintf(stderr, "usage: minilaunch [-L] [-S] -- ARGV\n");
+      return 64;
+    }
+  }
+  if (i + 1 >= argc) {
+    fprintf(stderr, "usage: minilaunch [-L] [-S] -- ARGV\n");
+    return 64;
+  }
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return Fail("no_new_privs");
+  if (landlock && ApplyLandlock() != 0) return 70;
+  if (seccomp && ApplySeccomp() != 0) return 70;
+  execvp(argv[i + 1], argv + i + 1);
+  fprintf(stderr, "minilaunch: exec %s: %s\n", argv[i + 1], strerror(errno));
+  return 71;
+}
