@@ -109,6 +109,7 @@ def faulty_agent(tmp_path, **fault):
 @pytest.mark.parametrize("fault,broken,intact", [
     ({"OARBANK_FAULT_DROP_SECCOMP": "bpf"}, "bpf_syscall", "read_outside_grants"),
     ({"OARBANK_FAULT_DROP_SECCOMP": "io_uring_setup"}, "io_uring_setup", "bpf_syscall"),
+    ({"OARBANK_FAULT_DROP_SECCOMP": "socketpair"}, "unix_socketpair_sendto_host", "unix_dgram_sendto_host"),
     ({"OARBANK_FAULT_UNHANDLE_FS": "14"}, "truncate_outside", "read_outside_grants"),  # LANDLOCK_ACCESS_FS_TRUNCATE
     ({"OARBANK_FAULT_UNHANDLE_SCOPES": "1"}, "signal_outside", "bpf_syscall"),
 ])

@@ -136,7 +136,7 @@ CapabilityStatus Assess(CapabilityId id, const HostFacts& h) {
     case CapabilityId::kNetNeverListen: return NeedsSeccomp(id, h, "listen and bind refused");
     case CapabilityId::kNetEgressAny:
       return Unavailable(id, "Landlock filters ports, not addresses, so loopback and link-local cannot be refused");
-    case CapabilityId::kIpcUnixSockets: return NeedsSeccomp(id, h, "socket(AF_UNIX) refused; socketpair allowed");
+    case CapabilityId::kIpcUnixSockets: return NeedsSeccomp(id, h, "socket(AF_UNIX) and datagram socketpairs refused; stream pairs allowed");
     case CapabilityId::kIpcBrokerOnly:
       // ABI 9: the module connects by path and Landlock lets it reach the
       // broker alone. Below: socket(AF_UNIX) stays refused and the module

@@ -215,6 +215,15 @@ TEST_P(ConfineTest, UnixSocketsAreRefusedButSocketpairWorks) {
   EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(socket(AF_UNIX, SOCK_STREAM, 0)); }), Err(EPERM));
   int sv[2];
   EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(socketpair(AF_UNIX, SOCK_STREAM, 0, sv)); }), Err(0));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv)); }), Err(0));
+  // A datagram pair can sendto() or connect() any address: refused like
+  // socket(AF_UNIX), whatever flags ride on the type.
+  for (int type : {int{SOCK_DGRAM}, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK})
+    EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(socketpair(AF_UNIX, type, 0, sv)); }), Err(EPERM));
+  // Another family's pair (TIPC's, the only other one) is refused before the
+  // kernel could load a module for it.
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(socketpair(AF_TIPC, SOCK_SEQPACKET, 0, sv)); }), Err(EPERM));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(socketpair(AF_INET, SOCK_STREAM, 0, sv)); }), Err(EPERM));
 }
 
 TEST_P(ConfineTest, NetNoneRefusesIpSockets) {

@@ -31,8 +31,16 @@ std::vector<SeccompRule> BuildTable() {
       // Local IPC: the broker is the only channel (linux-backend.txt).
       {"socket", {Eq(0, AF_UNIX)}, EPERM, When::kNoBroker,
        "no unix socket unless the broker is reached by path (Landlock ABI 9): a pathname or abstract socket "
-       "reaches the agent's session (systemd-run --user, docker.sock); socketpair stays for event loops, and "
+       "reaches the agent's session (systemd-run --user, docker.sock); stream socketpairs stay for event loops, and "
        "below ABI 9 the broker is an inherited connection"},
+      // A datagram pair is unconnected enough to leave: sendto() names any
+      // pathname or abstract address, and connect() re-targets it. Stream
+      // and seqpacket pairs ignore or refuse an address and stay.
+      {"socketpair", {Eq(0, AF_UNIX), Masked(1, kSockTypeMask, SOCK_DGRAM)}, EPERM, When::kNoBroker,
+       "no unix datagram pair unless the broker is reached by path (Landlock ABI 9): sendto() and connect() "
+       "on one reach a host socket like socket(AF_UNIX) would"},
+      {"socketpair", {Ne(0, AF_UNIX)}, EPERM, When::kAlways,
+       "pairs of unix sockets only: other families (TIPC) would load kernel modules past the socket() rows"},
       {"socket", {Eq(0, AF_INET)}, EPERM, When::kNetNone, "net.mode none: no IPv4"},
       {"socket", {Eq(0, AF_INET6)}, EPERM, When::kNetNone, "net.mode none: no IPv6"},
       {"listen", {}, EPERM, When::kAlways, "never listening"},
