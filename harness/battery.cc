@@ -334,6 +334,7 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
         {"OARBANK_PROBE_UDP_PORT", std::to_string(world->udp_port)},
         {"OARBANK_PROBE_OUTSIDE_PID", std::to_string(outside_pid)},
         {"OARBANK_PROBE_INHERITED_FD", std::to_string(world->inherited_fd)},
+        {"OARBANK_PROBE_INHERITED_HIGH_FD", std::to_string(world->inherited_high_fd)},
         {"OARBANK_PROBE_SETUID_HELPER", world->setuid_helper},
         {"OARBANK_PROBE_CGROUP_PROCS", world->cgroup_dir.empty() ? "" : world->cgroup_dir + "/cgroup.procs"},
         {"OARBANK_PROBE_PIDFILE", writable + "/daemon.pid"},

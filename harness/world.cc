@@ -13,6 +13,7 @@
 #include <sys/mount.h>
 #include <sys/msg.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -21,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -34,6 +36,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int kInheritedFd = 7;
+// Above FD_SETSIZE: a launcher that closes fds by looping to 1024, or to a
+// limit it read, would miss it.
+constexpr int kInheritedHighFd = 1500;
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path);
@@ -199,6 +204,7 @@ World::~World() {
     waitpid(pid, nullptr, 0);
   }
   if (inherited_fd >= 0) close(inherited_fd);
+  if (inherited_high_fd >= 0) close(inherited_high_fd);
   if (!cgroup_dir.empty()) rmdir(cgroup_dir.c_str());
   // The stand-in's tmpfs lives in this process's private mount namespace
   // and goes with it. An empty /dev/dri this run created stays: removing it
@@ -289,8 +295,19 @@ Result<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std
   // An fd the agent forgot to close, on the secret.
   const int fd = open(w->secret.c_str(), O_RDONLY);
   if (fd < 0 || dup2(fd, kInheritedFd) < 0) return Error{"world", "inherited fd: " + std::string(strerror(errno))};
-  if (fd != kInheritedFd) close(fd);
   w->inherited_fd = kInheritedFd;
+  // The fd table must be allowed to reach it; the limit goes back after.
+  rlimit files{};
+  getrlimit(RLIMIT_NOFILE, &files);
+  rlimit raised = files;
+  raised.rlim_cur = std::max<rlim_t>(files.rlim_cur, kInheritedHighFd + 1);
+  if (raised.rlim_cur > files.rlim_max || setrlimit(RLIMIT_NOFILE, &raised) != 0 ||
+      dup2(fd, kInheritedHighFd) < 0)
+    return Error{"world", "inherited fd " + std::to_string(kInheritedHighFd) + ": " + std::string(strerror(errno)) +
+                              " (RLIMIT_NOFILE hard limit " + std::to_string(files.rlim_max) + ")"};
+  setrlimit(RLIMIT_NOFILE, &files);
+  w->inherited_high_fd = kInheritedHighFd;
+  if (fd != kInheritedFd) close(fd);
 
   w->env_secret = "oarbank-secret-" + std::to_string(rd());
 

@@ -62,7 +62,8 @@ struct World {
   std::string setuid_helper, cgroup_dir, gpu_node;
   int tcp_port = 0, proxy_port = 0, udp_port = 0;
   std::map<uid_t, pid_t> outside_pid;  // one per identity the battery runs as
-  int inherited_fd = -1;
+  int inherited_fd = -1;       // a low fd (7) and one above select()'s 1024, both on the secret
+  int inherited_high_fd = -1;
   int sysv_msg_id = -1;                // a System V message queue, mode 0666
   std::string mqueue_name;             // a POSIX message queue, mode 0666
   std::string env_secret;              // the agent's own secret, value "oarbank-secret-..."
