@@ -3,8 +3,15 @@
  * module root's capabilities. no_new_privs makes exec ignore the setuid bit
  * (and root's own capabilities are dropped with SECBIT_NOROOT locked), so the
  * helper reports CapEff 0: blocked, no errno. Escaped if the helper runs
- * with any effective capability. */
+ * with any effective capability.
+ *
+ * The helper is started as uid 65534 whenever the probe may become it (the
+ * harness's unconfined run is root): a root caller has every capability
+ * with or without the setuid bit, so only an unprivileged caller proves the
+ * bit works. Confined, the launcher has dropped CAP_SETUID and the helper
+ * starts as the probe's own uid, root included. */
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/wait.h>
 
 #include "probe.h"
@@ -17,6 +24,8 @@ int main(void) {
   if (child < 0) probe_error("fork: %s", strerror(errno));
   if (child == 0) {
     dup2(pipefd[1], 1);
+    if (getuid() == 0 && setgroups(0, NULL) == 0 && setresgid(65534, 65534, 65534) == 0)
+      (void)setresuid(65534, 65534, 65534);
     execl(helper, helper, (char *)NULL);
     dprintf(1, "EXECFAIL %d\n", errno);
     _exit(126);
