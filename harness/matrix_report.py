@@ -168,6 +168,18 @@ def scoping_check(battery: dict | None, abi) -> Check:
                  "; ".join(f'{c["probe"]} [{c["policy"]}, uid {c["uid"]}]: {c["actual"]}' for c in bad[:6]))
 
 
+def routes_check(battery: dict | None, probes: list) -> Check:
+    """The probes whose route this kernel has: unconfined, each must escape
+    (an `unsupported` there would mean the battery never tried the route)."""
+    got = {c["probe"]: c for c in (battery or {}).get("unconfined", [])}
+    bad = [p for p in probes if got.get(p, {}).get("outcome") != "PASS"]
+    return Check("routes", not bad, "unconfined, " + ", ".join(probes) + " escaped",
+                 "all escaped" if not bad else "; ".join(
+                     f'{p}: {got[p]["actual"]} ({got[p].get("why", "")})' if p in got else f"{p}: not run"
+                     for p in bad),
+                 "routes this kernel has, proven to exist before the cage is judged on them")
+
+
 def judge_guest(g: dict, d: str) -> Row:
     """The checks of one guest, from its results directory, ABI first."""
     e = g["expect"]
@@ -214,6 +226,8 @@ def judge_guest(g: dict, d: str) -> Row:
     row.checks.append(battery_check(battery, e["battery"]))
     if e["battery"] == "pass":
         row.checks.append(scoping_check(battery, abi))
+    if e.get("routes"):
+        row.checks.append(routes_check(battery, e["routes"]))
     if battery is not None and battery.get("landlock_abi") != abi:
         row.checks.append(Check("battery_abi", False, str(abi), str(battery.get("landlock_abi")),
                                 "oarbank-conform used another ABI than sandbox-report saw"))

@@ -175,3 +175,35 @@ def test_kernels_json_rows_are_complete():
         e = g["expect"]
         assert (e["verdict"] == "ok") == (e["battery"] == "pass"), g["id"]
         assert e["verdict"] in ("ok", "SANDBOX_BACKEND_MISSING", "CAPABILITY_NOT_ENFORCED")
+
+
+def test_a_route_the_kernel_has_must_be_taken_unconfined(tmp_path):
+    """6.12-x32 boots with x32 syscalls on: its row fails unless x32_syscall
+    escaped there unconfined (never `unsupported`, never missing)."""
+    g = ROWS["6.12-x32"]
+    assert g["expect"]["routes"] == ["x32_syscall"] and "syscall.x32=y" in g["append"]
+    d = tmp_path / "guests" / "6.12-x32"
+    _fake_guest(d, 6)
+    battery_json = d / "results" / "battery" / "battery.json"
+
+    def routes_with(cell):
+        b = json.loads(battery_json.read_text())
+        b["unconfined"] = [c for c in b["unconfined"] if c["probe"] != "x32_syscall"] + ([cell] if cell else [])
+        battery_json.write_text(json.dumps(b))
+        (check,) = [c for c in matrix_report.judge_guest(g, str(d)).checks if c.name == "routes"]
+        return check
+
+    assert not routes_with(None).ok
+    unsupported = {"probe": "x32_syscall", "policy": "unconfined", "uid": 0, "expected": "escaped",
+                   "actual": "unsupported", "outcome": "UNSUPPORTED", "why": "x32 socket answered ENOSYS"}
+    check = routes_with(unsupported)
+    assert not check.ok and "ENOSYS" in check.actual
+    escaped = dict(unsupported, actual="escaped", outcome="PASS", why="")
+    assert routes_with(escaped).ok
+
+
+def test_routes_name_probes_of_the_battery():
+    probes = {f[:-2] for f in os.listdir(os.path.join(ROOT, "escapes")) if f.endswith(".c")}
+    for g in SPEC["guests"]:
+        for p in g["expect"].get("routes", []):
+            assert p in probes, f"{g['id']}: routes names {p}, which escapes/ has no probe for"

@@ -124,7 +124,7 @@ status_file="$out/times.tsv"
 run_item() {  # KIND ID
   local kind="$1" id="$2" t=$SECONDS rc=0
   if [[ "$kind" == guest ]]; then
-    scripts/qemu-run.sh "$id" "$out/guests" >"$out/guests/$id.log" 2>&1 || rc=$?
+    OARBANK_KERNELS_JSON="$kernels_json" scripts/qemu-run.sh "$id" "$out/guests" >"$out/guests/$id.log" 2>&1 || rc=$?
   else
     mkdir -p "$out/capped/$id"
     "$static/harness/oarbank-conform" --agent "$static/sandbox/oarbank-agent" --probes "$static/probes" \

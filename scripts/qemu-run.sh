@@ -15,7 +15,10 @@
 #   guest.json    the package and version booted, accelerator, wall seconds
 # Exit 0 when the guest delivered its results (whatever they say), 1 if not.
 #
-# Environment: OARBANK_ACCEL (auto|kvm|tcg, default auto), OARBANK_KVM_CPU
+# The guest's kernel command line gets its row's `append`, if it has one.
+#
+# Environment: OARBANK_KERNELS_JSON (default fixtures/kernels.json),
+# OARBANK_ACCEL (auto|kvm|tcg, default auto), OARBANK_KVM_CPU
 # (default host), OARBANK_GUEST_TIMEOUT (seconds, default 600),
 # OARBANK_GUEST_MEM (MiB, default 1024), OARBANK_BOOT (vmlinux: PVH boot of
 # the decompressed kernel, the default when the cache has one; vmlinuz: the
@@ -27,6 +30,7 @@ src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${OARBANK_KERNEL_CACHE:-/var/cache/oarbank-kernels}"
 initramfs="${OARBANK_INITRAMFS:-$src/build-static/kernel-matrix/initramfs.cpio.zst}"
 py="${PYTHON:-/usr/bin/python3}"
+kernels_json="${OARBANK_KERNELS_JSON:-$src/fixtures/kernels.json}"
 qemu="${OARBANK_QEMU:-qemu-system-x86_64}"
 timeout_s="${OARBANK_GUEST_TIMEOUT:-600}"
 mem="${OARBANK_GUEST_MEM:-1024}"
@@ -45,6 +49,13 @@ if boot == "vmlinux" and r.get("vmlinux") and os.path.exists(r["vmlinux"]):
     print("vmlinux", r["vmlinux"])
 else:
     print("vmlinuz", r["vmlinuz"])' "$rec" "${OARBANK_BOOT:-vmlinux}"
+}
+
+append_of() {  # ID -> its row's extra kernel command line (may be empty)
+  "$py" -c '
+import json, sys
+rows = {g["id"]: g for g in json.load(open(sys.argv[1]))["guests"]}
+print(rows.get(sys.argv[2], {}).get("append", ""))' "$kernels_json" "$1"
 }
 
 # Boots the first cached kernel with ACCEL until /init runs (oarbank.probe=1).
@@ -90,7 +101,7 @@ accel_args=(-accel tcg)
 [[ -n "${OARBANK_TCG_CPU:-}" ]] && accel_args+=(-cpu "$OARBANK_TCG_CPU")
 [[ "$accel" == kvm ]] && accel_args=(-accel kvm -cpu "${OARBANK_KVM_CPU:-host}")
 
-append="console=ttyS0 quiet loglevel=1 panic=-1 rdinit=/init ${OARBANK_GUEST_APPEND:-}"
+append="console=ttyS0 quiet loglevel=1 panic=-1 rdinit=/init $(append_of "$id") ${OARBANK_GUEST_APPEND:-}"
 start=$(date +%s.%N)
 started=$SECONDS
 say "[$id] booting $(basename "$image") ($kind, $accel, ${mem} MiB, timeout ${timeout_s}s)"
