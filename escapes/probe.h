@@ -7,8 +7,12 @@
  *   {"probe":"bpf_syscall","verdict":"blocked","errno":"EPERM","detail":"..."}
  *   {"probe":"bpf_syscall","verdict":"error","detail":"OARBANK_PROBE_SECRET not set"}
  *   {"probe":"int80_socketcall","verdict":"unsupported","detail":"no i386 syscall entry"}
+ *   {"probe":"fown_signal_outside","verdict":"sent","detail":"SIGIO armed for pid 42"}
  * A probe killed by a signal (SIGSYS from the seccomp bad-arch action) prints
- * nothing; the harness records the signal.
+ * nothing; the harness records the signal. "sent" is for an attempt whose
+ * effect no call of the probe can see (a signal the kernel may drop without
+ * saying so): the harness decides from outside, escaped if the effect is
+ * there, blocked (no errno) if not.
  *
  * "escaped" means the attempt reached what the cage must keep from it. Where
  * the effect itself needs privileges the probe does not have, it proves the
@@ -104,6 +108,16 @@ __attribute__((noreturn, format(printf, 1, 2))) static inline void probe_error(c
   va_list ap;
   va_start(ap, fmt);
   probe_verdict("error", 0, fmt, ap);
+  va_end(ap);
+  _exit(0);
+}
+
+/* The attempt is made and only the outside can tell whether it got through
+ * (see the top of this file): the harness turns this into escaped or blocked. */
+__attribute__((noreturn, format(printf, 1, 2))) static inline void sent(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  probe_verdict("sent", 0, fmt, ap);
   va_end(ap);
   _exit(0);
 }

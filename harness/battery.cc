@@ -141,6 +141,25 @@ std::string Expected(const Expectation& row, int abi, int min_abi) {
   return "?";
 }
 
+// A probe that says "sent" cannot see whether its signal arrived: its sink
+// (world.h) says. Pending there: it got out. Nothing pending: it was dropped,
+// which no call reports, so blocked carries no errno.
+void ResolveSent(ProbeRun& run, SignalSinks& sinks, uid_t uid) {
+  if (run.verdict != "sent") return;
+  const uint64_t pending = sinks.TakePending(uid);
+  if (pending != 0) {
+    std::string names;
+    for (int sig = 1; sig <= 64; ++sig)
+      if (pending & (1ull << (sig - 1))) names += (names.empty() ? "" : ", ") + SignalName(sig);
+    run.verdict = "escaped";
+    run.detail += "; pending at the signal sink outside the cage: " + names;
+  } else {
+    run.verdict = "blocked";
+    run.err.clear();
+    run.detail += "; nothing reached the signal sink";
+  }
+}
+
 // Compares one confined run with its row (and what the world saw).
 void Judge(Cell& cell, const Expectation* row, int policy_min_abi, int abi, const std::vector<std::string>& evidence) {
   const ProbeRun& r = cell.run;
@@ -299,7 +318,8 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
   std::atomic<int> run_number{0};
   // Per run: a fresh outside dir and writable subdirectory, and the probe's variables.
   // `grant` is the writable grant the run's role has: work for a runner, data otherwise.
-  auto prepare = [&](const std::string& probe, uid_t uid, const std::string& grant, std::string& outside_dir) {
+  auto prepare = [&](const std::string& probe, uid_t uid, const std::string& grant, std::string& outside_dir,
+                     SignalSinks& sinks) {
     const std::string id = "run-" + std::to_string(++run_number);
     outside_dir = world->outside + "/" + id;
     const std::string writable = grant + "/" + id;
@@ -333,6 +353,7 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
         {"OARBANK_PROBE_PROXY_PORT", std::to_string(world->proxy_port)},
         {"OARBANK_PROBE_UDP_PORT", std::to_string(world->udp_port)},
         {"OARBANK_PROBE_OUTSIDE_PID", std::to_string(outside_pid)},
+        {"OARBANK_PROBE_SIGNAL_SINK_PID", std::to_string(sinks.For(uid))},
         {"OARBANK_PROBE_INHERITED_FD", std::to_string(world->inherited_fd)},
         {"OARBANK_PROBE_INHERITED_HIGH_FD", std::to_string(world->inherited_high_fd)},
         {"OARBANK_PROBE_SETUID_HELPER", world->setuid_helper},
@@ -362,12 +383,13 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
 
   // 1. Unconfined, as root, with the agent's full environment: the probe
   //    must escape (or say its route does not exist on this kernel).
-  auto run_unconfined = [&](const std::string& probe) {
+  auto run_unconfined = [&](const std::string& probe, SignalSinks& sinks) {
     std::string outside_dir;
-    auto vars = prepare(probe, 0, world->work, outside_dir);
+    auto vars = prepare(probe, 0, world->work, outside_dir, sinks);
     std::vector<std::string> env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world->env_secret};
     for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
     Cell cell{probe, "unconfined", 0, "escaped", Spawn({world->bundle + "/" + probe}, env, 0), Outcome::kPass, ""};
+    ResolveSent(cell.run, sinks, 0);
     // A daemon it started must be seen alive from outside: the check that
     // judges its confined runs is proven here.
     const std::string pidfile = vars["OARBANK_PROBE_PIDFILE"];
@@ -390,11 +412,12 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
   // 2. Confined: the policy, the identity, the environment the agent builds.
   //    `last` is the worker's latest observation of the world, which stands
   //    for the next run's "before" of the shared directories (ObserveWorld).
-  auto run_confined = [&](const std::string& probe, size_t policy_index, uid_t uid, std::optional<Evidence>& last) {
+  auto run_confined = [&](const std::string& probe, size_t policy_index, uid_t uid, std::optional<Evidence>& last,
+                          SignalSinks& sinks) {
     const Policy& policy = policies[policy_index];
     const std::string& name = result.policies[policy_index];
     std::string outside_dir;
-    auto vars = prepare(probe, uid, policy.work() ? world->work : world->data, outside_dir);
+    auto vars = prepare(probe, uid, policy.work() ? world->work : world->data, outside_dir, sinks);
     const auto env = BuildModuleEnvironment(policy, vars);
     const Expectation* row = table.value().Find(probe, name, result.abi);
     // The cage alone (sandbox-exec), or the supervisor around it for what
@@ -410,6 +433,7 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
     argv.insert(argv.end(), {policy_paths[name], "--", world->bundle + "/" + probe});
     const Evidence before = ObserveWorld(*world, outside_dir, probe, last ? &*last : nullptr);
     Cell cell{probe, name, uid, "", Spawn(argv, env, uid), Outcome::kPass, ""};
+    ResolveSent(cell.run, sinks, uid);
     last = ObserveWorld(*world, outside_dir, probe);
     std::vector<std::string> evidence = CompareEvidence(before, *last, probe);
     reap_daemon(vars["OARBANK_PROBE_PIDFILE"], evidence);
@@ -424,13 +448,14 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
   result.confined.resize(result.probes.size() * per_probe);
   std::atomic<size_t> next{0};
   auto worker = [&] {
+    SignalSinks sinks;  // this worker's own: what is pending there is its probe's
     for (size_t i; (i = next++) < result.probes.size();) {
       const std::string& probe = result.probes[i];
-      result.unconfined[i] = run_unconfined(probe);
+      result.unconfined[i] = run_unconfined(probe, sinks);
       std::optional<Evidence> last;  // what the unconfined run changed is no evidence: observe afresh
       for (size_t p = 0; p < result.policies.size(); ++p)
         for (size_t u = 0; u < o.uids.size(); ++u)
-          result.confined[i * per_probe + p * o.uids.size() + u] = run_confined(probe, p, o.uids[u], last);
+          result.confined[i * per_probe + p * o.uids.size() + u] = run_confined(probe, p, o.uids[u], last, sinks);
     }
   };
   std::vector<std::thread> workers;

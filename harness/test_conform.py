@@ -112,6 +112,8 @@ def faulty_agent(tmp_path, **fault):
     ({"OARBANK_FAULT_DROP_SECCOMP": "socketpair"}, "unix_socketpair_sendto_host", "unix_dgram_sendto_host"),
     ({"OARBANK_FAULT_UNHANDLE_FS": "14"}, "truncate_outside", "read_outside_grants"),  # LANDLOCK_ACCESS_FS_TRUNCATE
     ({"OARBANK_FAULT_UNHANDLE_SCOPES": "1"}, "signal_outside", "bpf_syscall"),
+    # Judged from outside (a "sent" verdict and the signal sink), not by any errno.
+    ({"OARBANK_FAULT_UNHANDLE_SCOPES": "1"}, "fown_signal_outside", "bpf_syscall"),
 ])
 def test_breaking_one_rule_turns_its_probe_red(tmp_path, fault, broken, intact):
     agent = faulty_agent(tmp_path, **fault)

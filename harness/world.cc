@@ -92,7 +92,55 @@ pid_t StartOutsideProcess(uid_t uid) {
   for (;;) pause();
 }
 
+// Like an outside process, but with every signal blocked and no session of
+// the harness's: nothing it is sent is ever consumed.
+pid_t StartSignalSink(uid_t uid) {
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid != 0) return pid;
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, nullptr);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(0);
+  setsid();
+  if (uid != 0 && (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0))
+    _exit(1);
+  prctl(PR_SET_DUMPABLE, 1);
+  for (;;) pause();
+}
+
 }  // namespace
+
+SignalSinks::~SignalSinks() {
+  for (const auto& [uid, pid] : pids_) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+}
+
+pid_t SignalSinks::For(uid_t uid) {
+  auto it = pids_.find(uid);
+  if (it == pids_.end()) it = pids_.emplace(uid, StartSignalSink(uid)).first;
+  return it->second;
+}
+
+uint64_t SignalSinks::TakePending(uid_t uid) {
+  auto it = pids_.find(uid);
+  if (it == pids_.end() || it->second < 0) return 0;
+  // SigPnd: sent to the thread; ShdPnd: sent to the process (as SIGIO is).
+  uint64_t pending = 0;
+  std::ifstream status("/proc/" + std::to_string(it->second) + "/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("SigPnd:", 0) == 0 || line.rfind("ShdPnd:", 0) == 0)
+      pending |= std::stoull(line.substr(7), nullptr, 16);
+  if (pending != 0) {
+    kill(it->second, SIGKILL);
+    waitpid(it->second, nullptr, 0);
+    pids_.erase(it);
+  }
+  return pending;
+}
 
 Listeners::Listeners() = default;
 

@@ -55,6 +55,26 @@ class Listeners {
   std::vector<Arrival> pending_;
 };
 
+// Processes outside the cage, one per identity, that block every signal, so
+// that a signal reaching one stays pending where /proc shows it. They judge a
+// probe that says "sent" (a signal whose delivery no call of it can see).
+// Each battery worker owns its own set: a pending signal then names the
+// worker's current probe, never one running beside it.
+class SignalSinks {
+ public:
+  SignalSinks() = default;
+  SignalSinks(const SignalSinks&) = delete;
+  SignalSinks& operator=(const SignalSinks&) = delete;
+  ~SignalSinks();
+  pid_t For(uid_t uid);  // started on first use; -1 if it could not be
+  // The signals pending at uid's sink (bit N-1 for signal N); a sink that
+  // has any is replaced, so the next run starts from none.
+  uint64_t TakePending(uid_t uid);
+
+ private:
+  std::map<uid_t, pid_t> pids_;
+};
+
 struct World {
   std::string root;
   std::string bundle, runtime, work, data, outside, secret;
