@@ -340,6 +340,7 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
       close(fd);
     }
     const auto outside_pid = world->outside_pid.count(uid) ? world->outside_pid.at(uid) : world->outside_pid.begin()->second;
+    const pid_t sink = sinks.For(uid);  // -1 if it could not start: unset, so the probe errors
     return std::map<std::string, std::string>{
         {"OARBANK_PROBE_BUNDLE", world->bundle},
         {"OARBANK_PROBE_WRITABLE", writable},
@@ -353,7 +354,7 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
         {"OARBANK_PROBE_PROXY_PORT", std::to_string(world->proxy_port)},
         {"OARBANK_PROBE_UDP_PORT", std::to_string(world->udp_port)},
         {"OARBANK_PROBE_OUTSIDE_PID", std::to_string(outside_pid)},
-        {"OARBANK_PROBE_SIGNAL_SINK_PID", std::to_string(sinks.For(uid))},
+        {"OARBANK_PROBE_SIGNAL_SINK_PID", sink > 0 ? std::to_string(sink) : ""},
         {"OARBANK_PROBE_INHERITED_FD", std::to_string(world->inherited_fd)},
         {"OARBANK_PROBE_INHERITED_HIGH_FD", std::to_string(world->inherited_high_fd)},
         {"OARBANK_PROBE_SETUID_HELPER", world->setuid_helper},

@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <grp.h>
 #include <sys/wait.h>
@@ -104,7 +105,10 @@ pid_t StartSignalSink(uid_t uid) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(0);
   setsid();
-  if (uid != 0 && (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0))
+  // Raw system calls: forked from a worker thread, the child must not take
+  // glibc's locks for setxid (another thread may have held them at fork).
+  if (uid != 0 && (syscall(SYS_setgroups, 0, nullptr) != 0 || syscall(SYS_setresgid, uid, uid, uid) != 0 ||
+                   syscall(SYS_setresuid, uid, uid, uid) != 0))
     _exit(1);
   prctl(PR_SET_DUMPABLE, 1);
   for (;;) pause();
@@ -112,6 +116,8 @@ pid_t StartSignalSink(uid_t uid) {
 
 }  // namespace
 
+// Only pids this set started (always > 0) are ever signalled: kill(-1)
+// would reach every process the harness may signal.
 SignalSinks::~SignalSinks() {
   for (const auto& [uid, pid] : pids_) {
     kill(pid, SIGKILL);
@@ -120,14 +126,15 @@ SignalSinks::~SignalSinks() {
 }
 
 pid_t SignalSinks::For(uid_t uid) {
-  auto it = pids_.find(uid);
-  if (it == pids_.end()) it = pids_.emplace(uid, StartSignalSink(uid)).first;
-  return it->second;
+  if (auto it = pids_.find(uid); it != pids_.end()) return it->second;
+  const pid_t pid = StartSignalSink(uid);
+  if (pid > 0) pids_.emplace(uid, pid);
+  return pid > 0 ? pid : -1;
 }
 
 uint64_t SignalSinks::TakePending(uid_t uid) {
   auto it = pids_.find(uid);
-  if (it == pids_.end() || it->second < 0) return 0;
+  if (it == pids_.end()) return 0;
   // SigPnd: sent to the thread; ShdPnd: sent to the process (as SIGIO is).
   uint64_t pending = 0;
   std::ifstream status("/proc/" + std::to_string(it->second) + "/status");
@@ -248,6 +255,7 @@ World::~World() {
   if (sysv_msg_id >= 0) msgctl(sysv_msg_id, IPC_RMID, nullptr);
   if (!mqueue_name.empty()) mq_unlink(mqueue_name.c_str());
   for (const auto& [uid, pid] : outside_pid) {
+    if (pid <= 0) continue;  // never kill(-1) or kill(0)
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
   }
@@ -338,7 +346,11 @@ Result<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std
   if (w->tcp_port < 0 || w->proxy_port < 0 || w->udp_port < 0)
     return Error{"world", "loopback listeners: " + std::string(strerror(errno))};
 
-  for (uid_t uid : uids) w->outside_pid[uid] = StartOutsideProcess(uid);
+  for (uid_t uid : uids) {
+    const pid_t pid = StartOutsideProcess(uid);
+    if (pid < 0) return Error{"world", "outside process: fork: " + std::string(strerror(errno))};
+    w->outside_pid[uid] = pid;
+  }
 
   // An fd the agent forgot to close, on the secret.
   const int fd = open(w->secret.c_str(), O_RDONLY);
