@@ -217,8 +217,9 @@ TEST_P(ConfineTest, UnixSocketsAreRefusedButSocketpairWorks) {
   EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(socketpair(AF_UNIX, SOCK_STREAM, 0, sv)); }), Err(0));
   EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv)); }), Err(0));
   // A datagram pair can sendto() or connect() any address: refused like
-  // socket(AF_UNIX), whatever flags ride on the type.
-  for (int type : {int{SOCK_DGRAM}, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK})
+  // socket(AF_UNIX), whatever flags ride on the type, and as SOCK_RAW
+  // (which the unix family turns into SOCK_DGRAM).
+  for (int type : {int{SOCK_DGRAM}, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, int{SOCK_RAW}})
     EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(socketpair(AF_UNIX, type, 0, sv)); }), Err(EPERM));
   // Another family's pair (TIPC's, the only other one) is refused before the
   // kernel could load a module for it.

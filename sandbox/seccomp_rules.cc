@@ -35,10 +35,13 @@ std::vector<SeccompRule> BuildTable() {
        "below ABI 9 the broker is an inherited connection"},
       // A datagram pair is unconnected enough to leave: sendto() names any
       // pathname or abstract address, and connect() re-targets it. Stream
-      // and seqpacket pairs ignore or refuse an address and stay.
+      // and seqpacket pairs ignore or refuse an address and stay. The unix
+      // family makes SOCK_RAW a datagram socket, so it is refused alike.
       {"socketpair", {Eq(0, AF_UNIX), Masked(1, kSockTypeMask, SOCK_DGRAM)}, EPERM, When::kNoBroker,
        "no unix datagram pair unless the broker is reached by path (Landlock ABI 9): sendto() and connect() "
        "on one reach a host socket like socket(AF_UNIX) would"},
+      {"socketpair", {Eq(0, AF_UNIX), Masked(1, kSockTypeMask, SOCK_RAW)}, EPERM, When::kNoBroker,
+       "no unix SOCK_RAW pair: the kernel makes it a datagram pair"},
       {"socketpair", {Ne(0, AF_UNIX)}, EPERM, When::kAlways,
        "pairs of unix sockets only: other families (TIPC) would load kernel modules past the socket() rows"},
       {"socket", {Eq(0, AF_INET)}, EPERM, When::kNetNone, "net.mode none: no IPv4"},
