@@ -84,7 +84,7 @@ cleanup() {
   if [[ "${KEEP_TMP:-0}" == 1 ]]; then echo "bench: kept $TMP_ROOT"; else rm -rf "$TMP_ROOT"; fi
 }
 trap cleanup EXIT
-[[ "$TMP_ROOT$AGENT$SYSCALL_COST" != *[[:space:]\'\"]* ]] || die "paths with spaces or quotes are not supported"
+[[ "$TMP_ROOT$AGENT$SYSCALL_COST$MINILAUNCH" != *[[:space:]\'\"]* ]] || die "paths with spaces or quotes are not supported"
 mkdir -p "$TMP_ROOT"/{bundle,work/tmp,data,results}
 
 write_policy() {  # exec_writable file

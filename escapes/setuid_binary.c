@@ -24,8 +24,13 @@ int main(void) {
   if (child < 0) probe_error("fork: %s", strerror(errno));
   if (child == 0) {
     dup2(pipefd[1], 1);
-    if (getuid() == 0 && setgroups(0, NULL) == 0 && setresgid(65534, 65534, 65534) == 0)
-      (void)setresuid(65534, 65534, 65534);
+    /* setgroups succeeds only while CAP_SETGID is there (unconfined): from
+     * then on, a helper that would still start as root proves nothing. */
+    if (getuid() == 0 && setgroups(0, NULL) == 0 &&
+        (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0)) {
+      dprintf(1, "DROPFAIL %d\n", errno);
+      _exit(125);
+    }
     execl(helper, helper, (char *)NULL);
     dprintf(1, "EXECFAIL %d\n", errno);
     _exit(126);
@@ -40,6 +45,7 @@ int main(void) {
   int status;
   waitpid(child, &status, 0);
   int exec_err;
+  if (sscanf(out, "DROPFAIL %d", &exec_err) == 1) probe_error("could not become uid 65534: %s", strerror(exec_err));
   if (sscanf(out, "EXECFAIL %d", &exec_err) == 1) blocked(exec_err, "execve %s", helper);
   const char *cap = strstr(out, "CapEff:");
   if (cap == NULL) probe_error("%s printed no CapEff line: %.200s", helper, out);

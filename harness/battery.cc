@@ -146,7 +146,13 @@ std::string Expected(const Expectation& row, int abi, int min_abi) {
 // which no call reports, so blocked carries no errno.
 void ResolveSent(ProbeRun& run, SignalSinks& sinks, uid_t uid) {
   if (run.verdict != "sent") return;
-  const uint64_t pending = sinks.TakePending(uid);
+  const auto taken = sinks.TakePending(uid);
+  if (!taken.ok()) {
+    run.verdict = "error";
+    run.detail += "; " + taken.error().where + ": " + taken.error().what;
+    return;
+  }
+  const uint64_t pending = taken.value();
   if (pending != 0) {
     std::string names;
     for (int sig = 1; sig <= 64; ++sig)

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <mqueue.h>
@@ -93,24 +94,48 @@ pid_t StartOutsideProcess(uid_t uid) {
   for (;;) pause();
 }
 
-// Like an outside process, but with every signal blocked and no session of
-// the harness's: nothing it is sent is ever consumed.
+// Like an outside process, but with every signal blocked from its first
+// instruction (the mask is set in this thread around the fork) and no session
+// of the harness's: nothing it is sent is ever consumed, or kills it.
 pid_t StartSignalSink(uid_t uid) {
   const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid != 0) return pid;
-  sigset_t all;
+  int ready[2];  // the sink says when it runs as uid; EOF: it gave up
+  if (pipe2(ready, O_CLOEXEC) != 0) return -1;
+  sigset_t all, old;
   sigfillset(&all);
-  sigprocmask(SIG_SETMASK, &all, nullptr);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = fork();
+  if (pid != 0) {
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    close(ready[1]);
+    char c = 0;
+    ssize_t n = -1;
+    if (pid > 0) do n = read(ready[0], &c, 1);
+      while (n < 0 && errno == EINTR);
+    close(ready[0]);
+    if (pid > 0 && n != 1) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+      return -1;
+    }
+    return pid;
+  }
+  // Forked from a worker thread, it would hold the other workers' pipe ends
+  // (Spawn's, between pipe2 and close) and keep them from seeing EOF: only
+  // its ready pipe stays, as fd 3.
+  if (dup2(ready[1], 3) != 3) _exit(1);
+  syscall(SYS_close_range, 4, ~0u, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(0);
   setsid();
-  // Raw system calls: forked from a worker thread, the child must not take
-  // glibc's locks for setxid (another thread may have held them at fork).
+  // Raw system calls: the child must not take glibc's setxid locks, which
+  // another thread may have held at the fork.
   if (uid != 0 && (syscall(SYS_setgroups, 0, nullptr) != 0 || syscall(SYS_setresgid, uid, uid, uid) != 0 ||
                    syscall(SYS_setresuid, uid, uid, uid) != 0))
     _exit(1);
   prctl(PR_SET_DUMPABLE, 1);
+  if (write(3, "r", 1) != 1) _exit(1);
+  close(3);
   for (;;) pause();
 }
 
@@ -132,18 +157,39 @@ pid_t SignalSinks::For(uid_t uid) {
   return pid > 0 ? pid : -1;
 }
 
-uint64_t SignalSinks::TakePending(uid_t uid) {
+Result<uint64_t> SignalSinks::TakePending(uid_t uid) {
   auto it = pids_.find(uid);
-  if (it == pids_.end()) return 0;
-  // SigPnd: sent to the thread; ShdPnd: sent to the process (as SIGIO is).
-  uint64_t pending = 0;
-  std::ifstream status("/proc/" + std::to_string(it->second) + "/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("SigPnd:", 0) == 0 || line.rfind("ShdPnd:", 0) == 0)
+  if (it == pids_.end()) return Error{"signal sink", "none was started for uid " + std::to_string(uid)};
+  const pid_t pid = it->second;
+  // A sink that died (or never dropped to uid) would make any run look
+  // blocked: it must be alive, of uid, and still blocking what it is sent.
+  uint64_t pending = 0, blocked = 0;
+  std::string state, uids;
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("SigPnd:", 0) == 0 || line.rfind("ShdPnd:", 0) == 0)  // thread, process (SIGIO)
       pending |= std::stoull(line.substr(7), nullptr, 16);
+    else if (line.rfind("SigBlk:", 0) == 0) blocked = std::stoull(line.substr(7), nullptr, 16);
+    else if (line.rfind("State:", 0) == 0) state = line.substr(6);
+    else if (line.rfind("Uid:", 0) == 0) uids = line.substr(4);
+  }
+  // Signals 1-31 (glibc keeps 32 and 33 for itself, and SIGKILL and SIGSTOP
+  // cannot be blocked).
+  const uint64_t must_block = ((1ull << 31) - 1) & ~((1ull << (SIGKILL - 1)) | (1ull << (SIGSTOP - 1)));
+  const bool alive = waitpid(pid, nullptr, WNOHANG) == 0 && !state.empty() && state.find('Z') == std::string::npos;
+  std::istringstream ids(uids);
+  uid_t real = 0, effective = 0;
+  ids >> real >> effective;
+  if (!alive || real != uid || effective != uid || (blocked & must_block) != must_block) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    pids_.erase(it);
+    return Error{"signal sink", "pid " + std::to_string(pid) + " was not a live process of uid " +
+                                    std::to_string(uid) + " blocking every signal (State:" + state + ")"};
+  }
   if (pending != 0) {
-    kill(it->second, SIGKILL);
-    waitpid(it->second, nullptr, 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
     pids_.erase(it);
   }
   return pending;
@@ -361,11 +407,15 @@ Result<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std
   getrlimit(RLIMIT_NOFILE, &files);
   rlimit raised = files;
   raised.rlim_cur = std::max<rlim_t>(files.rlim_cur, kInheritedHighFd + 1);
-  if (raised.rlim_cur > files.rlim_max || setrlimit(RLIMIT_NOFILE, &raised) != 0 ||
-      dup2(fd, kInheritedHighFd) < 0)
-    return Error{"world", "inherited fd " + std::to_string(kInheritedHighFd) + ": " + std::string(strerror(errno)) +
-                              " (RLIMIT_NOFILE hard limit " + std::to_string(files.rlim_max) + ")"};
+  const bool placed = raised.rlim_cur <= files.rlim_max && setrlimit(RLIMIT_NOFILE, &raised) == 0 &&
+                      dup2(fd, kInheritedHighFd) == kInheritedHighFd;
+  const int err = raised.rlim_cur > files.rlim_max ? EMFILE : errno;
   setrlimit(RLIMIT_NOFILE, &files);
+  if (!placed) {
+    if (fd != kInheritedFd) close(fd);
+    return Error{"world", "inherited fd " + std::to_string(kInheritedHighFd) + ": " + std::string(strerror(err)) +
+                              " (RLIMIT_NOFILE hard limit " + std::to_string(files.rlim_max) + ")"};
+  }
   w->inherited_high_fd = kInheritedHighFd;
   if (fd != kInheritedFd) close(fd);
 

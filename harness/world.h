@@ -68,8 +68,10 @@ class SignalSinks {
   ~SignalSinks();
   pid_t For(uid_t uid);  // started on first use; -1 if it could not be
   // The signals pending at uid's sink (bit N-1 for signal N); a sink that
-  // has any is replaced, so the next run starts from none.
-  uint64_t TakePending(uid_t uid);
+  // has any is replaced, so the next run starts from none. An error when the
+  // sink is not a live process of uid blocking every signal: nothing could
+  // have shown there, so the run proves nothing.
+  Result<uint64_t> TakePending(uid_t uid);
 
  private:
   std::map<uid_t, pid_t> pids_;
