@@ -227,6 +227,19 @@ TEST_P(ConfineTest, UnixSocketsAreRefusedButSocketpairWorks) {
   EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(socketpair(AF_INET, SOCK_STREAM, 0, sv)); }), Err(EPERM));
 }
 
+// A user-notification listener is refused however the operation is spelt
+// (the kernel reads it as 32 bits); a plain filter stays allowed. A NULL
+// program makes an allowed call fail with EFAULT before installing anything.
+TEST_P(ConfineTest, SeccompListenerIsRefusedOnTheOperationsLow32Bits) {
+  constexpr unsigned long kSetModeFilter = 1, kNewListener = 1ul << 3;
+  for (unsigned long op : {kSetModeFilter, (1ul << 32) | kSetModeFilter})
+    EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(syscall(SYS_seccomp, op, kNewListener, nullptr)); }),
+              Err(EPERM))
+        << std::hex << op;
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(syscall(SYS_seccomp, kSetModeFilter, 0, nullptr)); }),
+            Err(EFAULT));
+}
+
 TEST_P(ConfineTest, NetNoneRefusesIpSockets) {
   const std::string egress = R"("net": {"mode": "egress-allowlist", "allow": ["a.example"], "proxy_port": 3128})";
   for (int family : {AF_INET, AF_INET6}) {

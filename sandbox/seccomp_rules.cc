@@ -135,7 +135,10 @@ std::vector<SeccompRule> BuildTable() {
       {"sched_setscheduler", {Ne(0, 0)}, EPERM, When::kAlways, "no starving another process"},
       {"sched_setparam", {Ne(0, 0)}, EPERM, When::kAlways, "no starving another process"},
       {"sched_setattr", {Ne(0, 0)}, EPERM, When::kAlways, "no starving another process"},
-      {"seccomp", {Eq(0, kSeccompSetModeFilter), Masked(1, kSeccompFilterFlagNewListener, kSeccompFilterFlagNewListener)},
+      // The operation on its low 32 bits: the kernel reads it as an unsigned
+      // int, so 1 << 32 | SET_MODE_FILTER is SET_MODE_FILTER to it.
+      {"seccomp",
+       {Masked(0, kLow32, kSeccompSetModeFilter), Masked(1, kSeccompFilterFlagNewListener, kSeccompFilterFlagNewListener)},
        EPERM, When::kAlways, "no seccomp user-notification supervisor inside the sandbox"},
 
       // Terminal injection into an inherited terminal (CVE-2017-5226). The
