@@ -31,7 +31,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #ifndef PROBE_NAME
@@ -141,6 +143,16 @@ static inline const char *probe_env(const char *name) {
 }
 
 static inline long probe_env_long(const char *name) { return strtol(probe_env(name), NULL, 10); }
+
+/* The pathname socket address named by variable `name` (a host socket the
+ * harness listens on); a path too long for sun_path is the probe's error. */
+static inline struct sockaddr_un probe_unix_address(const char *name) {
+  const char *path = probe_env(name);
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  if (strlen(path) >= sizeof sa.sun_path) probe_error("%s: socket path too long: %s", name, path);
+  strcpy(sa.sun_path, path);
+  return sa;
+}
 
 /* Copies `from` to a new file `to` (created, not overwritten) with `mode`:
  * the written file that the exec probes then try to run. Any failure is the

@@ -10,10 +10,8 @@
 #include "probe.h"
 
 int main(void) {
-  const char *path = probe_env("OARBANK_PROBE_UNIX_SOCKET");
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  if (strlen(path) >= sizeof sa.sun_path) probe_error("socket path too long: %s", path);
-  strcpy(sa.sun_path, path);
+  struct sockaddr_un sa = probe_unix_address("OARBANK_PROBE_UNIX_SOCKET");
+  const char *path = sa.sun_path;
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) blocked(errno, "socket(AF_UNIX, SOCK_STREAM)");
   if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) blocked(errno, "connect %s", path);

@@ -12,10 +12,8 @@
 #include "probe.h"
 
 int main(void) {
-  const char *path = probe_env("OARBANK_PROBE_UNIX_DGRAM_SOCKET");
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  if (strlen(path) >= sizeof sa.sun_path) probe_error("socket path too long: %s", path);
-  strcpy(sa.sun_path, path);
+  struct sockaddr_un sa = probe_unix_address("OARBANK_PROBE_UNIX_DGRAM_SOCKET");
+  const char *path = sa.sun_path;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_RAW | SOCK_CLOEXEC, 0, sv) != 0) blocked(errno, "socketpair(AF_UNIX, SOCK_RAW)");
   static const char msg[] = PROBE_NAME "\n";
