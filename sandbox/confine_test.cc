@@ -227,6 +227,28 @@ TEST_P(ConfineTest, UnixSocketsAreRefusedButSocketpairWorks) {
   EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(socketpair(AF_INET, SOCK_STREAM, 0, sv)); }), Err(EPERM));
 }
 
+// Between reading the policy and confining, a process that shares a grant
+// (another job's module, a daemon it left) can swap a grant for a symlink to
+// somewhere else: the launch must refuse, never move the rule or the noexec
+// bind there. The swap here is the race won.
+TEST_P(ConfineTest, AGrantSwappedForASymlinkSinceTheParseRefusesTheLaunch) {
+  for (const char* exec_writable : {"true", "false"}) {
+    TempTree tree;
+    const Policy policy = tree.Runner(std::string(R"("exec_writable": )") + exec_writable);  // tmp resolved here
+    std::filesystem::rename(tree.Path("work/tmp"), tree.Path("work/tmp.real"));
+    std::filesystem::create_directory_symlink(tree.Path("outside"), tree.Path("work/tmp"));
+    chmod(tree.Path("work").c_str(), 0777);
+    const Outcome out = RunConfined(policy, [&] { return Errno(open(tree.Path("outside/secret").c_str(), O_RDONLY)); });
+    EXPECT_NE(out.setup_error.find("a symlink is in it now"), std::string::npos) << exec_writable << ": " << out;
+    // The same policy with the grant back in place launches.
+    std::filesystem::remove(tree.Path("work/tmp"));
+    std::filesystem::rename(tree.Path("work/tmp.real"), tree.Path("work/tmp"));
+    EXPECT_EQ(RunConfined(policy, [&] { return Errno(open(tree.Path("outside/secret").c_str(), O_RDONLY)); }),
+              Err(EACCES))
+        << exec_writable;
+  }
+}
+
 // A user-notification listener is refused however the operation is spelt
 // (the kernel reads it as 32 bits); a plain filter stays allowed. A NULL
 // program makes an allowed call fail with EFAULT before installing anything.

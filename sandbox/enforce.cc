@@ -10,12 +10,15 @@
 #include <linux/capability.h>
 #include <linux/landlock.h>
 #include <linux/mount.h>
+#include <linux/openat2.h>
 #include <linux/securebits.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -97,6 +100,15 @@ std::optional<StepFailure> SetNoNewPrivs() {
   return std::nullopt;
 }
 
+// A canonical path opened with no symlink in any component (ELOOP if one
+// is there now): what the policy named when it was read, or nothing.
+int OpenNoSymlinks(const std::string& path) {
+  open_how how {};
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = RESOLVE_NO_SYMLINKS;
+  return static_cast<int>(syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how, sizeof how));
+}
+
 std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOptions& options) {
   if (!plan.mount_namespace) return std::nullopt;
   constexpr LaunchStep kStep = LaunchStep::kMountNamespace;
@@ -126,6 +138,8 @@ std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOpt
   // Nothing done here may propagate back to the host's mounts.
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return Fail(kStep, errno, "make / private");
   for (const auto& path : plan.noexec_binds) {
+    if (const int fd = OpenNoSymlinks(path); fd >= 0) close(fd);
+    else if (errno == ELOOP) return Fail(kStep, ELOOP, "%s: a symlink is in it now, since the policy was read", path.c_str());
     if (mount(path.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
       return Fail(kStep, errno, "bind %s", path.c_str());
     mount_attr attr {};
@@ -133,6 +147,18 @@ std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOpt
     if (syscall(SYS_mount_setattr, AT_FDCWD, path.c_str(), AT_RECURSIVE | AT_SYMLINK_NOFOLLOW, &attr,
                 sizeof attr) != 0)
       return Fail(kStep, errno, "noexec %s", path.c_str());
+  }
+  // mount() follows symlinks: a grant swapped for one between the check
+  // above and the bind (and back) would have put the bind elsewhere. Each
+  // grant, reached with no symlink, must now be on a noexec mount.
+  for (const auto& path : plan.noexec_binds) {
+    const int fd = OpenNoSymlinks(path);
+    struct statfs fs {};
+    const int err = fd < 0 ? errno : fstatfs(fd, &fs) != 0 ? errno : 0;
+    if (fd >= 0) close(fd);
+    if (err == ELOOP) return Fail(kStep, err, "%s: a symlink is in it now, since the policy was read", path.c_str());
+    if (err != 0) return Fail(kStep, err, "check the noexec bind of %s", path.c_str());
+    if (!(fs.f_flags & ST_NOEXEC)) return Fail(kStep, 0, "%s is not on a noexec mount after its bind", path.c_str());
   }
   if (root_etc_view) {
     const int err = AttachRootEtcTree(root_etc_tree);
@@ -189,9 +215,11 @@ std::optional<StepFailure> ApplyLandlock(const LandlockPlan& ll) {
     return Fail(kStep, err, "%s %s", what, path);
   };
   for (const auto& rule : ll.paths) {
-    const int fd = open(rule.path.c_str(), O_PATH | O_CLOEXEC);
+    const int fd = rule.canonical ? OpenNoSymlinks(rule.path) : open(rule.path.c_str(), O_PATH | O_CLOEXEC);
     if (fd < 0) {
       if (rule.optional && errno == ENOENT) continue;
+      if (rule.canonical && errno == ELOOP)
+        return fail(ELOOP, rule.source.c_str(), (rule.path + ": a symlink is in it now, since the policy was read").c_str());
       return fail(errno, rule.source.c_str(), rule.path.c_str());
     }
     struct stat st {};

@@ -113,7 +113,7 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
     for (const auto& g : policy.grants()) {
       const uint64_t rights = g.access == Access::kReadExecute ? ReadExecuteRights(abi)
                                                                : ReadWriteRights(abi, policy.exec_writable());
-      ll.paths.push_back({g.path, rights, false, g.field});
+      ll.paths.push_back({g.path, rights, false, g.field, true});
     }
     switch (policy.gpu()) {
       case GpuMode::kNone: break;
@@ -125,7 +125,7 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
     // The broker socket: on ABI 9 the only pathname unix socket reachable;
     // below it an inherited connection (BrokerHandoff).
     if (policy.broker() && (ll.handled_fs & kFsResolveUnix))
-      ll.paths.push_back({*policy.broker(), kFsResolveUnix, false, "broker"});
+      ll.paths.push_back({*policy.broker(), kFsResolveUnix, false, "broker", true});
     // TCP: egress goes to the agent's proxy port alone; nothing binds.
     if (ll.handled_net != 0 && policy.net().mode == NetMode::kEgressAllowlist)
       ll.ports.push_back({static_cast<uint16_t>(policy.net().proxy_port), kNetConnectTcp, "net.proxy_port"});

@@ -22,6 +22,10 @@ struct PathRule {
   uint64_t access = 0;   // Landlock fs rights; masked to file rights at apply time for a file
   bool optional = false; // base-system paths absent on this host are skipped; a policy path is never optional
   std::string source;    // the policy field or "base system"
+  // A policy path, canonical when the policy was read: opened with no symlink
+  // allowed in any component, so one swapped in since (by a process sharing
+  // the grant) refuses the launch instead of moving the rule.
+  bool canonical = false;
 };
 
 struct PortRule {
