@@ -197,7 +197,9 @@ void Judge(Cell& cell, const Expectation* row, int policy_min_abi, int abi, cons
       if (!got_through) cell.why = "a granted operation was refused: " + r.Summary() + " " + r.detail;
       return;
     case Expect::kGap:
-      cell.outcome = Outcome::kGap;
+      // Amber only while the gap shows: a gap that closed makes its row stale.
+      cell.outcome = got_through ? Outcome::kGap : Outcome::kUnexpected;
+      if (!got_through) cell.why = "the known gap did not show (" + r.Summary() + "): update its row in expectations.tsv";
       return;
     case Expect::kContained:
       // The probe's verdict says only that it started; what outlived the

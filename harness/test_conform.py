@@ -291,3 +291,22 @@ def test_the_report_grants_only_what_the_battery_proved(battery, tmp_path):
     missing = grant(tmp_path / "no-such-attestation.json")
     assert missing["verdict"] == "CAPABILITY_NOT_ENFORCED"
     assert "run oarbank-conform" in missing["at_fault"][0]["detail"]
+
+
+def test_a_gap_row_whose_gap_closed_fails(tmp_path):
+    """A `gap` row is amber only while its probe still escapes: marking a
+    probe the cage blocks as a gap must fail, so a closed gap is never left
+    standing in the table (and the real gap row stays amber)."""
+    table = (pathlib.Path(ROOT) / "escapes" / "expectations.tsv").read_text()
+    stale = "bpf_syscall\trunner_strict\t6\tgap\t-\ta gap this test pretends is still open\n"
+    expectations = tmp_path / "expectations.tsv"
+    expectations.write_text(table + stale)
+    r = conform(tmp_path / "out", "--expectations", str(expectations), "--probe",
+                "bpf_syscall,tcp_proxy_port_other_address", "--policy", "runner_strict,runner_egress")
+    assert r.returncode == 1, r.stdout
+    report = json.loads((tmp_path / "out" / "battery.json").read_text())
+    cells = {(c["probe"], c["policy"], c["uid"]): c for c in report["confined"]}
+    for uid in (0, 65534):
+        stale_cell = cells[("bpf_syscall", "runner_strict", uid)]
+        assert stale_cell["outcome"] == "UNEXPECTED" and "update its row" in stale_cell["why"], stale_cell
+        assert cells[("tcp_proxy_port_other_address", "runner_egress", uid)]["outcome"] == "GAP"
