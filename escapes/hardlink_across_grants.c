@@ -2,8 +2,8 @@
  * new name would carry the grant's rights (read, write, maybe execute) to an
  * inode the cage keeps out of reach. Landlock (ABI 2+) refuses the
  * reparenting with EXDEV because no rule outside the grants gives REFER;
- * where the writable grant is its own bind mount (exec_writable=false) the
- * VFS refuses a link across mounts with EXDEV before Landlock is asked.
+ * the writable grant is its own bind mount in the cage, so the VFS refuses a
+ * link across mounts with EXDEV before Landlock is asked.
  *
  * With fs.protected_hardlinks=1 a uid that neither owns the source nor may
  * read and write it gets EPERM from the DAC before Landlock, which proves
@@ -28,7 +28,7 @@ int main(void) {
 
   const char *source = secret;
   const char *how = "the secret";
-  if (access(victim, R_OK | W_OK) == 0) {
+  if (probe_dac_allows(victim, R_OK | W_OK)) {
     source = victim;
     how = "existing victim file";
   } else {
@@ -39,7 +39,7 @@ int main(void) {
       close(fd);
       source = victim;
       how = "victim file created by this run";
-    } else if (access(secret, R_OK | W_OK) != 0) {
+    } else if (!probe_dac_allows(secret, R_OK | W_OK)) {
       how = "the secret (no victim file; protected_hardlinks may refuse this uid first)";
     }
   }

@@ -136,6 +136,19 @@ __attribute__((noreturn, format(printf, 1, 2))) static inline void unsupported(c
 }
 
 /* A required OARBANK_PROBE_* variable; its absence is an error, never a pass. */
+/* Whether file permissions alone let this uid read (R_OK) and/or write
+ * (W_OK) the file at path, from stat(2), which the cage does not mediate:
+ * access(2) answers EROFS on the cage's read-only mounts, which is the cage
+ * answering, not file permissions. Root passes any mode. */
+static inline int probe_dac_allows(const char *path, int want) {
+  struct stat st;
+  if (stat(path, &st) != 0) return 0;
+  if (geteuid() == 0) return 1;
+  mode_t r = st.st_uid == geteuid() ? S_IRUSR : st.st_gid == getegid() ? S_IRGRP : S_IROTH;
+  mode_t w = st.st_uid == geteuid() ? S_IWUSR : st.st_gid == getegid() ? S_IWGRP : S_IWOTH;
+  return (!(want & R_OK) || (st.st_mode & r)) && (!(want & W_OK) || (st.st_mode & w));
+}
+
 static inline const char *probe_env(const char *name) {
   const char *v = getenv(name);
   if (v == NULL || *v == '\0') probe_error("%s not set", name);

@@ -1,8 +1,8 @@
 /* Renaming a file from a writable grant to a directory outside every grant:
- * writing outside the cage by moving, not opening. Where the writable grant
- * is its own bind mount (exec_writable=false) the VFS refuses a rename across
- * mounts with EXDEV; otherwise Landlock refuses it (no MAKE_REG at the
- * destination: EACCES, which Landlock puts before EXDEV). */
+ * writing outside the cage by moving, not opening. The writable grant is its
+ * own bind mount in the cage, so the VFS refuses a rename across mounts with
+ * EXDEV; behind that Landlock refuses it (no MAKE_REG at the destination:
+ * EACCES, which Landlock puts before EXDEV). */
 #include <fcntl.h>
 #include <stdio.h>
 

@@ -1,12 +1,12 @@
 /* Truncating a file outside every grant: destroying a user's data needs no
- * read and no write(2), only truncate(2) or open(O_TRUNC). Landlock (ABI 3+,
- * LANDLOCK_ACCESS_FS_TRUNCATE) refuses both outside the writable grants with
- * EACCES.
+ * read and no write(2), only truncate(2) or open(O_TRUNC). The cage's
+ * read-only mounts refuse both outside the writable grants (EROFS), and
+ * behind them Landlock (ABI 3+, LANDLOCK_ACCESS_FS_TRUNCATE) with EACCES.
  *
  * The target must be a file the probe's uid could truncate but for the cage,
  * or the DAC answers first and proves nothing. In order:
- *   1. $OUTSIDE_DIR/truncate_outside.victim, if it exists and access(2) says
- *      this uid may write it (access(2) is not mediated by Landlock);
+ *   1. $OUTSIDE_DIR/truncate_outside.victim, if it exists and its owner and
+ *      mode (stat(2), which the cage does not mediate) let this uid write it;
  *   2. that file created with mode 0666: this works only unconfined (the
  *      harness's unconfined root run leaves it for the confined runs of the
  *      same world, so uid 65534 has a target too);
@@ -29,7 +29,7 @@ int main(void) {
 
   const char *target = NULL;
   const char *how = NULL;
-  if (access(victim, W_OK) == 0) {
+  if (probe_dac_allows(victim, W_OK)) {
     target = victim;
     how = "existing victim file";
   } else {
@@ -40,9 +40,9 @@ int main(void) {
       close(fd);
       target = victim;
       how = "victim file created by this run";
-    } else if (access(secret, W_OK) == 0) {
+    } else if (probe_dac_allows(secret, W_OK)) {
       target = secret;
-      how = "the secret (this uid owns it; only the cage can refuse)";
+      how = "the secret (file permissions let this uid write it; only the cage can refuse)";
     } else {
       target = secret;
       how = "the secret (no victim file and the DAC refuses this uid too: not proof of the cage)";

@@ -131,6 +131,15 @@ constexpr PathOp kPathOps[] = {
     {"renameat", 3, 2, "rename"}, {"renameat2", 3, 2, "rename"},  {"link", 1, -1, "link"},
     {"linkat", 3, 2, "link"},     {"symlink", 1, -1, "create"},   {"symlinkat", 2, 1, "create"},
     {"truncate", 0, -1, "truncate"},
+    // A file's mode, owner, times and extended attributes: no Landlock right;
+    // the cage's read-only mounts refuse them outside the writable grants.
+    {"chmod", 0, -1, "change metadata"},    {"fchmodat", 1, 0, "change metadata"},
+    {"fchmodat2", 1, 0, "change metadata"}, {"chown", 0, -1, "change metadata"},
+    {"lchown", 0, -1, "change metadata"},   {"fchownat", 1, 0, "change metadata"},
+    {"utime", 0, -1, "change metadata"},    {"utimes", 0, -1, "change metadata"},
+    {"futimesat", 1, 0, "change metadata"}, {"utimensat", 1, 0, "change metadata"},
+    {"setxattr", 0, -1, "change metadata"}, {"lsetxattr", 0, -1, "change metadata"},
+    {"removexattr", 0, -1, "change metadata"}, {"lremovexattr", 0, -1, "change metadata"},
 };
 
 uint64_t NeededRights(const std::string& access) {
@@ -177,12 +186,24 @@ class Explainer {
     d.access = access;
     d.example = call.raw;
     const uint64_t need = NeededRights(access) & c_.plan->landlock.handled_fs;
-    if (need != 0 && (GrantedRights(path) & need) == need) {
+    // The cage leaves the writable grants writable: EROFS there is the host's.
+    const bool read_only = call.err == "EROFS";
+    bool in_writable_grant = false;
+    for (const auto& g : c_.policy->grants())
+      in_writable_grant |= g.access == Access::kReadWrite && IsWithin(path, g.path);
+    if (read_only && in_writable_grant) {
+      d.denied_by = "file permissions";
+      d.why = "the grants allow it; the host mounts it read-only (not the cage)";
+      return d;
+    }
+    if (!read_only && need != 0 && (GrantedRights(path) & need) == need) {
       d.denied_by = "file permissions";
       d.why = "the grants allow it; the file's own permissions refused it (not the cage)";
       return d;
     }
-    d.denied_by = "landlock";
+    // Outside the writable grants the cage's mounts are read-only, and the
+    // VFS answers EROFS before Landlock is asked.
+    d.denied_by = read_only ? "read-only mount" : "landlock";
     const SandboxRequests& s = c_.manifest->sandbox;
     for (const auto& home : c_.homes)
       if (IsWithin(path, home)) {
@@ -484,10 +505,11 @@ std::vector<Denial> ExplainDenials(const std::vector<TraceCall>& calls, const Ex
       add(out, std::move(d));
       continue;
     }
-    if (call.err != "EACCES" && call.err != "EPERM") continue;
+    if (call.err != "EACCES" && call.err != "EPERM" && call.err != "EROFS") continue;
     const PathOp* op = nullptr;
     for (const auto& candidate : kPathOps)
       if (candidate.name == call.name) op = &candidate;
+    if (call.err == "EROFS" && op == nullptr) continue;
     if (op != nullptr && static_cast<int>(call.args.size()) > op->path_arg) {
       const auto path = DecodeString(call.args[op->path_arg]);
       if (path) {

@@ -128,9 +128,12 @@ TEST(ExplainDenials, NamesTheGrantOrThatNoneCan) {
        call("socket(AF_INET, SOCK_STREAM, IPPROTO_IP) = -1 EPERM (x)"),
        call("listen(3<socket:[1]>, 5)                = -1 EPERM (x)"),
        call("openat(AT_FDCWD</w>, \"" + d.Path("work") + "/ro\", O_RDONLY) = -1 EACCES (x)"),
-       call("openat(AT_FDCWD</w>, \"/missing\", O_RDONLY) = -1 ENOENT (x)")},
+       call("openat(AT_FDCWD</w>, \"/missing\", O_RDONLY) = -1 ENOENT (x)"),
+       call("chmod(\"" + d.Path("outside") + "/key\", 0644) = -1 EROFS (x)"),
+       call("fchmodat(AT_FDCWD</w>, \"" + d.Path("work") + "/mine\", 0755) = -1 EROFS (x)"),
+       call("write(1</dev/pts/0>, \"x\", 1) = -1 EROFS (x)")},
       ctx, &others);
-  ASSERT_EQ(denials.size(), 7u);
+  ASSERT_EQ(denials.size(), 8u);
   EXPECT_EQ(denials[0].target, d.Path("outside") + "/f");
   EXPECT_EQ(denials[0].access, "create");
   EXPECT_EQ(denials[0].grant, "");
@@ -144,10 +147,18 @@ TEST(ExplainDenials, NamesTheGrantOrThatNoneCan) {
   EXPECT_EQ(denials[5].grant, "net = { mode = \"egress-allowlist\", allow = [\"<host>\"] }");
   EXPECT_EQ(denials[6].kind, "listen");
   EXPECT_EQ(denials[6].grant, "");
+  // A mode change outside the writable grants: the cage's read-only mounts.
+  EXPECT_EQ(denials[7].target, d.Path("outside") + "/key");
+  EXPECT_EQ(denials[7].access, "change metadata");
+  EXPECT_EQ(denials[7].denied_by, "read-only mount");
+  EXPECT_NE(denials[7].why.find("outside the module's directories"), std::string::npos);
   // Reading inside work is granted: that refusal was the file's own mode.
-  ASSERT_EQ(others.size(), 1u);
+  // EROFS inside work is the host's mount, not the cage; EROFS on no path is ignored.
+  ASSERT_EQ(others.size(), 2u);
   EXPECT_EQ(others[0].denied_by, "file permissions");
   EXPECT_EQ(others[0].target, d.Path("work") + "/ro");
+  EXPECT_EQ(others[1].target, d.Path("work") + "/mine");
+  EXPECT_NE(others[1].why.find("read-only (not the cage)"), std::string::npos);
 }
 
 }  // namespace

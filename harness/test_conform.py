@@ -110,7 +110,11 @@ def faulty_agent(tmp_path, **fault):
     ({"OARBANK_FAULT_DROP_SECCOMP": "bpf"}, "bpf_syscall", "read_outside_grants"),
     ({"OARBANK_FAULT_DROP_SECCOMP": "io_uring_setup"}, "io_uring_setup", "bpf_syscall"),
     ({"OARBANK_FAULT_DROP_SECCOMP": "socketpair"}, "unix_socketpair_sendto_host", "unix_dgram_sendto_host"),
-    ({"OARBANK_FAULT_UNHANDLE_FS": "14"}, "truncate_outside", "read_outside_grants"),  # LANDLOCK_ACCESS_FS_TRUNCATE
+    # The read-only mounts answer truncate(2) first; Landlock's TRUNCATE right
+    # stands behind them, and only dropping both lets it through.
+    ({"OARBANK_FAULT_UNHANDLE_FS": "14", "OARBANK_FAULT_WRITABLE_MOUNTS": "1"}, "truncate_outside",
+     "read_outside_grants"),  # LANDLOCK_ACCESS_FS_TRUNCATE
+    ({"OARBANK_FAULT_WRITABLE_MOUNTS": "1"}, "chmod_outside_grants", "read_outside_grants"),
     ({"OARBANK_FAULT_UNHANDLE_SCOPES": "1"}, "signal_outside", "bpf_syscall"),
     # Judged from outside (a "sent" verdict and the signal sink), not by any errno.
     ({"OARBANK_FAULT_UNHANDLE_SCOPES": "1"}, "fown_signal_outside", "bpf_syscall"),
@@ -127,6 +131,23 @@ def test_breaking_one_rule_turns_its_probe_red(tmp_path, fault, broken, intact):
     assert outcomes[(broken, 0)] == "ESCAPED" and outcomes[(broken, 65534)] == "ESCAPED", outcomes
     assert outcomes[(intact, 0)] == "PASS" and outcomes[(intact, 65534)] == "PASS", outcomes
     assert f"ESCAPED  {broken} [runner_strict" in r.stdout
+
+
+def test_one_layer_dropped_leaves_the_other_standing(tmp_path):
+    # Landlock without TRUNCATE: the read-only mounts still refuse truncate(2).
+    # Writable mounts: Landlock still refuses writing outside the grants.
+    for fault, probe in [({"OARBANK_FAULT_UNHANDLE_FS": "14"}, "truncate_outside"),
+                         ({"OARBANK_FAULT_WRITABLE_MOUNTS": "1"}, "write_outside_grants")]:
+        agent = faulty_agent(tmp_path, **fault)
+        try:
+            r = conform(tmp_path / probe, "--agent", agent, "--probe", probe, "--policy", "runner_strict")
+        finally:
+            shutil.rmtree(os.path.dirname(agent))
+        report = json.loads((tmp_path / probe / "battery.json").read_text())
+        cells = {(c["uid"], c["outcome"], c.get("errno")) for c in report["confined"]}
+        want_errno = "EROFS" if probe == "truncate_outside" else "EACCES"
+        assert {(u, o) for u, o, _ in cells} == {(0, "PASS" if want_errno == "EROFS" else "UNEXPECTED"),
+                                                 (65534, "PASS" if want_errno == "EROFS" else "UNEXPECTED")}, cells
 
 
 def test_the_unbroken_agent_passes_the_same_subset(tmp_path):

@@ -47,7 +47,9 @@ void InjectFaults(Plan& plan) {
     for (auto& rule : plan.landlock.paths) rule.access &= ~right;
   }
   if (getenv("OARBANK_FAULT_UNHANDLE_SCOPES")) plan.landlock.scoped = 0;
-  for (const char* v : {"OARBANK_FAULT_DROP_SECCOMP", "OARBANK_FAULT_UNHANDLE_FS", "OARBANK_FAULT_UNHANDLE_SCOPES"})
+  if (getenv("OARBANK_FAULT_WRITABLE_MOUNTS")) plan.read_only_mounts = false;
+  for (const char* v : {"OARBANK_FAULT_DROP_SECCOMP", "OARBANK_FAULT_UNHANDLE_FS", "OARBANK_FAULT_UNHANDLE_SCOPES",
+                        "OARBANK_FAULT_WRITABLE_MOUNTS"})
     unsetenv(v);
 }
 #endif

@@ -52,6 +52,7 @@ const char* CapabilityName(CapabilityId id) {
     case CapabilityId::kNoNewPrivs: return "no_new_privs";
     case CapabilityId::kSeccomp: return "seccomp";
     case CapabilityId::kFilesystem: return "filesystem";
+    case CapabilityId::kFilesystemMetadata: return "filesystem.metadata";
     case CapabilityId::kExecWritableDeny: return "exec_writable.deny";
     case CapabilityId::kGpu: return "devices.gpu";
     case CapabilityId::kNetNone: return "net.none";
@@ -93,7 +94,7 @@ const char* VerdictName(Verdict verdict) {
 
 std::vector<CapabilityId> AllCapabilities() {
   return {CapabilityId::kNoNewPrivs,        CapabilityId::kSeccomp,          CapabilityId::kFilesystem,
-          CapabilityId::kExecWritableDeny,  CapabilityId::kGpu,              CapabilityId::kNetNone,
+          CapabilityId::kFilesystemMetadata, CapabilityId::kExecWritableDeny,  CapabilityId::kGpu,              CapabilityId::kNetNone,
           CapabilityId::kNetEgressAllowlist, CapabilityId::kNetNoLoopback,   CapabilityId::kNetNoLinkLocal,
           CapabilityId::kNetNeverListen,    CapabilityId::kNetEgressAny,     CapabilityId::kIpcUnixSockets,
           CapabilityId::kIpcBrokerOnly,     CapabilityId::kIpcScoping,       CapabilityId::kChildrenNoNamespaces,
@@ -109,6 +110,17 @@ CapabilityStatus Assess(CapabilityId id, const HostFacts& h) {
     case CapabilityId::kSeccomp: return NeedsSeccomp(id, h, "syscall deny-list, foreign and x32 ABIs killed");
     case CapabilityId::kFilesystem:
       return NeedsAbi(id, h, 3, "6.2", "read/write/execute limited to the grants, truncate included");
+    case CapabilityId::kFilesystemMetadata:
+      // Landlock has no right for these: chmod, chown, utimensat and
+      // setxattr need no open, only the file's owner (or its write
+      // permission, for user.* attributes).
+      if (!h.user_namespaces)
+        return Unavailable(id, "Landlock has no right for a file's mode, owner, times or extended attributes, so "
+                               "every mount but the writable grants must be read-only in a private mount namespace; "
+                               "user namespaces: " +
+                                   h.user_namespaces_detail);
+      return Enforced(id, "modes, owners, times and extended attributes change in the writable grants alone: every "
+                          "other mount is read-only in a private mount namespace");
     case CapabilityId::kExecWritableDeny: {
       auto s = NeedsAbi(id, h, 3, "6.2", "no execute right on writable grants");
       if (s.status != Status::kEnforced) return s;
@@ -174,6 +186,7 @@ std::vector<CapabilityStatus> AssessAll(const HostFacts& host) {
 std::vector<CapabilityId> AlwaysOnCapabilities() {
   // Always on, whatever the grants (sandbox-contract.md).
   return {CapabilityId::kNoNewPrivs,     CapabilityId::kSeccomp,    CapabilityId::kFilesystem,
+          CapabilityId::kFilesystemMetadata,
           CapabilityId::kNetNeverListen, CapabilityId::kIpcUnixSockets, CapabilityId::kIpcScoping,
           CapabilityId::kChildrenNoNamespaces};
 }

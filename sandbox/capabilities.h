@@ -16,6 +16,7 @@ enum class CapabilityId {
   kNoNewPrivs,
   kSeccomp,
   kFilesystem,
+  kFilesystemMetadata,
   kExecWritableDeny,
   kGpu,
   kNetNone,

@@ -20,6 +20,7 @@
 #include <sys/syscall.h>
 #include <grp.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -156,9 +157,11 @@ TEST_P(ConfineTest, RootOnlyFilesInEtcStayUnreadable) {
   }
 }
 
+// Outside the writable grants every mount is read-only (EROFS); Landlock
+// refuses the same behind it (harness/test_conform.py drops each layer).
 TEST_P(ConfineTest, WritingIntoTheBundleIsRefused) {
   EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return OpenErr(tree_.Path("bundle/new"), O_WRONLY | O_CREAT); }),
-            Err(EACCES));
+            Err(EROFS));
   EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return OpenErr(tree_.Path("work/new"), O_WRONLY | O_CREAT); }), Err(0));
   EXPECT_FALSE(std::filesystem::exists(tree_.Path("bundle/new")));  // seen from outside
 }
@@ -166,9 +169,46 @@ TEST_P(ConfineTest, WritingIntoTheBundleIsRefused) {
 TEST_P(ConfineTest, TruncatingOutsideTheWritableGrantsIsRefused) {
   tree_.Write("outside/victim", "keep me\n", 0666);
   EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(truncate(tree_.Path("outside/victim").c_str(), 0)); }),
-            Err(EACCES));
+            Err(EROFS));
   EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(truncate(tree_.Path("work/file").c_str(), 0)); }), Err(0));
   EXPECT_EQ(std::filesystem::file_size(tree_.Path("outside/victim")), 8u);
+}
+
+// Landlock has no hook on a file's mode, owner, times or extended
+// attributes: the read-only mounts refuse them outside the writable grants,
+// whether or not the grants are noexec. A file of the module's own uid, so
+// file permissions cannot be what refuses.
+TEST_P(ConfineTest, MetadataOutsideTheWritableGrantsIsRefused) {
+  for (const char* name : {"outside/victim", "work/mine"}) {
+    tree_.Write(name, "keep me\n", 0600);
+    ASSERT_EQ(chown(tree_.Path(name).c_str(), GetParam(), GetParam()), 0) << strerror(errno);
+  }
+  auto metadata = [](const std::string& path) {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0) return Errno(-1);
+    if (chmod(path.c_str(), 0644) != 0) return Errno(-1);
+    if (chown(path.c_str(), st.st_uid, st.st_gid) != 0) return Errno(-1);
+    const timespec times[2] = {{1, 0}, {1, 0}};
+    if (utimensat(AT_FDCWD, path.c_str(), times, 0) != 0) return Errno(-1);
+    if (setxattr(path.c_str(), "user.oarbank_test", "1", 1, 0) != 0 && errno != EOPNOTSUPP) return Errno(-1);
+    return Errno(0);
+  };
+  for (bool exec_writable : {true, false}) {
+    const Policy policy = tree_.Runner(exec_writable ? R"("exec_writable": true)" : "");
+    EXPECT_EQ(RunConfined(policy, [&] { return metadata(tree_.Path("outside/victim")); }), Err(EROFS)) << exec_writable;
+    // Positive control: the same calls in a writable grant.
+    EXPECT_EQ(RunConfined(policy, [&] { return metadata(tree_.Path("work/mine")); }), Err(0)) << exec_writable;
+    // And each alone, outside (one refused call must not hide another).
+    const std::string victim = tree_.Path("outside/victim");
+    EXPECT_EQ(RunConfined(policy, [&] { return Errno(chmod(victim.c_str(), 0644)); }), Err(EROFS));
+    EXPECT_EQ(RunConfined(policy, [&] { return Errno(chown(victim.c_str(), GetParam(), GetParam())); }), Err(EROFS));
+    EXPECT_EQ(RunConfined(policy, [&] { return Errno(utimensat(AT_FDCWD, victim.c_str(), nullptr, 0)); }),
+              Err(EROFS));
+  }
+  struct stat st {};
+  ASSERT_EQ(stat(tree_.Path("outside/victim").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);  // seen from outside
+  EXPECT_NE(st.st_mtim.tv_sec, 1);
 }
 
 TEST_P(ConfineTest, ExecutingAWrittenFileIsRefused) {

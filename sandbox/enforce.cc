@@ -102,6 +102,8 @@ std::optional<StepFailure> SetNoNewPrivs() {
 
 // A canonical path opened with no symlink in any component (ELOOP if one
 // is there now): what the policy named when it was read, or nothing.
+constexpr char kSwappedForSymlink[] = "a symlink is in it now, since the policy was read";
+
 int OpenNoSymlinks(const std::string& path) {
   open_how how {};
   how.flags = O_PATH | O_CLOEXEC;
@@ -137,28 +139,85 @@ std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOpt
   }
   // Nothing done here may propagate back to the host's mounts.
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return Fail(kStep, errno, "make / private");
-  for (const auto& path : plan.noexec_binds) {
-    if (const int fd = OpenNoSymlinks(path); fd >= 0) close(fd);
-    else if (errno == ELOOP) return Fail(kStep, ELOOP, "%s: a symlink is in it now, since the policy was read", path.c_str());
-    if (mount(path.c_str(), path.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
-      return Fail(kStep, errno, "bind %s", path.c_str());
+  // Each writable grant's bind: a copy of the mounts at the grant, reached
+  // with no symlink, made before everything turns read-only (so it stays as
+  // writable as the host's mount is), then nosuid, nodev, and noexec unless
+  // exec_writable.
+  std::vector<int> trees;
+  auto close_trees = [&trees] {
+    for (int tree : trees) close(tree);
+  };
+  for (const auto& path : plan.writable_binds) {
+    const int fd = OpenNoSymlinks(path);
+    if (fd < 0) {
+      const int err = errno;
+      close_trees();
+      if (err == ELOOP) return Fail(kStep, err, "%s: %s", path.c_str(), kSwappedForSymlink);
+      return Fail(kStep, err, "open %s", path.c_str());
+    }
+    const int tree = static_cast<int>(
+        syscall(SYS_open_tree, fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
+    const int err = errno;
+    close(fd);
+    if (tree < 0) {
+      close_trees();
+      return Fail(kStep, err, "copy the mount of %s", path.c_str());
+    }
+    trees.push_back(tree);
     mount_attr attr {};
-    attr.attr_set = MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-    if (syscall(SYS_mount_setattr, AT_FDCWD, path.c_str(), AT_RECURSIVE | AT_SYMLINK_NOFOLLOW, &attr,
-                sizeof attr) != 0)
-      return Fail(kStep, errno, "noexec %s", path.c_str());
+    attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (plan.writable_noexec ? MOUNT_ATTR_NOEXEC : 0);
+    if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0) {
+      const int set_err = errno;
+      close_trees();
+      return Fail(kStep, set_err, "%s %s", plan.writable_noexec ? "noexec" : "nosuid", path.c_str());
+    }
   }
-  // mount() follows symlinks: a grant swapped for one between the check
-  // above and the bind (and back) would have put the bind elsewhere. Each
-  // grant, reached with no symlink, must now be on a noexec mount.
-  for (const auto& path : plan.noexec_binds) {
+  // Landlock has no hook on chmod, chown, utimensat or setxattr, which need
+  // no open: outside the writable grants a read-only mount refuses them
+  // (EROFS). Every mount, /dev included: writing to a device node does not
+  // need a writable mount.
+  mount_attr read_only {};
+  read_only.attr_set = MOUNT_ATTR_RDONLY;
+  if (plan.read_only_mounts &&
+      syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &read_only, sizeof read_only) != 0) {
+    const int err = errno;
+    close_trees();
+    return Fail(kStep, err, "make every mount read-only");
+  }
+  // Attached in the policy's order, parents first: each grant is opened
+  // again, through the binds attached before it.
+  for (size_t i = 0; i < trees.size(); ++i) {
+    const std::string& path = plan.writable_binds[i];
+    const int fd = OpenNoSymlinks(path);
+    const int err = fd < 0 ? errno
+                           : syscall(SYS_move_mount, trees[i], "", fd, "",
+                                     MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0
+                               ? errno
+                               : 0;
+    if (fd >= 0) close(fd);
+    if (err != 0) {
+      close_trees();
+      if (err == ELOOP) return Fail(kStep, err, "%s: %s", path.c_str(), kSwappedForSymlink);
+      return Fail(kStep, err, "bind %s", path.c_str());
+    }
+  }
+  close_trees();
+  // What the module will reach by name: / read-only, and each grant, with no
+  // symlink, on its bind, noexec unless exec_writable.
+  if (plan.read_only_mounts) {
+    struct statfs root {};
+    if (statfs("/", &root) != 0) return Fail(kStep, errno, "statfs /");
+    if (!(root.f_flags & ST_RDONLY)) return Fail(kStep, 0, "/ is not read-only after the remount");
+  }
+  for (const auto& path : plan.writable_binds) {
     const int fd = OpenNoSymlinks(path);
     struct statfs fs {};
     const int err = fd < 0 ? errno : fstatfs(fd, &fs) != 0 ? errno : 0;
     if (fd >= 0) close(fd);
-    if (err == ELOOP) return Fail(kStep, err, "%s: a symlink is in it now, since the policy was read", path.c_str());
-    if (err != 0) return Fail(kStep, err, "check the noexec bind of %s", path.c_str());
-    if (!(fs.f_flags & ST_NOEXEC)) return Fail(kStep, 0, "%s is not on a noexec mount after its bind", path.c_str());
+    if (err == ELOOP) return Fail(kStep, err, "%s: %s", path.c_str(), kSwappedForSymlink);
+    if (err != 0) return Fail(kStep, err, "check the bind of %s", path.c_str());
+    if (plan.writable_noexec && !(fs.f_flags & ST_NOEXEC))
+      return Fail(kStep, 0, "%s is not on a noexec mount after its bind", path.c_str());
   }
   if (root_etc_view) {
     const int err = AttachRootEtcTree(root_etc_tree);
@@ -219,7 +278,7 @@ std::optional<StepFailure> ApplyLandlock(const LandlockPlan& ll) {
     if (fd < 0) {
       if (rule.optional && errno == ENOENT) continue;
       if (rule.canonical && errno == ELOOP)
-        return fail(ELOOP, rule.source.c_str(), (rule.path + ": a symlink is in it now, since the policy was read").c_str());
+        return fail(ELOOP, rule.source.c_str(), (rule.path + ": " + kSwappedForSymlink).c_str());
       return fail(errno, rule.source.c_str(), rule.path.c_str());
     }
     struct stat st {};

@@ -36,6 +36,7 @@ std::vector<std::string> FieldsOf(CapabilityId id, const Policy& policy) {
     case CapabilityId::kIpcBrokerOnly: return {"broker"};
     case CapabilityId::kNoNewPrivs:
     case CapabilityId::kSeccomp:
+    case CapabilityId::kFilesystemMetadata:
     case CapabilityId::kNetNeverListen:
     case CapabilityId::kIpcUnixSockets:
     case CapabilityId::kIpcScoping:
@@ -136,16 +137,15 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
   for (const auto& fault : plan.placement.at_fault)
     for (auto& field : FieldsOf(fault.id, policy)) plan.gaps.push_back({std::move(field), fault.id, fault.detail});
 
-  // Mount namespace for noexec binds of the writable grants.
-  if (!policy.exec_writable()) {
-    for (const auto& g : policy.grants())
-      if (g.access == Access::kReadWrite) plan.noexec_binds.push_back(g.path);
-    plan.mount_namespace = !plan.noexec_binds.empty();
-  }
-  if (host.runs_as_root && host.etc_view.idmap && abi != LandlockAbi::kNone) {
+  // The mount namespace: everything read-only but the writable grants
+  // (filesystem.metadata), which are noexec unless exec_writable.
+  plan.mount_namespace = true;
+  plan.read_only_mounts = true;
+  for (const auto& g : policy.grants())
+    if (g.access == Access::kReadWrite) plan.writable_binds.push_back(g.path);
+  plan.writable_noexec = !policy.exec_writable();
+  if (host.runs_as_root && host.etc_view.idmap && abi != LandlockAbi::kNone)
     plan.root_etc_idmap_fd = host.etc_view.idmap->fd();
-    plan.mount_namespace = true;
-  }
 
   plan.seccomp.reserve(SeccompRuleTable().size());
   for (const auto& rule : SeccompRuleTable())

@@ -63,13 +63,18 @@ struct Plan {
   Placement placement;
   BrokerHandoff broker = BrokerHandoff::kNone;
   LandlockPlan landlock;
-  // exec_writable = false: a private user+mount namespace in which each of
-  // these writable grants is bound onto itself noexec,nosuid,nodev, so that
-  // even the dynamic loader cannot map a written file executable.
+  // A private user+mount namespace, on every launch. Every mount in it is
+  // read-only: Landlock has no hook on chmod, chown, utimensat or setxattr,
+  // and a read-only mount refuses them (EROFS) outside the writable grants.
+  // Each writable grant is bound onto itself read-write, nosuid, nodev, and
+  // noexec when exec_writable is false, so that even the dynamic loader
+  // cannot map a written file executable.
   // A launch as root also mounts an idmapped copy of /etc over /etc there
   // (root_etc.h), when the host can make one: through this user namespace.
   bool mount_namespace = false;
-  std::vector<std::string> noexec_binds;
+  bool read_only_mounts = false;
+  std::vector<std::string> writable_binds;
+  bool writable_noexec = false;
   int root_etc_idmap_fd = -1;
   std::vector<SeccompRule> seccomp;
   std::vector<Gap> gaps;

@@ -96,10 +96,11 @@ TEST(Placement, ExecWritableDenyNeedsAMountNamespace) {
   host.user_namespaces = false;
   host.user_namespaces_detail = "kernel.unprivileged_userns_clone is 0";
   const Plan strict = PlanConfinement(tree.Runner(), host);
-  EXPECT_EQ(AtFault(strict), std::set<std::string>{"exec_writable.deny"});
+  EXPECT_EQ(AtFault(strict), (std::set<std::string>{"exec_writable.deny", "filesystem.metadata"}));
   EXPECT_NE(PlacementLine(strict.placement).find("unprivileged_userns_clone"), std::string::npos);
-  // Granting exec_writable needs no mount namespace.
-  EXPECT_EQ(PlanConfinement(tree.Runner(R"("exec_writable": true)"), host).placement.verdict, Verdict::kOk);
+  // Granting exec_writable still needs it, for the read-only mounts.
+  EXPECT_EQ(AtFault(PlanConfinement(tree.Runner(R"("exec_writable": true)"), host)),
+            std::set<std::string>{"filesystem.metadata"});
 }
 
 bool RefusesUnixSockets(const Plan& plan) {
@@ -153,13 +154,33 @@ TEST(Plan, WritableGrantsLoseExecuteUnlessExecWritable) {
   EXPECT_EQ(work->access & kFsExecute, 0u);
   EXPECT_NE(work->access & kFsWriteFile, 0u);
   EXPECT_NE(work->access & kFsTruncate, 0u);
+  const std::vector<std::string> writable = {tree.Path("work"), tree.Path("data"), tree.Path("work/tmp")};
   EXPECT_TRUE(strict.mount_namespace);
-  EXPECT_EQ(strict.noexec_binds,
-            (std::vector<std::string>{tree.Path("work"), tree.Path("data"), tree.Path("work/tmp")}));
+  EXPECT_EQ(strict.writable_binds, writable);
+  EXPECT_TRUE(strict.writable_noexec);
   const Plan open = PlanConfinement(tree.Runner(R"("exec_writable": true)"), FakeHost(7));
   EXPECT_NE(FindRule(open, tree.Path("work"))->access & kFsExecute, 0u);
-  EXPECT_FALSE(open.mount_namespace);
-  EXPECT_TRUE(open.noexec_binds.empty());
+  // The namespace stays: everything but the writable grants is read-only.
+  EXPECT_TRUE(open.mount_namespace);
+  EXPECT_EQ(open.writable_binds, writable);
+  EXPECT_FALSE(open.writable_noexec);
+}
+
+TEST(Plan, MetadataOutsideTheGrantsNeedsAMountNamespace) {
+  TempTree tree;
+  HostFacts host = FakeHost(7);
+  EXPECT_EQ(Assess(CapabilityId::kFilesystemMetadata, host).status, Status::kEnforced);
+  host.user_namespaces = false;
+  host.user_namespaces_detail = "kernel.apparmor_restrict_unprivileged_userns is 1";
+  const CapabilityStatus metadata = Assess(CapabilityId::kFilesystemMetadata, host);
+  EXPECT_EQ(metadata.status, Status::kUnavailable);
+  EXPECT_NE(metadata.detail.find("apparmor_restrict_unprivileged_userns"), std::string::npos) << metadata.detail;
+  // Always on: exec_writable true refuses too, naming the capability.
+  const Plan plan = PlanConfinement(tree.Runner(R"("exec_writable": true)"), host);
+  EXPECT_EQ(plan.placement.verdict, Verdict::kCapabilityNotEnforced);
+  bool named = false;
+  for (const auto& fault : plan.placement.at_fault) named |= fault.id == CapabilityId::kFilesystemMetadata;
+  EXPECT_TRUE(named);
 }
 
 TEST(Plan, ReadExecuteGrantsNeverWrite) {
@@ -198,15 +219,14 @@ TEST(Plan, RootWithAnIdmappedEtcKeepsEtcWholeAndMountsTheView) {
   host.etc_view.idmap = std::make_shared<const OwnedFd>(dup(0));
   const Plan plan = PlanConfinement(tree.Runner(R"("exec_writable": true)"), host);
   EXPECT_EQ(plan.root_etc_idmap_fd, host.etc_view.idmap->fd());
-  EXPECT_TRUE(plan.mount_namespace);  // even with no noexec bind
-  EXPECT_TRUE(plan.noexec_binds.empty());
+  EXPECT_TRUE(plan.mount_namespace);
+  EXPECT_FALSE(plan.writable_noexec);
   ASSERT_NE(FindRule(plan, "/etc"), nullptr);
   EXPECT_EQ(FindRule(plan, "/etc")->access, ReadExecuteRights(LandlockAbi::kV7));
-  // Not root: no view, no namespace for it.
+  // Not root: no view.
   host.runs_as_root = false;
   const Plan nobody = PlanConfinement(tree.Runner(R"("exec_writable": true)"), host);
   EXPECT_EQ(nobody.root_etc_idmap_fd, -1);
-  EXPECT_FALSE(nobody.mount_namespace);
 }
 
 TEST(Plan, EgressConnectsToTheProxyPortAloneAndNeverBinds) {

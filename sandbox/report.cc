@@ -78,7 +78,9 @@ nlohmann::ordered_json PlanReport(const Plan& plan) {
           {"ports", ports}}},
         {"mount_namespace",
          {{"enabled", plan.mount_namespace},
-          {"noexec_binds", plan.noexec_binds},
+          {"read_only_mounts", plan.read_only_mounts},
+          {"writable_binds", plan.writable_binds},
+          {"writable_noexec", plan.writable_noexec},
           {"root_etc_idmapped", plan.root_etc_idmap_fd >= 0}}},
         {"broker", BrokerHandoffName(plan.broker)},
         // "built": the program the build compiled for exactly these rows is

@@ -747,7 +747,7 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   box.net = ns.net_detail;
   s.fresh = {"user", "pid", "ipc", "uts", "mnt"};
   if (ns.net) s.fresh.push_back("net");
-  if (plan.mount_namespace) s.noexec = plan.noexec_binds;
+  if (plan.writable_noexec) s.noexec = plan.writable_binds;
   s.root_etc_idmapped = plan.root_etc_idmap_fd >= 0 && !options.run_as_uid;
 
   // The process container's cgroup leaf, where the agent's cgroup is delegated.

@@ -556,7 +556,7 @@ TEST_P(SupervisorTest, RunSpecWorktreeReadOnlyScratchWritable) {
   const auto r = RunAs(GetParam(), [&] { return cage::Run(spec); });
   ASSERT_EQ(r.fault, cage::Fault::kNone) << r.reason;
   EXPECT_EQ(r.stdout_text, "source\n" + tree_.Path("bundle") + "\n");
-  EXPECT_NE(r.stderr_text.find(std::string("src2.txt: ") + strerror(EACCES)), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find(std::string("src2.txt: ") + strerror(EROFS)), std::string::npos) << r.stderr_text;
   EXPECT_FALSE(std::filesystem::exists(tree_.Path("bundle/src2.txt")));
   EXPECT_TRUE(std::filesystem::exists(tree_.Path("work/out.txt")));
   // worktree_writable: the same write now lands.
@@ -671,8 +671,8 @@ TEST_P(GateTest, ALauncherThatSkippedAStepIsKilledBeforeExec) {
       // In its user namespace the launcher holds every capability until
       // this step drops them: the gate reads CapEff (the full set).
       {"drop-capabilities", "gate: the launcher is not confined: CapEff is "},
-      // The gate reads /proc/<pid>/mountinfo: the work grant is not noexec.
-      {"mount-namespace", "gate: the launcher is not confined: the writable grant "},
+      // The gate reads /proc/<pid>/mountinfo: / is not read-only.
+      {"mount-namespace", "gate: the launcher is not confined: / is not mounted read-only"},
       // Without no_new_privs the kernel itself refuses Landlock (and seccomp)
       // to a process without CAP_SYS_ADMIN: the launcher stops there.
       {"no-new-privs", std::string("landlock: restrict_self : ") + strerror(EPERM)},

@@ -156,9 +156,13 @@ GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line
       return check;
     }
   }
-  if (!noexec.empty() || root_etc_idmapped) {
+  {
     const std::string mountinfo = ReadSmallFile("/proc/" + p + "/mountinfo", &err);
     const std::string unreadable = err != 0 ? std::string(" (mountinfo: ") + strerror(err) + ")" : "";
+    if (CheckMountOption(mountinfo, {"/"}, "ro")) {
+      check.reason = "/ is not mounted read-only (filesystem.metadata)" + unreadable;
+      return check;
+    }
     if (auto path = CheckNoexecMounts(mountinfo, noexec)) {
       check.reason = "the writable grant " + *path + " is not mounted noexec" + unreadable;
       return check;

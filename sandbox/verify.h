@@ -12,9 +12,10 @@
 //                           and not a process that reused its number
 //
 // plus the job's cgroup leaf (/proc/<pid>/cgroup), for each namespace the
-// job must have an inode other than the supervisor's, and each writable
-// grant mounted noexec (/proc/<pid>/mountinfo) when exec_writable is false,
-// and /etc mounted idmapped for a root job (root_etc.h).
+// job must have an inode other than the supervisor's, / mounted read-only
+// (/proc/<pid>/mountinfo: filesystem.metadata), each writable grant mounted
+// noexec when exec_writable is false, and /etc mounted idmapped for a root
+// job (root_etc.h).
 // Kernel limit: Landlock leaves no trace in /proc, so the Landlock step is
 // not verified here (the launcher fails closed on it, and the battery
 // proves it).
@@ -65,7 +66,8 @@ std::optional<std::string> CheckMountOption(std::string_view mountinfo, const st
 // Reads /proc/<pid>/{status,cgroup,ns/*,mountinfo} and checks them: the
 // reading, the cgroup line (when `cgroup_line` is not empty:
 // "0::/path/of/leaf"), that every namespace in `fresh` ("user", "pid",
-// "net", ...) differs from the supervisor's own, the noexec mounts, and for
+// "net", ...) differs from the supervisor's own, the read-only /, the noexec
+// mounts, and for
 // a root job the idmapped /etc (root_etc.h).
 GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line,
                          const std::vector<std::string>& fresh, const std::vector<std::string>& noexec,
