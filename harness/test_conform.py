@@ -134,20 +134,20 @@ def test_breaking_one_rule_turns_its_probe_red(tmp_path, fault, broken, intact):
 
 
 def test_one_layer_dropped_leaves_the_other_standing(tmp_path):
-    # Landlock without TRUNCATE: the read-only mounts still refuse truncate(2).
-    # Writable mounts: Landlock still refuses writing outside the grants.
-    for fault, probe in [({"OARBANK_FAULT_UNHANDLE_FS": "14"}, "truncate_outside"),
-                         ({"OARBANK_FAULT_WRITABLE_MOUNTS": "1"}, "write_outside_grants")]:
+    """Writing outside the grants meets two layers: the read-only mounts
+    answer first (EROFS) and Landlock stands behind them (EACCES)."""
+    for fault, probe, answer in [({"OARBANK_FAULT_UNHANDLE_FS": "14"}, "truncate_outside", "blocked EROFS"),
+                                 ({"OARBANK_FAULT_WRITABLE_MOUNTS": "1"}, "truncate_outside", "blocked EACCES"),
+                                 ({"OARBANK_FAULT_WRITABLE_MOUNTS": "1"}, "write_outside_grants", "blocked EACCES")]:
         agent = faulty_agent(tmp_path, **fault)
+        out = tmp_path / f"{probe}-{'-'.join(fault)}"
         try:
-            r = conform(tmp_path / probe, "--agent", agent, "--probe", probe, "--policy", "runner_strict")
+            conform(out, "--agent", agent, "--probe", probe, "--policy", "runner_strict")
         finally:
             shutil.rmtree(os.path.dirname(agent))
-        report = json.loads((tmp_path / probe / "battery.json").read_text())
-        cells = {(c["uid"], c["outcome"], c.get("errno")) for c in report["confined"]}
-        want_errno = "EROFS" if probe == "truncate_outside" else "EACCES"
-        assert {(u, o) for u, o, _ in cells} == {(0, "PASS" if want_errno == "EROFS" else "UNEXPECTED"),
-                                                 (65534, "PASS" if want_errno == "EROFS" else "UNEXPECTED")}, cells
+        report = json.loads((out / "battery.json").read_text())
+        actual = {(c["uid"], c["actual"]) for c in report["confined"]}
+        assert actual == {(0, answer), (65534, answer)}, (fault, probe, actual)
 
 
 def test_the_unbroken_agent_passes_the_same_subset(tmp_path):
