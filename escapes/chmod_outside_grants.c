@@ -16,12 +16,8 @@
 #include "probe.h"
 
 int main(void) {
-  const char *dir = probe_env("OARBANK_PROBE_OUTSIDE_DIR");
-  char victim[4096];
-  snprintf(victim, sizeof victim, "%s/%s.victim", dir, PROBE_NAME);
   struct stat st;
-  if (stat(victim, &st) != 0) probe_error("stat %s: %s", victim, strerror(errno));
-  if (st.st_uid != geteuid()) probe_error("%s is owned by uid %u, not this uid %u", victim, st.st_uid, geteuid());
+  const char *victim = probe_own_victim(&st);
   if (chmod(victim, st.st_mode & 07777) == 0) escaped("chmod(%s, 0%o) succeeded", victim, st.st_mode & 07777);
   blocked(errno, "chmod %s", victim);
 }

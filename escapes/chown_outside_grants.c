@@ -12,12 +12,8 @@
 #include "probe.h"
 
 int main(void) {
-  const char *dir = probe_env("OARBANK_PROBE_OUTSIDE_DIR");
-  char victim[4096];
-  snprintf(victim, sizeof victim, "%s/%s.victim", dir, PROBE_NAME);
   struct stat st;
-  if (stat(victim, &st) != 0) probe_error("stat %s: %s", victim, strerror(errno));
-  if (st.st_uid != geteuid()) probe_error("%s is owned by uid %u, not this uid %u", victim, st.st_uid, geteuid());
+  const char *victim = probe_own_victim(&st);
   if (chown(victim, st.st_uid, st.st_gid) == 0) escaped("chown(%s, %u, %u) succeeded", victim, st.st_uid, st.st_gid);
   blocked(errno, "chown %s", victim);
 }

@@ -136,6 +136,25 @@ __attribute__((noreturn, format(printf, 1, 2))) static inline void unsupported(c
 }
 
 /* A required OARBANK_PROBE_* variable; its absence is an error, never a pass. */
+static inline const char *probe_env(const char *name) {
+  const char *v = getenv(name);
+  if (v == NULL || *v == '\0') probe_error("%s not set", name);
+  return v;
+}
+
+static inline long probe_env_long(const char *name) { return strtol(probe_env(name), NULL, 10); }
+
+/* The run's victim file, $OARBANK_PROBE_OUTSIDE_DIR/<probe>.victim: outside
+ * every grant and owned by the probe's uid (the harness makes one per run),
+ * so that file permissions cannot be what refuses. Fills *st. */
+static inline const char *probe_own_victim(struct stat *st) {
+  static char victim[4096];
+  snprintf(victim, sizeof victim, "%s/%s.victim", probe_env("OARBANK_PROBE_OUTSIDE_DIR"), PROBE_NAME);
+  if (stat(victim, st) != 0) probe_error("stat %s: %s", victim, strerror(errno));
+  if (st->st_uid != geteuid()) probe_error("%s is owned by uid %u, not this uid %u", victim, st->st_uid, geteuid());
+  return victim;
+}
+
 /* Whether file permissions alone let this uid read (R_OK) and/or write
  * (W_OK) the file at path, from stat(2), which the cage does not mediate:
  * access(2) answers EROFS on the cage's read-only mounts, which is the cage
@@ -148,14 +167,6 @@ static inline int probe_dac_allows(const char *path, int want) {
   mode_t w = st.st_uid == geteuid() ? S_IWUSR : st.st_gid == getegid() ? S_IWGRP : S_IWOTH;
   return (!(want & R_OK) || (st.st_mode & r)) && (!(want & W_OK) || (st.st_mode & w));
 }
-
-static inline const char *probe_env(const char *name) {
-  const char *v = getenv(name);
-  if (v == NULL || *v == '\0') probe_error("%s not set", name);
-  return v;
-}
-
-static inline long probe_env_long(const char *name) { return strtol(probe_env(name), NULL, 10); }
 
 /* The pathname socket address named by variable `name` (a host socket the
  * harness listens on); a path too long for sun_path is the probe's error. */

@@ -13,12 +13,8 @@
 #include "probe.h"
 
 int main(void) {
-  const char *dir = probe_env("OARBANK_PROBE_OUTSIDE_DIR");
-  char victim[4096];
-  snprintf(victim, sizeof victim, "%s/%s.victim", dir, PROBE_NAME);
   struct stat st;
-  if (stat(victim, &st) != 0) probe_error("stat %s: %s", victim, strerror(errno));
-  if (st.st_uid != geteuid()) probe_error("%s is owned by uid %u, not this uid %u", victim, st.st_uid, geteuid());
+  const char *victim = probe_own_victim(&st);
   const struct timespec times[2] = {st.st_atim, st.st_mtim};
   if (utimensat(AT_FDCWD, victim, times, 0) == 0) escaped("utimensat(%s) set its times", victim);
   blocked(errno, "utimensat %s", victim);
