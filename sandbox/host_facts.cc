@@ -65,6 +65,7 @@ void ProbeLandlock(HostFacts& f, int abi_cap) {
   }
   if (f.landlock_kernel_abi > 0) {
     const long errata = syscall(SYS_landlock_create_ruleset, nullptr, 0, kLandlockCreateRulesetErrata);
+    f.landlock_errata_known = errata >= 0;
     f.landlock_errata = errata > 0 ? static_cast<uint32_t>(errata) : 0;
   }
 }

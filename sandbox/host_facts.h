@@ -32,7 +32,8 @@ struct HostFacts {
   int landlock_abi = 0;
   int landlock_kernel_abi = 0;
   bool landlock_capped = false;
-  uint32_t landlock_errata = 0;
+  uint32_t landlock_errata = 0;       // bit N-1: erratum N is fixed here
+  bool landlock_errata_known = false;  // the kernel answers the query (6.15, backports)
 
   bool seccomp_filter = false;     // SECCOMP_SET_MODE_FILTER is built in
   std::vector<std::string> seccomp_actions;

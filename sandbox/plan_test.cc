@@ -274,6 +274,24 @@ TEST(Report, HostReportListsEveryCapability) {
   EXPECT_EQ(report["landlock"]["abi"], 7);
 }
 
+TEST(Report, ErrataAreNamedFixedOrUnknown) {
+  HostFacts host = FakeHost(7);
+  host.landlock_errata_known = true;
+  host.landlock_errata = 0b101;  // 1 and 3
+  auto errata = HostReport(host)["landlock"]["errata_detail"];
+  ASSERT_EQ(errata.size(), 3u);
+  EXPECT_EQ(errata[0]["erratum"], 1);
+  EXPECT_EQ(errata[0]["fixed"], true);
+  EXPECT_EQ(errata[1]["fixed"], false);
+  EXPECT_EQ(errata[2]["fixed"], true);
+  EXPECT_NE(errata[2]["without_the_fix"].get<std::string>().find("read-only"), std::string::npos);
+  // A kernel that cannot be asked: neither fixed nor not.
+  host.landlock_errata_known = false;
+  host.landlock_errata = 0;
+  errata = HostReport(host)["landlock"]["errata_detail"];
+  for (const auto& e : errata) EXPECT_TRUE(e["fixed"].is_string()) << e;
+}
+
 TEST(Report, PlanReportCarriesTheVerdict) {
   TempTree tree;
   const auto report = PlanReport(PlanConfinement(tree.Runner(), FakeHost(2)));

@@ -14,6 +14,37 @@ std::string Hex(uint64_t v) {
   return buf;
 }
 
+// Landlock's errata (the kernel's security/landlock/errata/), and what a
+// kernel without each fix means for this cage.
+struct Erratum {
+  int number;
+  const char* what;
+  const char* without_fix;
+};
+constexpr Erratum kLandlockErrata[] = {
+    {1, "TCP socket identification (ABI 4)",
+     "TCP rules also restrict MPTCP, SMC and SCTP streams: stricter, and seccomp refuses those sockets anyway"},
+    {2, "scoped signal handling (ABI 6)",
+     "threads of one process in different domains cannot signal each other: stricter, never weaker"},
+    {3, "disconnected directory handling (ABI 1)",
+     "rename or link can widen rights through a directory moved out from under a bind mount; in the cage every "
+     "mount but the writable grants is read-only and each grant is a mount of its own, so no process inside can "
+     "move a directory out from under one"},
+};
+
+nlohmann::ordered_json ErrataReport(const HostFacts& h) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& e : kLandlockErrata) {
+    const bool fixed = (h.landlock_errata >> (e.number - 1)) & 1;
+    out.push_back({{"erratum", e.number},
+                   {"what", e.what},
+                   {"fixed", !h.landlock_errata_known ? nlohmann::ordered_json("unknown: the kernel cannot be asked")
+                                                      : nlohmann::ordered_json(fixed)},
+                   {"without_the_fix", e.without_fix}});
+  }
+  return out;
+}
+
 }  // namespace
 
 nlohmann::ordered_json HostReport(const HostFacts& h) {
@@ -24,7 +55,7 @@ nlohmann::ordered_json HostReport(const HostFacts& h) {
       {"kernel", {{"release", h.kernel_release}, {"arch", h.arch}}},
       {"landlock",
        {{"abi", h.landlock_abi}, {"kernel_abi", h.landlock_kernel_abi}, {"capped", h.landlock_capped},
-        {"errata", h.landlock_errata}}},
+        {"errata", h.landlock_errata}, {"errata_detail", ErrataReport(h)}}},
       {"seccomp", {{"filter", h.seccomp_filter}, {"actions", h.seccomp_actions}}},
       {"user_namespaces", {{"available", h.user_namespaces}, {"detail", h.user_namespaces_detail}}},
       {"cgroup_v2",
