@@ -115,6 +115,7 @@ def faulty_agent(tmp_path, **fault):
     ({"OARBANK_FAULT_UNHANDLE_FS": "14", "OARBANK_FAULT_WRITABLE_MOUNTS": "1"}, "truncate_outside",
      "read_outside_grants"),  # LANDLOCK_ACCESS_FS_TRUNCATE
     ({"OARBANK_FAULT_WRITABLE_MOUNTS": "1"}, "chmod_outside_grants", "read_outside_grants"),
+    ({"OARBANK_FAULT_DROP_SECCOMP": "getxattr"}, "xattr_read_outside_grants", "read_outside_grants"),
     ({"OARBANK_FAULT_UNHANDLE_SCOPES": "1"}, "signal_outside", "bpf_syscall"),
     # Judged from outside (a "sent" verdict and the signal sink), not by any errno.
     ({"OARBANK_FAULT_UNHANDLE_SCOPES": "1"}, "fown_signal_outside", "bpf_syscall"),

@@ -174,6 +174,33 @@ TEST_P(ConfineTest, TruncatingOutsideTheWritableGrantsIsRefused) {
   EXPECT_EQ(std::filesystem::file_size(tree_.Path("outside/victim")), 8u);
 }
 
+// Landlock has no hook on getxattr either: by path, extended attributes are
+// read nowhere (EOPNOTSUPP, which tools take for "none here"); through an
+// fd the cage let the module open they stay readable.
+TEST_P(ConfineTest, ExtendedAttributesAreReadByFdOnly) {
+  tree_.Write("work/mine", "mine\n", 0666);
+  for (const char* name : {"outside/secret", "work/mine"})
+    if (setxattr(tree_.Path(name).c_str(), "user.oarbank_test", "42", 2, 0) != 0)
+      GTEST_SKIP() << "no user.* extended attributes here: " << strerror(errno);
+  char value[8];
+  const std::string secret = tree_.Path("outside/secret"), mine = tree_.Path("work/mine");
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(getxattr(secret.c_str(), "user.oarbank_test", value, 8)); }),
+            Err(EOPNOTSUPP));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(listxattr(secret.c_str(), value, 8)); }), Err(EOPNOTSUPP));
+  // By path even in the grant; by fd there, yes.
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(getxattr(mine.c_str(), "user.oarbank_test", value, 8)); }),
+            Err(EOPNOTSUPP));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] {
+              const int fd = open(mine.c_str(), O_RDONLY | O_CLOEXEC);
+              if (fd < 0) return errno;
+              const ssize_t n = fgetxattr(fd, "user.oarbank_test", value, sizeof value);
+              const int err = n == 2 && memcmp(value, "42", 2) == 0 ? 0 : n < 0 ? errno : EIO;
+              close(fd);
+              return err;
+            }),
+            Err(0));
+}
+
 // Landlock has no hook on a file's mode, owner, times or extended
 // attributes: the read-only mounts refuse them outside the writable grants,
 // whether or not the grants are noexec. A file of the module's own uid, so

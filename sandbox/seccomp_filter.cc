@@ -10,6 +10,8 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <string_view>
+#include <utility>
 
 namespace oarbank {
 namespace {
@@ -36,6 +38,22 @@ Result<std::vector<sock_filter>> ReadProgram(int fd) {
   return program;
 }
 
+// A syscall by name; one newer than the libseccomp this is built with
+// (Debian 12's 2.5.4) by its x86_64 number (the kernel's syscall_64.tbl).
+int ResolveSyscall(const std::string& name) {
+  const int nr = seccomp_syscall_resolve_name(name.c_str());
+  if (nr != __NR_SCMP_ERROR) return nr;
+#if defined(__x86_64__)
+  static constexpr std::pair<std::string_view, int> kNewer[] = {
+      {"getxattrat", 464},  // Linux 6.13
+      {"listxattrat", 465},
+  };
+  for (const auto& [newer, number] : kNewer)
+    if (newer == name) return number;
+#endif
+  return __NR_SCMP_ERROR;
+}
+
 Result<std::vector<sock_filter>> Compile(scmp_filter_ctx ctx, const std::vector<SeccompRule>& rows) {
   // Only the native ABI is in the filter: i386 (int 0x80) and x32 calls take
   // the bad-arch action and kill the process.
@@ -43,7 +61,7 @@ Result<std::vector<sock_filter>> Compile(scmp_filter_ctx ctx, const std::vector<
     return Failed("bad-arch action", -rc);
   if (int rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2); rc != 0) return Failed("optimize", -rc);
   for (const auto& rule : rows) {
-    const int nr = seccomp_syscall_resolve_name(rule.syscall.c_str());
+    const int nr = ResolveSyscall(rule.syscall);
     if (nr == __NR_SCMP_ERROR) return Failed(rule.syscall, ENOSYS);
     if (rule.args.size() > 6) return Failed(rule.syscall, EINVAL);
     scmp_arg_cmp cmps[6];

@@ -114,6 +114,17 @@ std::vector<SeccompRule> BuildTable() {
       {"open_by_handle_at", {}, EPERM, When::kAlways, "file handles bypass path-based rules"},
       {"syslog", {}, EPERM, When::kAlways, "no reading the kernel log"},
       {"uselib", {}, EPERM, When::kAlways, "legacy loader maps files outside exec checks"},
+
+      // Extended attributes by path: Landlock has no hook on reading them,
+      // so they would show the user.* data of files outside the grants.
+      // EOPNOTSUPP is what ls, cp and Python take for "no attributes here";
+      // fgetxattr and flistxattr on a file the module could open stay.
+      {"getxattr", {}, EOPNOTSUPP, When::kAlways, "no reading extended attributes by path"},
+      {"lgetxattr", {}, EOPNOTSUPP, When::kAlways, "no reading extended attributes by path"},
+      {"getxattrat", {}, EOPNOTSUPP, When::kAlways, "no reading extended attributes by path"},
+      {"listxattr", {}, EOPNOTSUPP, When::kAlways, "no listing extended attributes by path"},
+      {"llistxattr", {}, EOPNOTSUPP, When::kAlways, "no listing extended attributes by path"},
+      {"listxattrat", {}, EOPNOTSUPP, When::kAlways, "no listing extended attributes by path"},
       // Bit 31 is never set by a real persona but is by the query 0xffffffff,
       // which must keep working.
       {"personality", {Masked(0, kPersonalityQueryBit | READ_IMPLIES_EXEC, READ_IMPLIES_EXEC)}, EPERM, When::kAlways,
