@@ -39,6 +39,24 @@ def test_the_module_status_passes_through(tree):
     assert r.stderr == ""
 
 
+def test_run_hides_the_host_processes_that_sandbox_exec_shows(tree):
+    # /proc/<pid>/cmdline needs no ptrace access: sandbox-exec alone, in the
+    # host's pid namespace, shows a process outside (the battery's gap row
+    # for proc_outside_cmdline); run's job has a /proc of its own pid namespace.
+    outside = subprocess.Popen(["/usr/bin/python3", "-c", "import time; time.sleep(60)", "oarbank-outside-marker"])
+    try:
+        cmdline = f"/proc/{outside.pid}/cmdline"
+        shown = run("sandbox-exec", write_policy(tree), "--", "/bin/cat", cmdline)
+        assert shown.returncode == 0 and "oarbank-outside-marker" in shown.stdout, shown
+        hidden = run("run", write_policy(tree), "--", "/bin/sh", "-c", f"cat {cmdline}; ls /proc | grep -c '^[0-9]'")
+        assert "oarbank-outside-marker" not in hidden.stdout, hidden
+        assert "No such file" in hidden.stderr, hidden
+        assert int(hidden.stdout.split()[-1]) <= 4, hidden.stdout  # the job's own processes only
+    finally:
+        outside.kill()
+        outside.wait()
+
+
 def test_the_module_runs_confined(tree):
     r = run("sandbox-exec", write_policy(tree), "--", "/bin/sh", "-c", "grep -E '^(NoNewPrivs|Seccomp|CapEff):' /proc/self/status")
     assert r.returncode == 0, r.stderr
