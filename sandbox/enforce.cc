@@ -111,8 +111,18 @@ int OpenNoSymlinks(const std::string& path) {
   return static_cast<int>(syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how, sizeof how));
 }
 
+// The detached copies of the writable grants, closed however the step ends.
+struct DetachedTrees {
+  std::vector<int> fds;
+  DetachedTrees() = default;
+  DetachedTrees(const DetachedTrees&) = delete;
+  DetachedTrees& operator=(const DetachedTrees&) = delete;
+  ~DetachedTrees() {
+    for (int fd : fds) close(fd);
+  }
+};
+
 std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOptions& options) {
-  if (!plan.mount_namespace) return std::nullopt;
   constexpr LaunchStep kStep = LaunchStep::kMountNamespace;
   const bool own_mount_namespace = options.own_mount_namespace;
   // Root reads /etc as any user would (root_etc.h). A process that is not
@@ -143,15 +153,12 @@ std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOpt
   // with no symlink, made before everything turns read-only (so it stays as
   // writable as the host's mount is), then nosuid, nodev, and noexec unless
   // exec_writable.
-  std::vector<int> trees;
-  auto close_trees = [&trees] {
-    for (int tree : trees) close(tree);
-  };
+  DetachedTrees trees;
+  trees.fds.reserve(plan.writable_binds.size());
   for (const auto& path : plan.writable_binds) {
     const int fd = OpenNoSymlinks(path);
     if (fd < 0) {
       const int err = errno;
-      close_trees();
       if (err == ELOOP) return Fail(kStep, err, "%s: %s", path.c_str(), kSwappedForSymlink);
       return Fail(kStep, err, "open %s", path.c_str());
     }
@@ -159,18 +166,12 @@ std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOpt
         syscall(SYS_open_tree, fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
     const int err = errno;
     close(fd);
-    if (tree < 0) {
-      close_trees();
-      return Fail(kStep, err, "copy the mount of %s", path.c_str());
-    }
-    trees.push_back(tree);
+    if (tree < 0) return Fail(kStep, err, "copy the mount of %s", path.c_str());
+    trees.fds.push_back(tree);
     mount_attr attr {};
     attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (plan.writable_noexec ? MOUNT_ATTR_NOEXEC : 0);
-    if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0) {
-      const int set_err = errno;
-      close_trees();
-      return Fail(kStep, set_err, "%s %s", plan.writable_noexec ? "noexec" : "nosuid", path.c_str());
-    }
+    if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
+      return Fail(kStep, errno, "%s %s", plan.writable_noexec ? "noexec" : "nosuid", path.c_str());
   }
   // Landlock has no hook on chmod, chown, utimensat or setxattr, which need
   // no open: outside the writable grants a read-only mount refuses them
@@ -180,28 +181,22 @@ std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOpt
   read_only.attr_set = MOUNT_ATTR_RDONLY;
   if (plan.read_only_mounts &&
       syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &read_only, sizeof read_only) != 0) {
-    const int err = errno;
-    close_trees();
-    return Fail(kStep, err, "make every mount read-only");
+    return Fail(kStep, errno, "make every mount read-only");
   }
   // Attached in the policy's order, parents first: each grant is opened
   // again, through the binds attached before it.
-  for (size_t i = 0; i < trees.size(); ++i) {
+  for (size_t i = 0; i < trees.fds.size(); ++i) {
     const std::string& path = plan.writable_binds[i];
     const int fd = OpenNoSymlinks(path);
     const int err = fd < 0 ? errno
-                           : syscall(SYS_move_mount, trees[i], "", fd, "",
+                           : syscall(SYS_move_mount, trees.fds[i], "", fd, "",
                                      MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0
                                ? errno
                                : 0;
     if (fd >= 0) close(fd);
-    if (err != 0) {
-      close_trees();
-      if (err == ELOOP) return Fail(kStep, err, "%s: %s", path.c_str(), kSwappedForSymlink);
-      return Fail(kStep, err, "bind %s", path.c_str());
-    }
+    if (err == ELOOP) return Fail(kStep, err, "%s: %s", path.c_str(), kSwappedForSymlink);
+    if (err != 0) return Fail(kStep, err, "bind %s", path.c_str());
   }
-  close_trees();
   // What the module will reach by name: / read-only, and each grant, with no
   // symlink, on its bind, noexec unless exec_writable.
   if (plan.read_only_mounts) {

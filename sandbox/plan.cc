@@ -139,7 +139,6 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
 
   // The mount namespace: everything read-only but the writable grants
   // (filesystem.metadata), which are noexec unless exec_writable.
-  plan.mount_namespace = true;
   plan.read_only_mounts = true;
   for (const auto& g : policy.grants())
     if (g.access == Access::kReadWrite) plan.writable_binds.push_back(g.path);

@@ -71,8 +71,7 @@ struct Plan {
   // cannot map a written file executable.
   // A launch as root also mounts an idmapped copy of /etc over /etc there
   // (root_etc.h), when the host can make one: through this user namespace.
-  bool mount_namespace = false;
-  bool read_only_mounts = false;
+  bool read_only_mounts = false;  // set by the planner; cleared only by a test build's fault
   std::vector<std::string> writable_binds;
   bool writable_noexec = false;
   int root_etc_idmap_fd = -1;

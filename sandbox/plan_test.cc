@@ -155,13 +155,12 @@ TEST(Plan, WritableGrantsLoseExecuteUnlessExecWritable) {
   EXPECT_NE(work->access & kFsWriteFile, 0u);
   EXPECT_NE(work->access & kFsTruncate, 0u);
   const std::vector<std::string> writable = {tree.Path("work"), tree.Path("data"), tree.Path("work/tmp")};
-  EXPECT_TRUE(strict.mount_namespace);
   EXPECT_EQ(strict.writable_binds, writable);
   EXPECT_TRUE(strict.writable_noexec);
   const Plan open = PlanConfinement(tree.Runner(R"("exec_writable": true)"), FakeHost(7));
   EXPECT_NE(FindRule(open, tree.Path("work"))->access & kFsExecute, 0u);
   // The namespace stays: everything but the writable grants is read-only.
-  EXPECT_TRUE(open.mount_namespace);
+  EXPECT_TRUE(open.read_only_mounts);
   EXPECT_EQ(open.writable_binds, writable);
   EXPECT_FALSE(open.writable_noexec);
 }
@@ -219,7 +218,7 @@ TEST(Plan, RootWithAnIdmappedEtcKeepsEtcWholeAndMountsTheView) {
   host.etc_view.idmap = std::make_shared<const OwnedFd>(dup(0));
   const Plan plan = PlanConfinement(tree.Runner(R"("exec_writable": true)"), host);
   EXPECT_EQ(plan.root_etc_idmap_fd, host.etc_view.idmap->fd());
-  EXPECT_TRUE(plan.mount_namespace);
+  EXPECT_TRUE(plan.read_only_mounts);
   EXPECT_FALSE(plan.writable_noexec);
   ASSERT_NE(FindRule(plan, "/etc"), nullptr);
   EXPECT_EQ(FindRule(plan, "/etc")->access, ReadExecuteRights(LandlockAbi::kV7));
