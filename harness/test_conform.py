@@ -143,10 +143,13 @@ def test_breaking_one_rule_turns_its_probe_red(tmp_path, fault, broken, intact):
 
 def test_one_layer_dropped_leaves_the_other_standing(tmp_path):
     """Writing outside the grants meets two layers: the read-only mounts
-    answer first (EROFS) and Landlock stands behind them (EACCES)."""
+    answer first (EROFS) and Landlock stands behind them (EACCES). A device
+    node in a grant meets Landlock first (no MAKE_CHAR) and the dropped
+    CAP_MKNOD behind it (EPERM)."""
     for fault, probe, answer in [({"OARBANK_FAULT_UNHANDLE_FS": "14"}, "truncate_outside", "blocked EROFS"),
                                  ({"OARBANK_FAULT_WRITABLE_MOUNTS": "1"}, "truncate_outside", "blocked EACCES"),
-                                 ({"OARBANK_FAULT_WRITABLE_MOUNTS": "1"}, "write_outside_grants", "blocked EACCES")]:
+                                 ({"OARBANK_FAULT_WRITABLE_MOUNTS": "1"}, "write_outside_grants", "blocked EACCES"),
+                                 ({"OARBANK_FAULT_UNHANDLE_FS": "6"}, "mknod_device", "blocked EPERM")]:
         agent = faulty_agent(tmp_path, **fault)
         out = tmp_path / f"{probe}-{'-'.join(fault)}"
         try:

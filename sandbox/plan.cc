@@ -57,9 +57,11 @@ uint64_t ReadExecuteRights(LandlockAbi abi) {
 }
 
 uint64_t ReadWriteRights(LandlockAbi abi, bool exec_writable) {
-  // Every file right but execute (unless exec_writable), IOCTL_DEV (no device
-  // lives in a work directory) and RESOLVE_UNIX (only the broker).
-  uint64_t rights = HandledFs(abi) & ~(kFsIoctlDev | kFsResolveUnix);
+  // Every file right but execute (unless exec_writable), MAKE_CHAR and
+  // MAKE_BLOCK and IOCTL_DEV (no device lives in a work directory; a node
+  // made there would open whatever its numbers name, and a whiteout is
+  // refused with them), and RESOLVE_UNIX (only the broker).
+  uint64_t rights = HandledFs(abi) & ~(kFsMakeChar | kFsMakeBlock | kFsIoctlDev | kFsResolveUnix);
   if (!exec_writable) rights &= ~kFsExecute;
   return rights;
 }

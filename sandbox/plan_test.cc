@@ -146,6 +146,22 @@ TEST(Placement, BrokerFromAbi9IsThePathAlone) {
   EXPECT_TRUE(RefusesUnixSockets(none));
 }
 
+TEST(Plan, WritableGrantsMakeFilesButNoDeviceNodes) {
+  TempTree tree;
+  for (int abi = 1; abi <= kNewestKnownAbiNumber; ++abi) {
+    const uint64_t rights = ReadWriteRights(static_cast<LandlockAbi>(abi), true);
+    EXPECT_EQ(rights & (kFsMakeChar | kFsMakeBlock | kFsIoctlDev), 0u) << "ABI " << abi;
+    EXPECT_EQ(rights & (kFsMakeReg | kFsMakeDir | kFsMakeSym | kFsMakeFifo | kFsMakeSock),
+              kFsMakeReg | kFsMakeDir | kFsMakeSym | kFsMakeFifo | kFsMakeSock)
+        << "ABI " << abi;
+  }
+  const PathRule* work = FindRule(PlanConfinement(tree.Runner(), FakeHost(7)), tree.Path("work"));
+  ASSERT_NE(work, nullptr);
+  EXPECT_EQ(work->access & (kFsMakeChar | kFsMakeBlock), 0u);
+  // Still handled: a right left out of the handled set would be allowed.
+  EXPECT_NE(PlanConfinement(tree.Runner(), FakeHost(7)).landlock.handled_fs & kFsMakeChar, 0u);
+}
+
 TEST(Plan, WritableGrantsLoseExecuteUnlessExecWritable) {
   TempTree tree;
   const Plan strict = PlanConfinement(tree.Runner(), FakeHost(7));
