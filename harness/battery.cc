@@ -300,6 +300,13 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
     if (entry.path().extension() == ".json" && Selected(o.only_policies, entry.path().stem().string()))
       result.policies.push_back(entry.path().stem().string());
   result.policies = Sorted(result.policies);
+  // A name asked for that is not there is a typo, never a smaller battery.
+  for (const auto& name : o.only_probes)
+    if (std::find(result.probes.begin(), result.probes.end(), name) == result.probes.end())
+      return Error{"--probe " + name, "no such probe in " + o.probe_dir};
+  for (const auto& name : o.only_policies)
+    if (std::find(result.policies.begin(), result.policies.end(), name) == result.policies.end())
+      return Error{"--policy " + name, "no such battery policy in " + o.policy_dir};
   if (result.probes.empty()) return Error{o.probe_dir, "no probes found"};
   if (result.policies.empty()) return Error{o.policy_dir, "no battery policies found"};
 

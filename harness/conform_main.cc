@@ -15,8 +15,10 @@
 #include "module_conform.h"
 #include "reports.h"
 
-int main(int argc, char** argv) {
-  using namespace oarbank;
+namespace oarbank {
+namespace {
+
+int ConformMain(int argc, char** argv) {
   namespace fs = std::filesystem;
   const fs::path self = fs::canonical("/proc/self/exe").parent_path();
   BatteryOptions o;
@@ -70,18 +72,33 @@ int main(int argc, char** argv) {
     return RunModuleConform(mo);
   }
   o.uids.assign(uids.begin(), uids.end());
+  if (auto why = PrepareReportDir(out); !why.empty()) {
+    std::cerr << "oarbank-conform: --out " << why << "\n";
+    return kExitUsage;
+  }
 
   auto result = RunBattery(o);
   if (!result.ok()) {
     std::cerr << "oarbank-conform: " << result.error().where << ": " << result.error().what << "\n";
     return kExitUsage;
   }
-  fs::create_directories(out);
-  std::ofstream(out + "/battery.json") << BatteryJson(result.value()).dump(2) << "\n";
-  std::ofstream(out + "/battery.xml") << BatteryJunit(result.value());
-  std::ofstream(out + "/battery.md") << BatteryMarkdown(result.value());
-  std::ofstream(out + "/battery.html") << BatteryHtml(result.value());
+  // A report that did not land fails the run: nobody may sign off a report
+  // they cannot read.
+  const std::vector<std::pair<std::string, std::string>> reports = {
+      {"battery.json", BatteryJson(result.value()).dump(2) + "\n"},
+      {"battery.xml", BatteryJunit(result.value())},
+      {"battery.md", BatteryMarkdown(result.value())},
+      {"battery.html", BatteryHtml(result.value())},
+  };
+  bool written = true;
+  for (const auto& [name, text] : reports) {
+    if (auto why = WriteReportFile(out + "/" + name, text); !why.empty()) {
+      std::cerr << "oarbank-conform: cannot write " << why << "\n";
+      written = false;
+    }
+  }
   std::cout << BatterySummary(result.value());
+  if (!written) return 1;
   std::cout << "reports: " << out << "/battery.{json,xml,md,html}\n";
   // Only a complete run on the kernel as it is proves anything.
   if (o.only_probes.empty() && o.only_policies.empty() && o.abi_cap < 0 && o.uids.size() >= 2) {
@@ -96,4 +113,18 @@ int main(int argc, char** argv) {
       std::cerr << "oarbank-conform: cannot write the attestation " << attest << "\n";
   }
   return result.value().passed ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace oarbank
+
+// An exception nothing expected ends the run with one line and exit 70
+// (EX_SOFTWARE), never with abort().
+int main(int argc, char** argv) {
+  try {
+    return oarbank::ConformMain(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "oarbank-conform: internal error: " << e.what() << "\n";
+    return oarbank::kExitNotEnforced;
+  }
 }

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <set>
@@ -22,6 +23,7 @@
 
 #include "environment.h"
 #include "exit_codes.h"
+#include "reports.h"
 #include "host_facts.h"
 #include "manifest.h"
 #include "manifest_policy.h"
@@ -75,6 +77,7 @@ int RunModuleConform(const ModuleConformOptions& o) {
   if (access(o.strace.c_str(), X_OK) != 0) return Usage(o.strace + " is not installed (Debian package strace)");
   const uid_t uid = o.uid < 0 ? geteuid() : static_cast<uid_t>(o.uid);
   if (uid != geteuid() && geteuid() != 0) return Usage("--uid needs root");
+  if (auto why = PrepareReportDir(o.out); !why.empty()) return Usage("--out " + why);
 
   ToolRegistry registry{"(none)", {}};
   if (!o.registry.empty()) {
@@ -237,10 +240,9 @@ int RunModuleConform(const ModuleConformOptions& o) {
   report["policy"] = policy_json.value();
   report["stdout_tail"] = ReadTail(out_path);
   report["stderr_tail"] = ReadTail(err_path);
-  std::error_code ec;
-  fs::create_directories(o.out, ec);
   const std::string report_path = (fs::path(o.out) / "module.json").string();
-  std::ofstream(report_path) << report.dump(2) << "\n";
+  std::string unwritten = PrepareReportDir(o.out);
+  if (unwritten.empty()) unwritten = WriteReportFile(report_path, report.dump(2) + "\n");
 
   std::cout << "oarbank-conform module: " << m.name << " " << m.version << " as uid " << uid << ": " << verdict
             << " (" << summary << ")\n";
@@ -255,10 +257,12 @@ int RunModuleConform(const ModuleConformOptions& o) {
   if (!others.empty())
     std::cout << others.size() << " refusal(s) by file permissions, not the cage (see not_the_cage in the report)\n";
   std::cout << "portability:\n" << PortabilityText(lint);
-  std::cout << "report: " << report_path << "\n";
+  if (unwritten.empty()) std::cout << "report: " << report_path << "\n";
+  else std::cerr << "oarbank-conform module: cannot write the report " << unwritten << "\n";
   if (o.keep) std::cout << "job tree: " << root << "\n";
-  else fs::remove_all(root, ec);
-  return rc;
+  std::error_code ec;
+  if (!o.keep) fs::remove_all(root, ec);
+  return unwritten.empty() ? rc : std::max(rc, 1);
 }
 
 }  // namespace oarbank

@@ -1,5 +1,11 @@
 #include "reports.h"
 
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -259,6 +265,24 @@ std::string BatterySummary(const BatteryResult& r) {
   for (const auto& c : r.confined) list(c);
   s << VerdictLine(r) << "\n";
   return s.str();
+}
+
+std::string PrepareReportDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return dir + ": " + ec.message();
+  if (!std::filesystem::is_directory(dir, ec)) return dir + ": not a directory";
+  if (access(dir.c_str(), W_OK | X_OK) != 0) return dir + ": " + strerror(errno);
+  return "";
+}
+
+std::string WriteReportFile(const std::string& path, const std::string& text) {
+  std::ofstream file(path, std::ios::trunc);
+  if (!file) return path + ": " + strerror(errno);
+  file << text;
+  file.close();
+  if (!file) return path + ": the write did not complete";
+  return "";
 }
 
 }  // namespace oarbank

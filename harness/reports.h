@@ -18,4 +18,11 @@ std::string BatteryHtml(const BatteryResult& result);
 // Short text for the terminal: counts, failures, the verdict line.
 std::string BatterySummary(const BatteryResult& result);
 
+// Makes `dir` (and its parents) and checks that it can take files: "" or
+// one line saying why not, so a bad --out is refused before a run, not
+// after it.
+std::string PrepareReportDir(const std::string& dir);
+// Writes one report whole: "" or one line naming the file and the error.
+std::string WriteReportFile(const std::string& path, const std::string& text);
+
 }  // namespace oarbank

@@ -161,6 +161,25 @@ def test_one_layer_dropped_leaves_the_other_standing(tmp_path):
         assert actual == {(0, answer), (65534, answer)}, (fault, probe, actual)
 
 
+@pytest.mark.parametrize("args,line", [
+    (["--probe", "bpf_syscall,no_such_probe"], "oarbank-conform: --probe no_such_probe: no such probe in "),
+    (["--policy", "runner_strict,no_such_policy"], "oarbank-conform: --policy no_such_policy: no such battery policy in "),
+])
+def test_a_name_that_is_not_there_is_refused_not_skipped(tmp_path, args, line):
+    r = conform(tmp_path / "out", *args)
+    assert r.returncode == 64, r.stdout + r.stderr
+    assert r.stderr.startswith(line) and r.stderr.count("\n") == 1, r.stderr
+    assert not (tmp_path / "out" / "battery.json").exists()
+
+
+@pytest.mark.parametrize("out,why", [("/dev/null", "Not a directory"), ("/proc/no_such_dir", "No such file")])
+def test_an_unwritable_out_is_refused_before_the_run(out, why):
+    r = subprocess.run([CONFORM, "--out", out, "--probe", "bpf_syscall"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 64, r.stdout + r.stderr
+    assert r.stderr.startswith(f"oarbank-conform: --out {out}: {why}") and r.stderr.count("\n") == 1, r.stderr
+    assert "PASS" not in r.stdout  # nothing ran
+
+
 def test_the_unbroken_agent_passes_the_same_subset(tmp_path):
     r = conform(tmp_path / "out", "--probe", "bpf_syscall,truncate_outside,signal_outside",
                 "--policy", "runner_strict")

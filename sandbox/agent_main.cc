@@ -154,11 +154,7 @@ int SupervisedRun(const std::string& policy_path, const std::vector<std::string>
   return result.signal != 0 ? 128 + result.signal : result.exit_code;
 }
 
-}  // namespace
-}  // namespace oarbank
-
-int main(int argc, char** argv) {
-  using namespace oarbank;
+int AgentMain(int argc, char** argv) {
   CLI::App app{"oarbank-agent: run untrusted module code in a kernel-enforced cage"};
   app.require_subcommand(1);
   // Only the subcommand named first is registered: a launch pays for every
@@ -297,4 +293,18 @@ int main(int argc, char** argv) {
     return SupervisedRun(run_policy, run_argv, run_options, run_json);
   }
   return SandboxReport(report_policy, abi_cap);
+}
+
+}  // namespace
+}  // namespace oarbank
+
+// An exception nothing expected ends the command with one line and exit 70
+// (EX_SOFTWARE), never with abort(): before exec that means no module ran.
+int main(int argc, char** argv) {
+  try {
+    return oarbank::AgentMain(argc, argv);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "oarbank-agent: internal error: %s\n", e.what());
+    return oarbank::kExitNotEnforced;
+  }
 }
