@@ -80,7 +80,7 @@ def test_an_unknown_field_is_named(tree):
 def test_a_missing_policy_file_is_64(tree):
     r = run("sandbox-exec", str(tree / "nope.json"), "--", "/bin/true")
     assert r.returncode == 64
-    assert r.stderr == f"policy: {tree / 'nope.json'}: cannot read the policy file\n"
+    assert r.stderr == f"policy: {tree / 'nope.json'}: cannot read the policy file: No such file or directory\n"
 
 
 def test_usage_errors_are_64():

@@ -3,6 +3,7 @@
 #include "read_file.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <initializer_list>
@@ -341,7 +342,7 @@ Result<Manifest> ParseManifest(std::string_view toml_text) {
 
 Result<Manifest> LoadManifestFile(const std::string& path) {
   const auto text = ReadFileUpTo(path, kMaxManifestBytes);
-  if (!text) return Bad(path, "cannot read the manifest file");
+  if (!text) return Bad(path, std::string("cannot read the manifest file: ") + strerror(errno));
   return ParseManifest(*text);
 }
 

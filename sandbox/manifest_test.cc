@@ -120,7 +120,7 @@ TEST(ManifestParse, OversizedTextIsRefusedByName) {
 TEST(ManifestParse, MissingFileNamesIt) {
   auto m = LoadManifestFile("/nonexistent/oarbank-manifest.toml");
   ASSERT_FALSE(m.ok());
-  EXPECT_EQ(ManifestErrorLine(m.error()), "manifest: /nonexistent/oarbank-manifest.toml: cannot read the manifest file");
+  EXPECT_EQ(ManifestErrorLine(m.error()), "manifest: /nonexistent/oarbank-manifest.toml: cannot read the manifest file: No such file or directory");
 }
 
 // ---- properties ------------------------------------------------------------

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -425,7 +426,7 @@ Result<Policy> ParsePolicy(std::string_view json_text) {
 
 Result<Policy> LoadPolicyFile(const std::string& path) {
   const auto text = ReadFileUpTo(path, kMaxPolicyBytes);
-  if (!text) return Bad(path, "cannot read the policy file");
+  if (!text) return Bad(path, std::string("cannot read the policy file: ") + strerror(errno));
   return ParsePolicy(*text);
 }
 

@@ -447,7 +447,10 @@ TEST_F(PolicyTest, LoadPolicyFileReadsAFileAndNamesAMissingOne) {
   const auto missing = LoadPolicyFile(root_ / "no-such-policy.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.error().where, root_ / "no-such-policy.json");
-  EXPECT_EQ(missing.error().what, "cannot read the policy file");
+  EXPECT_EQ(missing.error().what, "cannot read the policy file: No such file or directory");
+  const auto directory = LoadPolicyFile(root_ / "");
+  ASSERT_FALSE(directory.ok());
+  EXPECT_EQ(directory.error().what, "cannot read the policy file: Is a directory");
 }
 
 TEST_F(PolicyTest, LoadPolicyFileRefusesAnOversizedFile) {
