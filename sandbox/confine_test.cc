@@ -16,7 +16,9 @@
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <grp.h>
 #include <sys/wait.h>
@@ -417,6 +419,26 @@ TEST_P(ConfineTest, NothingIsLeftPrivileged) {
             Err(0));
   EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return status_line("CapBnd:") == "CapBnd:\t0000000000000000" ? 0 : 1; }),
             Err(0));
+}
+
+TEST_P(ConfineTest, NoCoreDumpAndNoDeviceNode) {
+  // RLIMIT_CORE is 0/0 and stays there (EPERM: CAP_SYS_RESOURCE is gone).
+  auto raise_core_limit = [] {
+    rlimit now {};
+    if (getrlimit(RLIMIT_CORE, &now) != 0 || now.rlim_cur != 0 || now.rlim_max != 0) return -1;
+    const rlimit up {1 << 20, 1 << 20};
+    return setrlimit(RLIMIT_CORE, &up) == 0 ? 0 : errno;
+  };
+  EXPECT_EQ(RunConfined(tree_.Runner(), raise_core_limit), Err(EPERM));
+  // A device node in a writable grant: Landlock refuses it (no MAKE_CHAR or
+  // MAKE_BLOCK there) before the capability check; a FIFO is still made.
+  auto make = [&](const char* name, mode_t mode, dev_t dev) {
+    return mknod(tree_.Path(std::string("work/") + name).c_str(), mode | 0600, dev) == 0 ? 0 : errno;
+  };
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return make("null", S_IFCHR, makedev(1, 3)); }), Err(EACCES));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return make("loop", S_IFBLK, makedev(7, 0)); }), Err(EACCES));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return make("fifo", S_IFIFO, 0); }), Err(0));
+  EXPECT_FALSE(std::filesystem::exists(tree_.Path("work/null")));  // seen from outside
 }
 
 TEST_P(ConfineTest, InheritedFdsAreClosedAcrossExec) {

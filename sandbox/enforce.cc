@@ -15,6 +15,7 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -97,6 +98,15 @@ std::optional<StepFailure> CloseInheritedFds(int keep) {
 std::optional<StepFailure> SetNoNewPrivs() {
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return Fail(LaunchStep::kNoNewPrivs, errno, "prctl");
   if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1) return Fail(LaunchStep::kNoNewPrivs, 0, "not set after prctl");
+  return std::nullopt;
+}
+
+std::optional<StepFailure> DisableCoreDumps() {
+  const rlimit none {0, 0};
+  if (setrlimit(RLIMIT_CORE, &none) != 0) return Fail(LaunchStep::kCoreDumps, errno, "setrlimit(RLIMIT_CORE, 0)");
+  rlimit now {};
+  if (getrlimit(RLIMIT_CORE, &now) != 0 || now.rlim_cur != 0 || now.rlim_max != 0)
+    return Fail(LaunchStep::kCoreDumps, 0, "RLIMIT_CORE is not 0 after setrlimit");
   return std::nullopt;
 }
 
@@ -363,6 +373,7 @@ const char* StepName(LaunchStep step) {
     case LaunchStep::kPlacement: return "placement";
     case LaunchStep::kCloseFds: return "close-fds";
     case LaunchStep::kNoNewPrivs: return "no-new-privs";
+    case LaunchStep::kCoreDumps: return "no-core-dumps";
     case LaunchStep::kMountNamespace: return "mount-namespace";
     case LaunchStep::kDropCapabilities: return "drop-capabilities";
     case LaunchStep::kLandlock: return "landlock";
@@ -386,6 +397,7 @@ std::optional<StepFailure> ConfineSelf(const Plan& plan, const LaunchOptions& op
     return Fail(LaunchStep::kCloseFds, 0, "the plan hands over a broker connection exactly when one is given");
   if (auto f = Apply(LaunchStep::kCloseFds, [&] { return CloseInheritedFds(options.broker_fd); })) return f;
   if (auto f = Apply(LaunchStep::kNoNewPrivs, SetNoNewPrivs)) return f;
+  if (auto f = Apply(LaunchStep::kCoreDumps, DisableCoreDumps)) return f;
   if (auto f = Apply(LaunchStep::kMountNamespace,
                      [&] { return EnterMountNamespace(plan, options); }))
     return f;

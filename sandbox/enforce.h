@@ -6,6 +6,9 @@
 //                    connection, when the plan hands one over) is made
 //                    close-on-exec
 //   no-new-privs     PR_SET_NO_NEW_PRIVS: exec can never add privileges
+//   no-core-dumps    RLIMIT_CORE 0, soft and hard (raising it needs
+//                    CAP_SYS_RESOURCE, dropped below): a crash writes no
+//                    core file into a writable grant
 //   mount-namespace  (exec_writable=false) private user+mount namespace,
 //                    writable grants re-bound noexec,nosuid,nodev (in the
 //                    supervisor's job, whose namespaces are already its
@@ -33,6 +36,7 @@ enum class LaunchStep {
   kPlacement,
   kCloseFds,
   kNoNewPrivs,
+  kCoreDumps,
   kMountNamespace,
   kDropCapabilities,
   kLandlock,

@@ -18,6 +18,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -664,6 +665,13 @@ TEST_P(GateTest, ALauncherThatSkippedAStepIsKilledBeforeExec) {
   EXPECT_TRUE(std::filesystem::exists(marker));
   std::filesystem::remove(marker);
 
+  // A core limit the launcher would inherit and must lower: a hard limit
+  // already 0 here would let a skipped no-core-dumps step pass unseen.
+  const rlimit core_allowed {0, RLIM_INFINITY};
+  if (getuid() == 0) {
+    ASSERT_EQ(setrlimit(RLIMIT_CORE, &core_allowed), 0) << strerror(errno);
+  }
+
   // Each skipped step, and what refuses the launcher before its exec.
   const std::pair<const char*, std::string> cases[] = {
       // The gate reads Seccomp 0 in /proc/<pid>/status.
@@ -673,6 +681,8 @@ TEST_P(GateTest, ALauncherThatSkippedAStepIsKilledBeforeExec) {
       {"drop-capabilities", "gate: the launcher is not confined: CapEff is "},
       // The gate reads /proc/<pid>/mountinfo: / is not read-only.
       {"mount-namespace", "gate: the launcher is not confined: / is not mounted read-only"},
+      // The gate reads the launcher's limits with prlimit(2).
+      {"no-core-dumps", "gate: the launcher is not confined: RLIMIT_CORE is "},
       // Without no_new_privs the kernel itself refuses Landlock (and seccomp)
       // to a process without CAP_SYS_ADMIN: the launcher stops there.
       {"no-new-privs", std::string("landlock: restrict_self : ") + strerror(EPERM)},

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -132,6 +133,16 @@ GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line
   check.reading = ParseProcStatus(status);
   if (auto why = CheckGateReading(check.reading, parent)) {
     check.reason = *why;
+    return check;
+  }
+  rlimit core {};
+  if (prlimit(pid, RLIMIT_CORE, nullptr, &core) != 0) {
+    check.reason = std::string("cannot read its RLIMIT_CORE: ") + strerror(errno);
+    return check;
+  }
+  if (core.rlim_cur != 0 || core.rlim_max != 0) {
+    check.reason = "RLIMIT_CORE is " + std::to_string(core.rlim_cur) + "/" + std::to_string(core.rlim_max) +
+                   " (want 0/0: a crash would dump core)";
     return check;
   }
   if (!cgroup_line.empty()) {

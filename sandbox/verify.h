@@ -11,7 +11,8 @@
 //   PPid                    the job's init, so the pid names the launcher
 //                           and not a process that reused its number
 //
-// plus the job's cgroup leaf (/proc/<pid>/cgroup), for each namespace the
+// plus RLIMIT_CORE 0, soft and hard (prlimit(2) on the pid), the job's
+// cgroup leaf (/proc/<pid>/cgroup), for each namespace the
 // job must have an inode other than the supervisor's, / mounted read-only
 // (/proc/<pid>/mountinfo: filesystem.metadata), each writable grant mounted
 // noexec when exec_writable is false, and /etc mounted idmapped for a root
