@@ -5,6 +5,7 @@ against the schema CI tools read, and the HTML matrix renders in a browser."""
 import json
 import os
 import pathlib
+import resource
 import shutil
 import struct
 import subprocess
@@ -124,10 +125,14 @@ def faulty_agent(tmp_path, **fault):
     ({"OARBANK_FAULT_WRITABLE_MOUNTS": "1"}, "chmod_outside_grants", "read_outside_grants"),
     ({"OARBANK_FAULT_DROP_SECCOMP": "getxattr"}, "xattr_read_outside_grants", "read_outside_grants"),
     ({"OARBANK_FAULT_UNHANDLE_SCOPES": "1"}, "signal_outside", "bpf_syscall"),
+    # The battery's own core limit (soft 0, hard unlimited) reaches the probe.
+    ({"OARBANK_FAULT_SKIP_STEP": "no-core-dumps"}, "core_dump_limit", "mknod_device"),
     # Judged from outside (a "sent" verdict and the signal sink), not by any errno.
     ({"OARBANK_FAULT_UNHANDLE_SCOPES": "1"}, "fown_signal_outside", "bpf_syscall"),
 ])
 def test_breaking_one_rule_turns_its_probe_red(tmp_path, fault, broken, intact):
+    if "OARBANK_FAULT_SKIP_STEP" in fault:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, resource.RLIM_INFINITY))  # root may raise it
     agent = faulty_agent(tmp_path, **fault)
     try:
         r = conform(tmp_path / "out", "--agent", agent, "--probe", f"{broken},{intact}", "--policy", "runner_strict")
