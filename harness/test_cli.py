@@ -77,6 +77,13 @@ def test_an_unknown_field_is_named(tree):
     assert r.stderr.count("\n") == 1
 
 
+def test_an_unknown_command_is_64_and_lists_the_commands():
+    r = run("sandbox-exce", "policy.json", "--", "/bin/true")
+    assert r.returncode == 64
+    assert r.stderr.startswith("usage: unknown command sandbox-exce (one of: sandbox-exec, sandbox-report, run, ")
+    assert r.stderr.count("\n") == 1, r.stderr
+
+
 def test_a_missing_policy_file_is_64(tree):
     r = run("sandbox-exec", str(tree / "nope.json"), "--", "/bin/true")
     assert r.returncode == 64

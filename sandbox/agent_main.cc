@@ -261,7 +261,13 @@ int AgentMain(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    fprintf(stderr, "usage: %s\n", e.what());
+    if (!known && !first.empty() && first[0] != '-') {
+      std::string names;
+      for (const auto* sub : app.get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
+      fprintf(stderr, "usage: unknown command %s (one of: %s)\n", first.c_str(), names.c_str());
+    } else {
+      fprintf(stderr, "usage: %s\n", e.what());
+    }
     return kExitUsage;
   }
   if (proxy && proxy->parsed()) return egress::RunEgressProxyCommand(proxy_options);
