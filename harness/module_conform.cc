@@ -23,13 +23,13 @@
 
 #include "environment.h"
 #include "exit_codes.h"
-#include "reports.h"
 #include "host_facts.h"
 #include "manifest.h"
 #include "manifest_policy.h"
 #include "module_trace.h"
 #include "plan.h"
 #include "portability.h"
+#include "reports.h"
 #include "seccomp_rules.h"
 #include "tool_registry.h"
 
@@ -241,8 +241,7 @@ int RunModuleConform(const ModuleConformOptions& o) {
   report["stdout_tail"] = ReadTail(out_path);
   report["stderr_tail"] = ReadTail(err_path);
   const std::string report_path = (fs::path(o.out) / "module.json").string();
-  std::string unwritten = PrepareReportDir(o.out);
-  if (unwritten.empty()) unwritten = WriteReportFile(report_path, report.dump(2) + "\n");
+  const std::string unwritten = WriteReportFile(report_path, report.dump(2) + "\n");  // --out checked at the start
 
   std::cout << "oarbank-conform module: " << m.name << " " << m.version << " as uid " << uid << ": " << verdict
             << " (" << summary << ")\n";
