@@ -73,7 +73,9 @@ chmod 644 "$TMP/policy.json"
 
 # Every command must work before it is timed.
 "${RUN_AS[@]}" "$AGENT" run "$TMP/policy.json" -- /bin/true || die "oarbank-agent run failed (exit $?)"
-"${RUN_AS[@]}" bwrap --ro-bind / / --unshare-all --die-with-parent /bin/true || die "bwrap failed"
+# One bwrap command for both hyperfine and the in-process driver.
+readonly BWRAP=(bwrap --ro-bind / / --unshare-all --die-with-parent /bin/true)
+"${RUN_AS[@]}" "${BWRAP[@]}" || die "bwrap failed"
 "${RUN_AS[@]}" unshare -Urnpf --mount-proc /bin/true || die "unshare failed"
 verified=$("${RUN_AS[@]}" "$AGENT" run --json "$TMP/policy.json" -- /bin/true |
   jq -r '"\(.container.namespaces) cgroup=\(.container.cgroup // "" | if . == "" then "none" else "leaf" end) NoNewPrivs=\(.container.verified.NoNewPrivs) Seccomp=\(.container.verified.Seccomp)"')
@@ -85,7 +87,7 @@ names=(bare run bwrap unshare sandbox-exec)
 cmds=(
   "/bin/true"
   "$AGENT run $TMP/policy.json -- /bin/true"
-  "bwrap --ro-bind / / --unshare-all --die-with-parent /bin/true"
+  "${BWRAP[*]}"
   "unshare -Urnpf --mount-proc /bin/true"
   "$AGENT sandbox-exec $TMP/policy.json -- /bin/true"
 )
@@ -128,21 +130,19 @@ using Clock = std::chrono::steady_clock;
 static double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 static bool Spawn(char* const argv[]) {  // fork+exec+wait; true on exit 0
   const pid_t pid = fork();
-  if (pid == 0) { execv(argv[0], argv); _exit(127); }
+  if (pid == 0) { execvp(argv[0], argv); _exit(127); }
   int status = 0;
   return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 static double Median(std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
 static double Min(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 int main(int argc, char** argv) {
-  if (argc != 4) { fprintf(stderr, "usage: inproc POLICY N BWRAP\n"); return 64; }
+  if (argc < 4) { fprintf(stderr, "usage: inproc POLICY N BWRAP_ARGV...\n"); return 64; }
   auto policy = LoadPolicyFile(argv[1]);
   if (!policy.ok()) { fprintf(stderr, "%s\n", PolicyErrorLine(policy.error()).c_str()); return 1; }
   const int n = atoi(argv[2]);
   char* bare_argv[] = {const_cast<char*>("/bin/true"), nullptr};
-  char* bwrap_argv[] = {argv[3], const_cast<char*>("--ro-bind"), const_cast<char*>("/"), const_cast<char*>("/"),
-                        const_cast<char*>("--unshare-all"), const_cast<char*>("--die-with-parent"),
-                        const_cast<char*>("/bin/true"), nullptr};
+  char* const* bwrap_argv = argv + 3;  // argv ends in nullptr
   cage::RunOptions o;
   o.cwd = "/";
   std::vector<double> run, bare, bwrap;
@@ -164,7 +164,7 @@ g++ -std=c++20 -O2 -D_GNU_SOURCE -I"$ROOT/sandbox" "$TMP/inproc.cc" "$BUILD_DIR/
   "$BUILD_DIR/sandbox/liboarbank_seccomp_rows.a" -lseccomp -o "$TMP/inproc" 2>"$TMP/out/g++.txt" || { cat "$TMP/out/g++.txt"; die "the in-process driver did not build"; }
 chmod 755 "$TMP/inproc"
 read -r in_run in_bare in_bwrap in_run_min in_bare_min in_bwrap_min < \
-  <("${RUN_AS[@]}" "$TMP/inproc" "$TMP/policy.json" "$((RUNS / 2))" "$(command -v bwrap)") ||
+  <("${RUN_AS[@]}" "$TMP/inproc" "$TMP/policy.json" "$((RUNS / 2))" "${BWRAP[@]}") ||
   die "the in-process driver failed"
 echo
 printf 'in-process (agent already running), %d interleaved triples:\n' "$((RUNS / 2))"
