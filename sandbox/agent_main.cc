@@ -60,7 +60,7 @@ int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, i
     fprintf(stderr, "%s\n", PolicyErrorLine(policy.error()).c_str());
     return kExitUsage;
   }
-  HostFacts host = ProbeHost(abi_cap);
+  HostFacts host = ProbeHost(abi_cap, LaunchProbeScope(policy.value()));
   ProbeRootEtc(host);
   Plan plan = PlanConfinement(policy.value(), host);
 #ifdef OARBANK_FAULT_INJECTION

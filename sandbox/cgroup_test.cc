@@ -397,6 +397,20 @@ TEST(CgroupPlanTest, LimitsAreWrittenOnlyAsHardLimits) {
   EXPECT_EQ(*PlanLeafLimits(limits, true).cpu_quota, 1000u);
 }
 
+// The launcher's probe (LaunchProbeScope) reads no cgroup fact; the full
+// probe reads them on this host, mounted or not.
+TEST(CgroupPlanTest, AScopedProbeLeavesTheCgroupFactsUnread) {
+  const HostFacts full = ProbeHost();
+  EXPECT_TRUE(full.cgroup.probed);
+  const HostFacts scoped = ProbeHost(-1, {.cgroup = false, .gpu_nodes = false});
+  EXPECT_FALSE(scoped.cgroup.probed);
+  EXPECT_FALSE(scoped.cgroup.v2_mounted);
+  EXPECT_TRUE(scoped.cgroup.own_path.empty());
+  EXPECT_TRUE(scoped.gpu_nodes.empty());
+  EXPECT_EQ(scoped.landlock_abi, full.landlock_abi);
+  EXPECT_EQ(scoped.user_namespaces, full.user_namespaces);
+}
+
 TEST(CgroupPlanTest, DelegationIsAWritableCgroup2Subtree) {
   CgroupFacts f;
   EXPECT_EQ(DetectCgroupDelegation(f).detail, "no cgroup v2 hierarchy is mounted");

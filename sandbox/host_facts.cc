@@ -99,6 +99,7 @@ void ProbeUserNamespaces(HostFacts& f) {
 }
 
 void ProbeCgroup(HostFacts& f) {
+  f.cgroup.probed = true;
   // The cgroup2 mount, from mountinfo: "... - cgroup2 none rw".
   const std::string mountinfo = ReadFileUpTo("/proc/self/mountinfo", kMaxMountinfoBytes).value_or("");
   for (std::string_view line : Lines(mountinfo)) {
@@ -183,7 +184,7 @@ void ProbeRootEtc(HostFacts& f) {
   if (!f.etc_view.idmap) CollectWorldReadable(AT_FDCWD, "/etc", "/etc", f.etc_world_readable);
 }
 
-HostFacts ProbeHost(int abi_cap) {
+HostFacts ProbeHost(int abi_cap, ProbeScope scope) {
   HostFacts f;
   utsname u {};
   if (uname(&u) == 0) {
@@ -193,8 +194,8 @@ HostFacts ProbeHost(int abi_cap) {
   ProbeLandlock(f, abi_cap);
   ProbeSeccomp(f);
   ProbeUserNamespaces(f);
-  ProbeCgroup(f);
-  ProbeGpuNodes(f);
+  if (scope.cgroup) ProbeCgroup(f);
+  if (scope.gpu_nodes) ProbeGpuNodes(f);
   f.runs_as_root = geteuid() == 0;
   return f;
 }

@@ -13,6 +13,7 @@
 namespace oarbank {
 
 struct CgroupFacts {
+  bool probed = false;             // false: not read (ProbeScope), every limit is unavailable
   bool v2_mounted = false;         // a cgroup2 hierarchy is mounted
   std::string mount_point;         // where
   std::string own_path;            // this process's cgroup, absolute on the host
@@ -61,9 +62,19 @@ struct HostFacts {
   std::vector<std::string> etc_world_readable;
 };
 
+// Which facts a probe reads. Everything by default (the report, the
+// supervisor, the battery). The launcher's plan reads no cgroup fact and GPU
+// nodes only for devices.gpu, so it skips the rest (LaunchProbeScope): about
+// a tenth of a launch here. A fact not read stays at its "unavailable"
+// default, so a plan that did come to need it would refuse, never run wider.
+struct ProbeScope {
+  bool cgroup = true;
+  bool gpu_nodes = true;
+};
+
 // Reads the facts of the running kernel for this process. `abi_cap` >= 0
 // lowers the Landlock ABI used (test-only use: it can never raise it).
-HostFacts ProbeHost(int abi_cap = -1);
+HostFacts ProbeHost(int abi_cap = -1, ProbeScope scope = {});
 
 // For a launch (or a report of one) by root: fills `etc_view`, or, where
 // the host cannot idmap, `etc_world_readable`. Not part of ProbeHost, which

@@ -83,6 +83,16 @@ const char* BrokerHandoffName(BrokerHandoff handoff) {
   return "?";
 }
 
+ProbeScope LaunchProbeScope(const Policy& policy) {
+  ProbeScope scope;
+  scope.cgroup = false;
+  switch (policy.gpu()) {
+    case GpuMode::kNone: scope.gpu_nodes = false; break;
+    case GpuMode::kCompute: scope.gpu_nodes = true; break;
+  }
+  return scope;
+}
+
 Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
   Plan plan;
   plan.placement = Place(policy, host);

@@ -81,6 +81,11 @@ struct Plan {
 
 Plan PlanConfinement(const Policy& policy, const HostFacts& host);
 
+// The host facts PlanConfinement reads for `policy`, so the launcher probes
+// no more: never a cgroup fact (no capability it requires is a cgroup one),
+// GPU nodes only for devices.gpu = "compute". plan_test holds the plan to it.
+ProbeScope LaunchProbeScope(const Policy& policy);
+
 // Rights for each kind of grant at an ABI (exposed for tests and the report).
 uint64_t ReadExecuteRights(LandlockAbi abi);
 uint64_t ReadWriteRights(LandlockAbi abi, bool exec_writable);

@@ -350,5 +350,50 @@ RC_GTEST_PROP(PlanProperty, EveryGrantIsInThePlanOrTheGaps, ()) {
   RC_ASSERT((plan.placement.verdict == Verdict::kOk) == plan.gaps.empty());
 }
 
+// What the launcher does not probe (LaunchProbeScope) cannot change its
+// plan: the same plan with every cgroup fact and GPU node present as with
+// them left unread, whatever the ABI and policy.
+std::string PlanSignature(const Plan& plan) {
+  std::string s = std::string(VerdictName(plan.placement.verdict)) + "|";
+  for (const auto& c : plan.placement.at_fault) s += std::string(CapabilityName(c.id)) + ",";
+  for (const auto& r : plan.landlock.paths) s += r.path + "=" + std::to_string(r.access) + ",";
+  for (const auto& r : plan.landlock.ports) s += std::to_string(r.port) + ",";
+  for (const auto& r : plan.seccomp) s += r.syscall + ",";
+  for (const auto& b : plan.writable_binds) s += b + ",";
+  for (const auto& g : plan.gaps) s += g.field + ",";
+  return s;
+}
+
+RC_GTEST_PROP(PlanProperty, TheLaunchersProbeScopeLeavesOutNothingThePlanReads, ()) {
+  static TempTree tree;
+  const int abi = *rc::gen::inRange(0, kNewestKnownAbiNumber + 2);
+  const bool gpu = *rc::gen::arbitrary<bool>();
+  const bool exec_writable = *rc::gen::arbitrary<bool>();
+  std::string extra = exec_writable ? R"("exec_writable": true)" : R"("exec_writable": false)";
+  if (gpu) extra += R"(, "devices": {"gpu": "compute"})";
+  const Policy policy = tree.Runner(extra);
+  HostFacts full = FakeHost(abi);
+  full.cgroup = {.probed = true, .v2_mounted = true, .mount_point = "/sys/fs/cgroup", .own_path = "/sys/fs/cgroup/a",
+                 .writable = true, .controllers = {"cpu", "memory", "pids"}, .has_kill = true};
+  full.gpu_nodes = {"/dev/dri", "/dev/kfd"};
+  HostFacts scoped = full;
+  const ProbeScope scope = LaunchProbeScope(policy);
+  RC_ASSERT(scope.gpu_nodes == gpu);
+  if (!scope.cgroup) scoped.cgroup = CgroupFacts{};
+  if (!scope.gpu_nodes) scoped.gpu_nodes.clear();
+  RC_ASSERT(PlanSignature(PlanConfinement(policy, full)) == PlanSignature(PlanConfinement(policy, scoped)));
+}
+
+TEST(Placement, CgroupLimitsAreUnavailableWhenTheProbeDidNotLook) {
+  HostFacts host = FakeHost(7);
+  host.cgroup = {.probed = false, .v2_mounted = true, .mount_point = "/sys/fs/cgroup", .own_path = "/sys/fs/cgroup/a",
+                 .writable = true, .controllers = {"memory"}, .has_kill = true};
+  const auto memory = Assess(CapabilityId::kLimitsMemory, host);
+  EXPECT_EQ(memory.status, Status::kUnavailable);
+  EXPECT_EQ(memory.detail, "memory.max needs a cgroup v2 hierarchy; this probe did not look");
+  host.cgroup.probed = true;
+  EXPECT_EQ(Assess(CapabilityId::kLimitsMemory, host).status, Status::kEnforced);
+}
+
 }  // namespace
 }  // namespace oarbank
