@@ -83,7 +83,11 @@ int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, i
   }
   if (plan.broker != BrokerHandoff::kNone)
     setenv("OARBANK_BROKER", BrokerEnvironmentValue(plan.broker, *policy.value().broker(), broker_fd).c_str(), 1);
-  if (auto failure = ConfineSelf(plan, {.gate_fd = gate_fd, .broker_fd = broker_fd})) {
+  // Root's idmapped /etc: the copy the probe made to prove it works, when
+  // this launch is the first to ask (ProbeRootEtc), so it is not made twice.
+  const int root_etc_tree = host.etc_view.proof_tree ? host.etc_view.proof_tree->fd() : -1;
+  if (auto failure =
+          ConfineSelf(plan, {.gate_fd = gate_fd, .root_etc_tree_fd = root_etc_tree, .broker_fd = broker_fd})) {
     fprintf(stderr, "%s\n", StepFailureLine(*failure).c_str());
     return kExitNotEnforced;
   }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <mutex>
 #include <cctype>
 #include <string_view>
 
@@ -178,9 +179,15 @@ bool CollectWorldReadable(int parent_fd, const std::string& name, const std::str
 
 void ProbeRootEtc(HostFacts& f) {
   if (!f.runs_as_root || f.etc_view.idmap || !f.etc_world_readable.empty()) return;
-  // The idmap namespace is reusable: a long-lived agent makes it once.
-  static const RootEtcView view = OpenRootEtcView();
-  f.etc_view = view;
+  // The idmap namespace is reusable: a long-lived agent makes it once. The
+  // proof tree mounts once: the first caller gets it, later ones make theirs.
+  static RootEtcView view = OpenRootEtcView();
+  static std::mutex handing_on;
+  {
+    std::lock_guard<std::mutex> lock(handing_on);
+    f.etc_view = view;
+    view.proof_tree.reset();
+  }
   if (!f.etc_view.idmap) CollectWorldReadable(AT_FDCWD, "/etc", "/etc", f.etc_world_readable);
 }
 

@@ -33,15 +33,23 @@ int HoldNamespace(void*) {
   for (;;) pause();
 }
 
+// The holder's stack: its own, not a frame of the caller's, because the
+// caller goes on while the killed holder dies on the other CPU and reaps it
+// later (ReapHolder). One holder per process: OpenRootEtcView runs once
+// (ProbeRootEtc keeps its result).
+alignas(64) char holder_stack[8192];
+
 // A user namespace holding only kIdmap, as an fd; -1 and `why` otherwise.
-int IdmapUserNamespace(std::string& why) {
-  alignas(64) char stack[8192];
+// The holder is killed before this returns; `holder` is set for ReapHolder.
+int IdmapUserNamespace(std::string& why, pid_t& holder) {
   sigset_t all, before;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &before);
-  const pid_t child = clone(HoldNamespace, stack + sizeof stack, CLONE_VM | CLONE_NEWUSER | SIGCHLD, nullptr);
+  const pid_t child =
+      clone(HoldNamespace, holder_stack + sizeof holder_stack, CLONE_VM | CLONE_NEWUSER | SIGCHLD, nullptr);
   const int clone_err = errno;
   pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  holder = child;
   if (child < 0) {
     why = Why("clone(CLONE_NEWUSER)", clone_err);
     return -1;
@@ -57,11 +65,15 @@ int IdmapUserNamespace(std::string& why) {
     why = Why(uid_err != 0 ? "uid_map" : "gid_map", uid_err != 0 ? uid_err : gid_err);
   else if ((ns = open(path, O_RDONLY | O_CLOEXEC)) < 0)
     why = Why("open ns/user", errno);
-  // The child runs on `stack`: it must be gone before this frame is.
+  // The open fd keeps the namespace; the holder is no longer needed.
   kill(child, SIGKILL);
-  while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
-  }
   return ns;
+}
+
+void ReapHolder(pid_t holder) {
+  if (holder <= 0) return;
+  while (waitpid(holder, nullptr, 0) < 0 && errno == EINTR) {
+  }
 }
 
 }  // namespace
@@ -96,19 +108,22 @@ int MakeRootEtcTree(int idmap_fd) {
 RootEtcView OpenRootEtcView() {
   RootEtcView view;
   std::string why;
-  const int ns = IdmapUserNamespace(why);
+  pid_t holder = -1;
+  const int ns = IdmapUserNamespace(why, holder);
+  // The killed holder exits while the proof tree is made.
+  const int tree = ns < 0 ? -EBADF : MakeRootEtcTree(ns);
+  ReapHolder(holder);
   if (ns < 0) {
     view.detail = why;
     return view;
   }
-  const int tree = MakeRootEtcTree(ns);
   if (tree < 0) {
     view.detail = Why("idmap a copy of /etc (open_tree, mount_setattr)", -tree);
     close(ns);
     return view;
   }
-  close(tree);
   view.idmap = std::make_shared<const OwnedFd>(ns);
+  view.proof_tree = std::make_shared<const OwnedFd>(tree);
   return view;
 }
 

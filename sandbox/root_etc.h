@@ -35,11 +35,16 @@ class OwnedFd {
 struct RootEtcView {
   std::shared_ptr<const OwnedFd> idmap;  // set: idmapped /etc works here
   std::string detail;                    // why not, when idmap is unset
+  // The copy of /etc that proved it, detached (MakeRootEtcTree). A launch
+  // may attach it instead of making its own; it mounts once, so
+  // ProbeRootEtc hands it to its first caller only.
+  std::shared_ptr<const OwnedFd> proof_tree;
 };
 
 // Needs CAP_SYS_ADMIN and CAP_SETUID in the initial user namespace (root):
 // clones a short-lived child into a new user namespace mapped 0 -> 65534,
 // keeps that namespace, and proves it by idmapping a copy of /etc once.
+// Runs once per process (its holder child has one static stack).
 RootEtcView OpenRootEtcView();
 
 // A detached, read-only, nosuid, nodev copy of /etc (recursive,
