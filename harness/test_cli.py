@@ -166,3 +166,28 @@ def test_the_launcher_keeps_no_fd_open(tree):
     r = subprocess.run(f"exec 9<{tree / 'policy.json'}; {AGENT} sandbox-exec {write_policy(tree)} -- /bin/sh -c '[ -e /proc/self/fd/9 ] && echo leaked || echo closed'",
                        shell=True, capture_output=True, text=True, timeout=30)
     assert r.stdout == "closed\n", r.stderr
+
+
+def test_the_launch_path_is_laid_out_together():
+    """With lld (scripts/setup.sh installs it) the build lays out the functions
+    of sandbox/launch-order.txt first and together: a launch then touches a
+    few dozen contiguous pages of code, not pages spread over the binary."""
+    import shutil
+    if shutil.which("ld.lld") is None:
+        pytest.skip("no lld here: the launcher is linked by GNU ld, without the launch order")
+    order = open(os.path.join(os.path.dirname(__file__), "..", "sandbox", "launch-order.txt")).read().split()
+    listed = set(order)
+    nm = subprocess.run(["nm", "-S", "--defined-only", AGENT], capture_output=True, text=True, check=True).stdout
+    placed = {}
+    for line in nm.splitlines():
+        f = line.split()
+        if len(f) == 4 and f[2] in "tTwW" and f[3] in listed:
+            placed[f[3]] = (int(f[0], 16), int(f[1], 16))
+    # Most names are in the binary (a stale list only loses some), ...
+    assert len(placed) > 0.9 * len(order), f"only {len(placed)} of {len(order)} listed functions are in {AGENT}"
+    # ... and they span little more than their own size: without the order
+    # they are scattered over the whole text, some megabytes.
+    start = min(a for a, _ in placed.values())
+    end = max(a + s for a, s in placed.values())
+    size = sum(s for _, s in placed.values())
+    assert end - start < 1.25 * size + 65536, f"{len(placed)} functions of {size} bytes span {end - start} bytes"
