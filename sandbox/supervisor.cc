@@ -728,6 +728,7 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   if (argv.empty()) return refuse("argv: empty");
   HostFacts host = ProbeHost(options.landlock_abi_cap);
   ProbeRootEtc(host);
+  host.etc_view.proof_tree.reset();  // the keeper makes each job's copy (MakeRootEtcTree)
   const int floor = std::max(1, options.abi_floor);
   if (host.landlock_abi < floor)
     return refuse("abi_floor: this host's Landlock ABI is " + std::to_string(host.landlock_abi) +
