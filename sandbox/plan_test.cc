@@ -351,19 +351,8 @@ RC_GTEST_PROP(PlanProperty, EveryGrantIsInThePlanOrTheGaps, ()) {
 }
 
 // What the launcher does not probe (LaunchProbeScope) cannot change its
-// plan: the same plan with every cgroup fact and GPU node present as with
-// them left unread, whatever the ABI and policy.
-std::string PlanSignature(const Plan& plan) {
-  std::string s = std::string(VerdictName(plan.placement.verdict)) + "|";
-  for (const auto& c : plan.placement.at_fault) s += std::string(CapabilityName(c.id)) + ",";
-  for (const auto& r : plan.landlock.paths) s += r.path + "=" + std::to_string(r.access) + ",";
-  for (const auto& r : plan.landlock.ports) s += std::to_string(r.port) + ",";
-  for (const auto& r : plan.seccomp) s += r.syscall + ",";
-  for (const auto& b : plan.writable_binds) s += b + ",";
-  for (const auto& g : plan.gaps) s += g.field + ",";
-  return s;
-}
-
+// plan, as the report shows it: the same with every cgroup fact and GPU node
+// present as with them left unread, whatever the ABI and policy.
 RC_GTEST_PROP(PlanProperty, TheLaunchersProbeScopeLeavesOutNothingThePlanReads, ()) {
   static TempTree tree;
   const int abi = *rc::gen::inRange(0, kNewestKnownAbiNumber + 2);
@@ -381,7 +370,7 @@ RC_GTEST_PROP(PlanProperty, TheLaunchersProbeScopeLeavesOutNothingThePlanReads, 
   RC_ASSERT(scope.gpu_nodes == gpu);
   if (!scope.cgroup) scoped.cgroup = CgroupFacts{};
   if (!scope.gpu_nodes) scoped.gpu_nodes.clear();
-  RC_ASSERT(PlanSignature(PlanConfinement(policy, full)) == PlanSignature(PlanConfinement(policy, scoped)));
+  RC_ASSERT(PlanReport(PlanConfinement(policy, full)).dump() == PlanReport(PlanConfinement(policy, scoped)).dump());
 }
 
 TEST(Placement, CgroupLimitsAreUnavailableWhenTheProbeDidNotLook) {
