@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sha256.h"
+#include "trust_file.h"
 
 namespace oarbank {
 namespace {
@@ -77,13 +78,10 @@ std::vector<std::string> ApprovalFlags(const Manifest& m) {
   return flags;
 }
 
-Result<std::vector<ApprovalRecord>> LoadApprovals(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    if (access(path.c_str(), F_OK) != 0) return std::vector<ApprovalRecord>{};
-    return Bad(path, "cannot read the approval store");
-  }
-  const json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+namespace {
+
+Result<std::vector<ApprovalRecord>> ParseApprovals(const std::string& path, const std::string& text) {
+  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("approvals") || !doc["approvals"].is_array())
     return Bad(path, "expected {\"approvals\": [...]}");
   std::vector<ApprovalRecord> out;
@@ -103,6 +101,16 @@ Result<std::vector<ApprovalRecord>> LoadApprovals(const std::string& path) {
   return out;
 }
 
+}  // namespace
+
+Result<std::vector<ApprovalRecord>> LoadApprovals(const std::string& path) {
+  // A trust file: whoever writes it decides what runs (trust_file.h).
+  auto text = ReadTrustedFile(path);
+  if (!text.ok()) return Bad(path, text.error().what);
+  if (!text.value()) return std::vector<ApprovalRecord>{};
+  return ParseApprovals(path, *text.value());
+}
+
 Result<ApprovalRecord> MakeApproval(const Manifest& manifest, const std::string& who, const std::string& when) {
   if (manifest.RequestsNothing())
     return Bad("approval", manifest.name + " " + manifest.version + " requests nothing: it needs no approval");
@@ -112,24 +120,15 @@ Result<ApprovalRecord> MakeApproval(const Manifest& manifest, const std::string&
 }
 
 std::optional<Error> AppendApproval(const std::string& path, const ApprovalRecord& record) {
+  // Read, append and replace under one lock, so concurrent approvals all land.
+  auto lock = TrustLock::Acquire(path);
+  if (!lock.ok()) return lock.error();
   auto existing = LoadApprovals(path);
   if (!existing.ok()) return existing.error();
   json doc = {{"approvals", json::array()}};
   for (const auto& r : existing.value()) doc["approvals"].push_back(RecordJson(r));
   doc["approvals"].push_back(RecordJson(record));
-  const std::string tmp = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << doc.dump(2) << "\n";
-    if (!out) return Bad(path, "cannot write the approval store");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return Bad(path, "cannot replace the approval store");
-  }
-  return std::nullopt;
+  return WriteTrustedFile(path, doc.dump(2) + "\n", 0644);
 }
 
 std::optional<Error> CheckApproved(const Manifest& m, const std::vector<ApprovalRecord>& approvals) {

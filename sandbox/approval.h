@@ -41,14 +41,18 @@ struct ApprovalRecord {
 
 // The store: {"approvals": [record, ...]}. A missing file is an empty
 // store; anything else malformed is an Error naming the record and field.
+// It is a trust file (trust_file.h): a store that someone other than root
+// (or the agent's uid) could have written is refused.
 Result<std::vector<ApprovalRecord>> LoadApprovals(const std::string& path);
 
 // Makes the record for an operator's approval of this manifest's requests.
 // A manifest that requests nothing has nothing to approve (an Error).
 Result<ApprovalRecord> MakeApproval(const Manifest& manifest, const std::string& who, const std::string& when);
 
-// Appends a record (replacing none: the store is an audit trail), writing
-// the store atomically (a temporary file renamed over it).
+// Appends a record (replacing none: the store is an audit trail) under an
+// exclusive lock on "<path>.lock", writing the store atomically (an
+// exclusively created temporary file renamed over it, mode 0644). A planted
+// store, lock or directory (a link, a FIFO, another owner) is refused.
 std::optional<Error> AppendApproval(const std::string& path, const ApprovalRecord& record);
 
 // Nothing when the manifest requests nothing or a record approves exactly

@@ -1,18 +1,20 @@
-// SHA-256 (FIPS 180-4), for the approval digest of a manifest's requests.
-// Implemented here rather than linked from libcrypto so that the statically
-// linked oarbank-agent (which refuses an unapproved manifest) needs no
-// dlopen-capable library; sha256_test.cc checks it against the FIPS vectors
-// and against OpenSSL's EVP on random inputs.
+// SHA-256 from nettle (Debian's nettle-dev, linked from libnettle.a so the
+// static oarbank-agent needs no shared library): the approval digest of a
+// manifest's requests, and the identity of a launcher binary that a battery
+// attestation binds. sha256_test.cc checks the wrapper against the FIPS
+// vectors and against coreutils' sha256sum.
 #pragma once
 
-#include <array>
-#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 namespace oarbank {
 
-std::array<uint8_t, 32> Sha256(std::string_view data);
 std::string Sha256Hex(std::string_view data);  // 64 lower-case hex digits
+
+// The digest of everything readable from `fd` (read from its current
+// offset to the end); nullopt when a read fails.
+std::optional<std::string> Sha256HexOfFd(int fd);
 
 }  // namespace oarbank

@@ -1,4 +1,4 @@
-// SHA-256 against the FIPS 180-2 example vectors (one block, two blocks,
+// SHA-256 (nettle, through sha256.h) against the FIPS 180-2 example vectors (one block, two blocks,
 // a million 'a'), every padding boundary, and coreutils' sha256sum (an
 // independent implementation) on random inputs.
 #include "sha256.h"
@@ -41,6 +41,20 @@ std::string Sha256Sum(const std::string& data) {
 TEST(Sha256, EveryPaddingBoundaryMatchesSha256sum) {
   for (size_t len : {55u, 56u, 57u, 63u, 64u, 65u, 119u, 120u, 127u, 128u, 129u})
     EXPECT_EQ(Sha256Hex(std::string(len, 'x')), Sha256Sum(std::string(len, 'x'))) << len;
+}
+
+TEST(Sha256, OfAFileMatchesSha256sum) {
+  std::string data;
+  for (uint32_t i = 0; i < 300000; ++i) data.push_back(static_cast<char>(i * 7919u % 251u));
+  char path[] = "/tmp/oarbank-sha-fd-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+  lseek(fd, 0, SEEK_SET);
+  EXPECT_EQ(Sha256HexOfFd(fd).value_or(""), Sha256Sum(data));
+  EXPECT_EQ(Sha256HexOfFd(-1), std::nullopt);
+  close(fd);
+  unlink(path);
 }
 
 RC_GTEST_PROP(Sha256, MatchesSha256sumOnRandomInput, (const std::string& data)) {

@@ -12,7 +12,7 @@ packages=(
   hyperfine bubblewrap util-linux jq libxml2-utils chromium
   libasio-dev iproute2
   podman runc uidmap busybox-static
-  libtomlplusplus-dev strace musl-tools lld
+  libtomlplusplus-dev strace musl-tools lld nettle-dev
 )
 missing=()
 for p in "${packages[@]}"; do
