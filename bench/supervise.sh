@@ -71,6 +71,13 @@ cat >"$TMP/policy.json" <<JSON
 JSON
 chmod 644 "$TMP/policy.json"
 
+# `run` refuses a policy class the battery has not proven here with this
+# launcher (cage-before-capability): the battery runs first and its
+# attestation is what every `run` below checks, as an agent's would.
+"$BUILD_DIR/harness/oarbank-conform" --out "$TMP/battery" --attest "$TMP/attestation.json" >"$TMP/out/conform.txt" 2>&1 ||
+  { tail -5 "$TMP/out/conform.txt"; die "the battery did not pass: nothing to time"; }
+export OARBANK_BATTERY_ATTESTATION="$TMP/attestation.json"
+
 # Every command must work before it is timed.
 "${RUN_AS[@]}" "$AGENT" run "$TMP/policy.json" -- /bin/true || die "oarbank-agent run failed (exit $?)"
 # One bwrap command for both hyperfine and the in-process driver.
@@ -125,6 +132,7 @@ cat >"$TMP/inproc.cc" <<'CC'
 #include <cstdio>
 #include <vector>
 #include "supervisor.h"
+#include "attestation.h"
 using namespace oarbank;
 using Clock = std::chrono::steady_clock;
 static double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
@@ -137,7 +145,19 @@ static bool Spawn(char* const argv[]) {  // fork+exec+wait; true on exit 0
 static double Median(std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
 static double Min(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 int main(int argc, char** argv) {
-  if (argc < 4) { fprintf(stderr, "usage: inproc POLICY N BWRAP_ARGV...\n"); return 64; }
+  if (argc < 4) { fprintf(stderr, "usage: inproc POLICY N BWRAP_ARGV... | inproc --attest POLICY PATH\n"); return 64; }
+  if (std::string(argv[1]) == "--attest") {
+    // This driver is its own launcher: an attestation bound to it, for the
+    // policy's class, so the gate's read and check are in every timed job.
+    auto policy = LoadPolicyFile(argv[2]);
+    if (!policy.ok()) return 1;
+    Attestation a;
+    a.binding = BindingForThisProcess(ProbeHost());
+    a.proven_classes = {PolicyClass(policy.value())};
+    const std::string why = WriteAttestation(argv[3], a);
+    if (!why.empty()) fprintf(stderr, "%s\n", why.c_str());
+    return why.empty() ? 0 : 1;
+  }
   auto policy = LoadPolicyFile(argv[1]);
   if (!policy.ok()) { fprintf(stderr, "%s\n", PolicyErrorLine(policy.error()).c_str()); return 1; }
   const int n = atoi(argv[2]);
@@ -145,6 +165,7 @@ int main(int argc, char** argv) {
   char* const* bwrap_argv = argv + 3;  // argv ends in nullptr
   cage::RunOptions o;
   o.cwd = "/";
+  o.attestation_path = getenv("OARBANK_INPROC_ATTESTATION");
   std::vector<double> run, bare, bwrap;
   for (int i = 0; i < n + 10; ++i) {  // interleaved triples; the first 10 warm up
     auto t0 = Clock::now();
@@ -161,8 +182,10 @@ int main(int argc, char** argv) {
 }
 CC
 g++ -std=c++20 -O2 -D_GNU_SOURCE -I"$ROOT/sandbox" "$TMP/inproc.cc" "$BUILD_DIR/sandbox/liboarbank_sandbox.a" \
-  "$BUILD_DIR/sandbox/liboarbank_seccomp_rows.a" -lseccomp -o "$TMP/inproc" 2>"$TMP/out/g++.txt" || { cat "$TMP/out/g++.txt"; die "the in-process driver did not build"; }
+  "$BUILD_DIR/sandbox/liboarbank_seccomp_rows.a" -lseccomp -lnettle -o "$TMP/inproc" 2>"$TMP/out/g++.txt" || { cat "$TMP/out/g++.txt"; die "the in-process driver did not build"; }
 chmod 755 "$TMP/inproc"
+"$TMP/inproc" --attest "$TMP/policy.json" "$TMP/inproc-attestation.json" || die "the in-process driver cannot attest itself"
+export OARBANK_INPROC_ATTESTATION="$TMP/inproc-attestation.json"
 read -r in_run in_bare in_bwrap in_run_min in_bare_min in_bwrap_min < \
   <("${RUN_AS[@]}" "$TMP/inproc" "$TMP/policy.json" "$((RUNS / 2))" "${BWRAP[@]}") ||
   die "the in-process driver failed"

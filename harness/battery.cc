@@ -443,7 +443,8 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
     std::vector<std::string> argv = {o.agent, supervised ? "run" : "sandbox-exec"};
     if (o.abi_cap >= 0) argv.insert(argv.end(), {"--landlock-abi-max", std::to_string(o.abi_cap)});
     if (supervised) {
-      argv.insert(argv.end(), {"--timeout", std::to_string(kTimeoutMs / 1000)});
+      // The battery is what proves a class: its own jobs run unproven.
+      argv.insert(argv.end(), {"--unproven", "--timeout", std::to_string(kTimeoutMs / 1000)});
       for (const auto& [k, v] : vars) argv.push_back("--env=" + k + "=" + v);
     }
     argv.insert(argv.end(), {policy_paths[name], "--", world->bundle + "/" + probe});

@@ -1,6 +1,7 @@
 // oarbank-conform: runs the escape battery on this host and writes the
 // reports. Exit 0 only when every probe escapes unconfined and every
 // confined run matches the expectations table.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -14,9 +15,27 @@
 #include "exit_codes.h"
 #include "module_conform.h"
 #include "reports.h"
+#include "sha256.h"
+#include "unique_fd.h"
 
 namespace oarbank {
 namespace {
+
+// "" for a complete run of the battery this build ships, else what makes it
+// partial. The battery's files must be the ones this build hashed.
+std::string PartialRun(const CLI::App& app, const BatteryOptions& o, const std::vector<int>& uids) {
+  for (const char* option : {"--probes", "--policies", "--expectations", "--probe", "--policy", "--landlock-abi-max"})
+    if (app.get_option(option)->count() > 0) return std::string("a partial run (") + option + ") proves nothing";
+  if (o.abi_cap >= 0) return "a run with a capped Landlock ABI proves nothing";
+  if (std::vector<int>(uids) != std::vector<int>{0, 65534}) return "the battery runs as uids 0 and 65534 (--uids)";
+  for (const BatteryFile& f : BatteryFiles()) {
+    const std::string path = std::string(OARBANK_SOURCE_DIR) + "/" + f.path;
+    UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd.valid() || Sha256HexOfFd(fd.get()).value_or("") != f.sha256)
+      return path + " changed since this build: rebuild, then run the battery";
+  }
+  return "";
+}
 
 int ConformMain(int argc, char** argv) {
   namespace fs = std::filesystem;
@@ -100,17 +119,24 @@ int ConformMain(int argc, char** argv) {
   std::cout << BatterySummary(result.value());
   if (!written) return 1;
   std::cout << "reports: " << out << "/battery.{json,xml,md,html}\n";
-  // Only a complete run on the kernel as it is proves anything.
-  if (o.only_probes.empty() && o.only_policies.empty() && o.abi_cap < 0 && o.uids.size() >= 2) {
+  // Only a complete run of the shipped battery, on the kernel as it is,
+  // proves anything; any other run says why it wrote no attestation.
+  if (const std::string partial = PartialRun(app, o, uids); !partial.empty()) {
+    std::cout << "attestation: not written: " << partial << "\n";
+  } else {
+    // A class is proven when every cell of its policies passed (ProvenClasses).
     Attestation a;
-    a.kernel_release = result.value().host.kernel_release;
-    a.landlock_abi = result.value().host.landlock_abi;
-    a.agent_fingerprint = FileFingerprint(o.agent);
+    a.binding = BindingFor(result.value().host, o.agent);
     a.proven_classes = ProvenClasses(result.value());
-    if (WriteAttestation(attest, a))
-      std::cout << "attestation: " << attest << " (" << a.proven_classes.size() << " policy classes proven)\n";
-    else
-      std::cerr << "oarbank-conform: cannot write the attestation " << attest << "\n";
+    if (a.binding.launcher_sha256.empty()) {
+      std::cerr << "oarbank-conform: cannot read " << o.agent << " to hash it: no attestation written\n";
+      return 1;
+    }
+    if (auto why = WriteAttestation(attest, a); !why.empty()) {
+      std::cerr << "oarbank-conform: cannot write the attestation " << attest << ": " << why << "\n";
+      return 1;
+    }
+    std::cout << "attestation: " << attest << " (" << a.proven_classes.size() << " policy classes proven)\n";
   }
   return result.value().passed ? 0 : 1;
 }

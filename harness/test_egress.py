@@ -633,7 +633,7 @@ def test_a_confined_module_reaches_the_allowed_host_through_the_proxy_and_nothin
             env["HTTPS_PROXY"] = f"http://127.0.0.1:{port}"
             cmd = [AGENT, "sandbox-exec", str(module_tree / "policy.json"), "--", *argv]
         else:  # the supervisor builds the job's environment and serves its proxy
-            cmd = [AGENT, "run", "--egress-test-public-range", f"{SUBNET}.0/24",
+            cmd = [AGENT, "run", "--unproven", "--egress-test-public-range", f"{SUBNET}.0/24",
                    "--egress-test-resolver", str(world["resolver"]), str(module_tree / "policy.json"), "--", *argv]
         if uid != 0:
             cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *cmd]
@@ -693,7 +693,7 @@ def test_run_stops_the_jobs_proxy_when_the_job_ends(world, module_tree):
     (module_tree / "policy.json").write_text(json.dumps(policy))
     hold = ("import os,socket,time\ns=socket.create_connection(('127.0.0.1', %d))\n"
             "s.sendall(b'CONNECT confined.test:443 HTTP/1.1\\r\\n\\r\\n')\nprint(s.recv(200).decode().split(chr(13))[0], flush=True)\n" % port)
-    base = [AGENT, "run", "--egress-test-public-range", f"{SUBNET}.0/24", "--egress-test-resolver",
+    base = [AGENT, "run", "--unproven", "--egress-test-public-range", f"{SUBNET}.0/24", "--egress-test-resolver",
             str(world["resolver"])]
     for extra, code, script in ((["--timeout", "1"], 137, hold + "time.sleep(30)\n"), ([], 0, hold)):
         before = accepts(world, CONFINED, 443)
@@ -749,11 +749,11 @@ def test_run_refuses_a_test_public_range_outside_the_benchmark_block_with_64(mod
               "net": {"mode": "egress-allowlist", "allow": ["confined.test"], "proxy_port": 3128}}
     (module_tree / "policy.json").write_text(json.dumps(policy))
     for bad in ("10.0.0.0/8", "127.0.0.0/8"):
-        r = subprocess.run([AGENT, "run", "--egress-test-public-range", bad, str(module_tree / "policy.json"), "--",
+        r = subprocess.run([AGENT, "run", "--unproven", "--egress-test-public-range", bad, str(module_tree / "policy.json"), "--",
                             "/bin/true"], capture_output=True, text=True, timeout=30)
         assert r.returncode == 64, r.stderr
         assert r.stderr.startswith(f"usage: --egress-test-public-range {bad}: ") and r.stderr.count("\n") == 1, r.stderr
-    r = subprocess.run([AGENT, "run", "--egress-test-public-range", f"{SUBNET}.0/24", str(module_tree / "policy.json"),
+    r = subprocess.run([AGENT, "run", "--unproven", "--egress-test-public-range", f"{SUBNET}.0/24", str(module_tree / "policy.json"),
                         "--", "/bin/true"], capture_output=True, text=True, timeout=30)
     # Positive control: a range inside the block is taken (the job runs where egress-allowlist is enforced).
     assert r.returncode == (0 if landlock_abi() >= 4 else 70), r.stderr

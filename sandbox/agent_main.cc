@@ -112,7 +112,7 @@ int SandboxReport(const std::string& policy_path, int abi_cap) {
     }
     report.update(PlanReport(PlanConfinement(policy.value(), host)));
     // Cage-before-capability: what an agent may grant, given the battery.
-    report.update(GrantReport(policy.value(), host, "/proc/self/exe"));
+    report.update(GrantReport(policy.value(), host));
   }
   report["supervisor"] = cage::SupervisorReport(host);
   // The network a policy's job gets under `run` (sandbox-exec keeps the host's).
@@ -209,6 +209,9 @@ int AgentMain(int argc, char** argv) {
     run->add_option("--stdout-max", run_options.stdout_max, "Keep at most this many bytes of stdout");
     run->add_option("--stderr-max", run_options.stderr_max, "Keep at most this many bytes of stderr");
     run->add_flag("--hard-limits", run_options.hard_limits, "Enforce limits as memory.max and cpu.max (refused where not)");
+    run->add_flag("--unproven", run_options.unproven,
+                  "Run even though the battery attestation does not prove the policy's class here (the result says "
+                  "\"unproven (operator override)\")");
     run->add_option("--env", run_env, "NAME=VALUE for the job's environment (repeatable)")->allow_extra_args(false);
     run->add_option("--landlock-abi-max", abi_cap, cap_help)->check(CLI::Range(0, 1000));
     run->add_option("--egress-test-public-range", run_egress_public,

@@ -1,13 +1,53 @@
 #include "attestation.h"
 
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
+#include <fcntl.h>
+#include <unistd.h>
 
-#include <nlohmann/json.hpp>
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+
+#include "battery_identity.h"
+#include "read_file.h"
+#include "sha256.h"
+#include "trust_file.h"
+#include "unique_fd.h"
 
 namespace oarbank {
+namespace {
+
+std::string LauncherSha256(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd.valid()) return "";
+  return Sha256HexOfFd(fd.get()).value_or("");
+}
+
+std::string KernelVersion() {
+  std::string text = ReadFileUpTo("/proc/version", 4096).value_or("");
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+// The first part of the binding that differs, as "<part> (attested: X; here: Y)".
+std::string BindingDifference(const AttestationBinding& a, const AttestationBinding& here) {
+  auto differs = [](const char* part, const std::string& attested, const std::string& now) {
+    return std::string(part) + " differs (attested: " + (attested.empty() ? "none" : attested) +
+           "; here: " + (now.empty() ? "none" : now) + ")";
+  };
+  if (a.kernel_release != here.kernel_release) return differs("kernel.release", a.kernel_release, here.kernel_release);
+  if (a.kernel_version != here.kernel_version) return differs("kernel.version", a.kernel_version, here.kernel_version);
+  if (a.landlock_abi != here.landlock_abi)
+    return differs("kernel.landlock_abi", std::to_string(a.landlock_abi), std::to_string(here.landlock_abi));
+  if (a.landlock_errata != here.landlock_errata)
+    return differs("kernel.landlock_errata", std::to_string(a.landlock_errata), std::to_string(here.landlock_errata));
+  if (here.launcher_sha256.empty()) return "launcher.sha256: the running launcher cannot be read to hash it";
+  if (a.launcher_sha256 != here.launcher_sha256)
+    return differs("launcher.sha256", a.launcher_sha256, here.launcher_sha256);
+  if (a.battery_sha256 != here.battery_sha256) return differs("battery.sha256", a.battery_sha256, here.battery_sha256);
+  return "";
+}
+
+}  // namespace
 
 std::string AttestationPath() {
   const char* env = getenv("OARBANK_BATTERY_ATTESTATION");
@@ -25,45 +65,67 @@ std::string PolicyClass(const Policy& policy) {
          " broker=" + (policy.broker() ? "yes" : "no");
 }
 
-std::string FileFingerprint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
-  uint64_t hash = 0xcbf29ce484222325ull;
-  char buf[1 << 16];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    for (std::streamsize i = 0; i < in.gcount(); ++i) {
-      hash ^= static_cast<unsigned char>(buf[i]);
-      hash *= 0x100000001b3ull;
-    }
-  }
-  char hex[17];
-  snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
-  return hex;
+std::string BatterySha256() { return OARBANK_BATTERY_SHA256; }
+
+const std::vector<BatteryFile>& BatteryFiles() {
+  static const std::vector<BatteryFile> files = {OARBANK_BATTERY_FILES};
+  return files;
 }
 
-Attestation ReadAttestation(const std::string& path, const std::string& kernel_release, int landlock_abi,
-                            const std::string& agent_path) {
+AttestationBinding BindingFor(const HostFacts& host, const std::string& launcher_path) {
+  AttestationBinding b;
+  b.kernel_release = host.kernel_release;
+  b.kernel_version = KernelVersion();
+  b.landlock_abi = host.landlock_abi;
+  b.landlock_errata = host.landlock_errata;
+  b.launcher_sha256 = LauncherSha256(launcher_path);
+  b.battery_sha256 = BatterySha256();
+  return b;
+}
+
+AttestationBinding BindingForThisProcess(const HostFacts& host) {
+  // The executable cannot change under a running process (ETXTBSY), so one
+  // digest serves every job this process starts.
+  static std::once_flag once;
+  static std::string self_sha256;
+  std::call_once(once, [] { self_sha256 = LauncherSha256("/proc/self/exe"); });
+  AttestationBinding b = BindingFor(host, "");
+  b.launcher_sha256 = self_sha256;
+  return b;
+}
+
+Attestation ReadAttestation(const std::string& path, const AttestationBinding& here) {
   Attestation a;
-  std::ifstream in(path);
-  if (!in) {
-    a.detail = "no battery attestation at " + path + ": run oarbank-conform on this host";
+  auto text = ReadTrustedFile(path);
+  if (!text.ok()) {
+    a.detail = "battery attestation " + path + ": " + text.error().what;
     return a;
   }
-  const auto j = nlohmann::json::parse(in, nullptr, false);
-  if (!j.is_object() || !j.contains("proven_classes") || !j["proven_classes"].is_array()) {
-    a.detail = path + " is not a battery attestation";
+  if (!text.value()) {
+    a.detail = "no battery attestation at " + path + ": run oarbank-conform on this host first";
     return a;
   }
-  a.kernel_release = j.value("kernel_release", "");
-  a.landlock_abi = j.value("landlock_abi", -1);
-  a.agent_fingerprint = j.value("agent_fingerprint", "");
-  if (a.kernel_release != kernel_release || a.landlock_abi != landlock_abi) {
-    a.detail = "the battery ran on Linux " + a.kernel_release + " (Landlock ABI " + std::to_string(a.landlock_abi) +
-               "), not on this kernel: run oarbank-conform again";
+  const auto j = nlohmann::json::parse(*text.value(), nullptr, /*allow_exceptions=*/false);
+  auto str = [&](const nlohmann::json& o, const char* key) {
+    return o.is_object() && o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : std::string();
+  };
+  auto num = [&](const nlohmann::json& o, const char* key) -> int64_t {
+    return o.is_object() && o.contains(key) && o[key].is_number_integer() ? o[key].get<int64_t>() : -1;
+  };
+  if (!j.is_object() || str(j, "format") != kAttestationFormat || !j.contains("proven_classes") ||
+      !j["proven_classes"].is_array()) {
+    a.detail = path + " is not a battery attestation (" + kAttestationFormat + "): run oarbank-conform again";
     return a;
   }
-  if (a.agent_fingerprint != FileFingerprint(agent_path)) {
-    a.detail = "the battery ran against another oarbank-agent binary: run oarbank-conform again";
+  const nlohmann::json kernel = j.value("kernel", nlohmann::json::object());
+  a.binding.kernel_release = str(kernel, "release");
+  a.binding.kernel_version = str(kernel, "version");
+  a.binding.landlock_abi = static_cast<int>(num(kernel, "landlock_abi"));
+  a.binding.landlock_errata = static_cast<uint32_t>(num(kernel, "landlock_errata"));
+  a.binding.launcher_sha256 = str(j.value("launcher", nlohmann::json::object()), "sha256");
+  a.binding.battery_sha256 = str(j.value("battery", nlohmann::json::object()), "sha256");
+  if (auto diff = BindingDifference(a.binding, here); !diff.empty()) {
+    a.detail = "the battery attestation " + path + " does not apply: " + diff + ": run oarbank-conform again";
     return a;
   }
   for (const auto& c : j["proven_classes"])
@@ -72,16 +134,31 @@ Attestation ReadAttestation(const std::string& path, const std::string& kernel_r
   return a;
 }
 
-bool WriteAttestation(const std::string& path, const Attestation& a) {
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  const nlohmann::ordered_json j = {{"kernel_release", a.kernel_release},
-                                    {"landlock_abi", a.landlock_abi},
-                                    {"agent_fingerprint", a.agent_fingerprint},
-                                    {"proven_classes", a.proven_classes}};
-  std::ofstream out(path);
-  out << j.dump(2) << "\n";
-  return static_cast<bool>(out);
+std::string ProofGap(const Attestation& a, const Policy& policy) {
+  const std::string cls = PolicyClass(policy);
+  if (!a.present) return "battery.proven: class \"" + cls + "\" is not proven: " + a.detail;
+  if (std::find(a.proven_classes.begin(), a.proven_classes.end(), cls) == a.proven_classes.end())
+    return "battery.proven: the battery has not passed for the class \"" + cls +
+           "\" on this host: no policy of that class was run, or one failed";
+  return "";
+}
+
+nlohmann::ordered_json AttestationJson(const Attestation& a) {
+  const AttestationBinding& b = a.binding;
+  return {{"format", kAttestationFormat},
+          {"kernel",
+           {{"release", b.kernel_release},
+            {"version", b.kernel_version},
+            {"landlock_abi", b.landlock_abi},
+            {"landlock_errata", b.landlock_errata}}},
+          {"launcher", {{"sha256", b.launcher_sha256}}},
+          {"battery", {{"sha256", b.battery_sha256}}},
+          {"proven_classes", a.proven_classes}};
+}
+
+std::string WriteAttestation(const std::string& path, const Attestation& a) {
+  if (auto err = WriteTrustedFile(path, AttestationJson(a).dump(2) + "\n", 0644)) return err->what;
+  return "";
 }
 
 }  // namespace oarbank

@@ -1,19 +1,39 @@
-// Cage-before-capability: a capability that runs module code (a shell tool,
-// a runner) is granted only on a host where the escape battery has passed,
-// with this very launcher binary, on this very kernel, for the policy's
-// class. oarbank-conform writes the attestation; the enforcement report and
-// the supervisor's Available() read it. The launcher itself does not need
-// it: it enforces whatever it is given, and refuses what it cannot enforce.
+// Cage-before-capability: a supervised job runs only a policy class that
+// the escape battery has proven on this host. oarbank-conform writes the
+// attestation after a complete run of the shipped battery; the supervisor
+// (supervisor.h) refuses any job whose class it does not prove, and the
+// enforcement report prints the same verdict.
+//
+// An attestation binds:
+//   - the kernel: `uname -r`, the whole of /proc/version (build number and
+//     date, compiler), the Landlock ABI and its errata;
+//   - the launcher: the SHA-256 of the binary the battery drove. Launch
+//     steps run in the supervising process itself (forked, not re-exec'd),
+//     so the launcher of a job is the running executable, /proc/self/exe;
+//   - the battery: the SHA-256 over its probe sources, expectations table
+//     and policies, fixed at build time (kBatterySha256) and compiled into
+//     both oarbank-conform and oarbank-agent.
+// Any difference and the attestation proves nothing; the reason names the
+// part that differs. The file is a trust file (trust_file.h): read only when
+// nobody but root (or the agent's uid) can have written it, written
+// atomically with mode 0644.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "host_facts.h"
 #include "policy.h"
 
 namespace oarbank {
 
+inline constexpr const char* kAttestationFormat = "oarbank.attestation/1";
+
 // Where the attestation lives: $OARBANK_BATTERY_ATTESTATION, else this.
+// A path from the environment passes the same trust checks.
 inline constexpr const char* kDefaultAttestationPath = "/var/lib/oarbank/battery-attestation.json";
 std::string AttestationPath();
 
@@ -21,24 +41,49 @@ std::string AttestationPath();
 // exec_writable, GPU, broker. Two policies of one class differ only in paths.
 std::string PolicyClass(const Policy& policy);
 
-// A stable fingerprint of a file's bytes (FNV-1a 64, hex). Identifies the
-// launcher binary the battery ran against; the file is root-owned, so this
-// guards against a stale attestation, not against forgery.
-std::string FileFingerprint(const std::string& path);
+// The battery this build carries: SHA-256 over "<sha256>  <path>\n" lines
+// (sha256sum's format, sorted by path) of its probe sources, expectations
+// and policies, and those files with their digests.
+std::string BatterySha256();
+struct BatteryFile {
+  const char* path;  // relative to the source tree
+  const char* sha256;
+};
+const std::vector<BatteryFile>& BatteryFiles();
+
+// What an attestation must match.
+struct AttestationBinding {
+  std::string kernel_release;
+  std::string kernel_version;  // /proc/version, whole
+  int landlock_abi = 0;
+  uint32_t landlock_errata = 0;
+  std::string launcher_sha256;
+  std::string battery_sha256;
+};
+
+// This host as `host` found it, the launcher at `launcher_path` and this
+// build's battery. The launcher's digest is "" when it cannot be read.
+AttestationBinding BindingFor(const HostFacts& host, const std::string& launcher_path);
+// The same for the running executable: hashed once per process.
+AttestationBinding BindingForThisProcess(const HostFacts& host);
 
 struct Attestation {
-  bool present = false;
-  std::string detail;  // why it does not apply, when it does not
-  std::string kernel_release;
-  int landlock_abi = 0;
-  std::string agent_fingerprint;
+  bool present = false;   // read, trusted, and bound to what was asked
+  std::string detail;     // why it proves nothing, when it does not
+  AttestationBinding binding;
   std::vector<std::string> proven_classes;
 };
 
-// Reads the attestation and keeps it only if it was made on this kernel
-// release and Landlock ABI with the binary at `agent_path`.
-Attestation ReadAttestation(const std::string& path, const std::string& kernel_release, int landlock_abi,
-                            const std::string& agent_path);
-bool WriteAttestation(const std::string& path, const Attestation& attestation);
+// Reads the attestation at `path` and keeps its classes only if it is a
+// trusted file whose binding equals `here`.
+Attestation ReadAttestation(const std::string& path, const AttestationBinding& here);
+
+// Whether `attestation` proves `policy`'s class: "" when it does, else why
+// not, naming battery.proven and the class.
+std::string ProofGap(const Attestation& attestation, const Policy& policy);
+
+nlohmann::ordered_json AttestationJson(const Attestation& attestation);
+// Atomic, mode 0644, never through a link (trust_file.h). "" or why not.
+std::string WriteAttestation(const std::string& path, const Attestation& attestation);
 
 }  // namespace oarbank

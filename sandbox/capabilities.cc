@@ -228,14 +228,10 @@ Placement PlaceCapabilities(const std::vector<CapabilityId>& need, const HostFac
 
 Placement PlaceForGrant(const Policy& policy, const HostFacts& host, const Attestation& attestation) {
   Placement placement = Place(policy, host);
-  const std::string cls = PolicyClass(policy);
-  const bool proven = attestation.present && std::find(attestation.proven_classes.begin(),
-                                                       attestation.proven_classes.end(), cls) != attestation.proven_classes.end();
-  if (!proven) {
-    placement.at_fault.push_back({CapabilityId::kBatteryProven, Status::kUnavailable,
-                                  attestation.present ? "the battery has not passed for the class \"" + cls +
-                                                            "\" on this host: no policy of that class was run"
-                                                      : attestation.detail});
+  if (std::string gap = ProofGap(attestation, policy); !gap.empty()) {
+    constexpr std::string_view kPrefix = "battery.proven: ";
+    if (gap.rfind(kPrefix, 0) == 0) gap.erase(0, kPrefix.size());
+    placement.at_fault.push_back({CapabilityId::kBatteryProven, Status::kUnavailable, gap});
     if (placement.verdict == Verdict::kOk) placement.verdict = Verdict::kCapabilityNotEnforced;
   }
   return placement;

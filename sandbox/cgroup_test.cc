@@ -71,6 +71,7 @@ namespace oarbank {
 namespace {
 
 using testing::TempTree;
+using testing::UnprovenOptions;
 using namespace std::chrono_literals;
 
 constexpr uid_t kNobody = 65534;
@@ -130,7 +131,7 @@ class CgroupTest : public ::testing::Test {
   }
 
   cage::RunOptions Options(const std::string& helper) {
-    cage::RunOptions o;
+    cage::RunOptions o = UnprovenOptions();
     o.cwd = tree_.Path("work");
     o.env["OARBANK_CGROUP_TEST_HELPER"] = helper;
     return o;
@@ -143,7 +144,7 @@ class CgroupTest : public ::testing::Test {
 
 TEST_F(CgroupTest, TheJobRunsInItsOwnLeafWhichIsGoneAfterwards) {
   if (auto why = CageMissing(); !why.empty()) GTEST_SKIP() << why;
-  cage::RunOptions o;
+  cage::RunOptions o = UnprovenOptions();
   o.cwd = tree_.Path("work");
   const auto r = cage::RunPolicy(tree_.Runner(), {"/bin/cat", "/proc/self/cgroup"}, o);
   ASSERT_EQ(r.fault, cage::Fault::kNone) << r.reason;
@@ -243,7 +244,7 @@ TEST_F(CgroupTest, CgroupKillTakesEveryProcessHoweverItForked) {
 TEST_F(CgroupTest, FreezeStopsTheJobAndThawResumesIt) {
   if (auto why = CageMissing(); !why.empty()) GTEST_SKIP() << why;
   const std::string count = tree_.Path("work/count");
-  cage::RunOptions o;
+  cage::RunOptions o = UnprovenOptions();
   o.cwd = tree_.Path("work");
   o.timeout = 20s;
   cage::Job job = cage::Start(tree_.Runner(),
@@ -268,7 +269,7 @@ TEST_F(CgroupTest, HardLimitsWithoutTheControllersAreRefused) {
   if (auto why = CageMissing(); !why.empty()) GTEST_SKIP() << why;
   if (delegation_.memory) GTEST_SKIP() << delegation_.base << " offers the memory controller: limits apply here";
   const std::string marker = tree_.Path("work/ran");
-  cage::RunOptions o;
+  cage::RunOptions o = UnprovenOptions();
   o.cwd = tree_.Path("work");
   o.hard_limits = true;
   const auto r = cage::RunPolicy(tree_.Runner(R"("limits": {"mem_gb": 1})"), {"/bin/sh", "-c", "touch " + marker}, o);
@@ -354,7 +355,7 @@ TEST_F(CgroupTest, ASubtreeDelegatedToAnUnprivilegedSupervisor) {
         setresuid(kNobody, kNobody, kNobody) != 0) {
       text = "setuid failed";
     } else {
-      cage::RunOptions o;
+      cage::RunOptions o = UnprovenOptions();
       o.cwd = work;
       o.hard_limits = limits;
       const auto r = cage::RunPolicy(ParsePolicy(json).value(), {"/bin/cat", "/proc/self/cgroup"}, o);

@@ -124,8 +124,8 @@ nlohmann::ordered_json PlanReport(const Plan& plan) {
   };
 }
 
-nlohmann::ordered_json GrantReport(const Policy& policy, const HostFacts& host, const std::string& agent_path) {
-  const Attestation attestation = ReadAttestation(AttestationPath(), host.kernel_release, host.landlock_abi, agent_path);
+nlohmann::ordered_json GrantReport(const Policy& policy, const HostFacts& host) {
+  const Attestation attestation = ReadAttestation(AttestationPath(), BindingForThisProcess(host));
   const Placement grant = PlaceForGrant(policy, host, attestation);
   nlohmann::ordered_json at_fault = nlohmann::ordered_json::array();
   for (const auto& c : grant.at_fault)

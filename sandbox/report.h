@@ -15,7 +15,9 @@ nlohmann::ordered_json HostReport(const HostFacts& host);
 nlohmann::ordered_json PlanReport(const Plan& plan);
 
 // Cage-before-capability for this policy on this host: PlaceForGrant with
-// the battery attestation (attestation.h) checked against `agent_path`.
-nlohmann::ordered_json GrantReport(const Policy& policy, const HostFacts& host, const std::string& agent_path);
+// the battery attestation (attestation.h) checked against this kernel, the
+// running launcher and this build's battery. The supervisor's gate decides
+// from the same attestation (supervisor.h).
+nlohmann::ordered_json GrantReport(const Policy& policy, const HostFacts& host);
 
 }  // namespace oarbank

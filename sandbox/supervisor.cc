@@ -19,6 +19,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "attestation.h"
 #include "capabilities.h"
 #include "cgroup.h"
 #include "enforce.h"
@@ -707,6 +708,17 @@ std::string Job::Thaw() {
 
 Result Job::Wait() { return state_->Finish(); }
 
+// The proof a job runs under ("proven (...)" or "unproven (operator
+// override)"), or why it may not run.
+static oarbank::Result<std::string> CheckProof(const Policy& policy, const HostFacts& host, const RunOptions& options) {
+  if (options.unproven) return std::string("unproven (operator override)");
+  const std::string path = options.attestation_path.empty() ? AttestationPath() : options.attestation_path;
+  const Attestation attestation = ReadAttestation(path, BindingForThisProcess(host));
+  if (std::string gap = ProofGap(attestation, policy); !gap.empty())
+    return Error{"battery.proven", "sandbox: CAPABILITY_NOT_ENFORCED: " + gap};
+  return "proven (" + path + ")";
+}
+
 Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunOptions& options) {
   auto state = std::make_unique<Job::State>();
   Job::State& s = *state;
@@ -742,6 +754,9 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   const Plan plan = PlanConfinement(policy, host);
   if (plan.placement.verdict != Verdict::kOk)
     return refuse(PlacementLine(plan.placement));
+  // Cage-before-capability: only what the battery proved here runs.
+  if (auto proof = CheckProof(policy, host, options); !proof.ok()) return refuse(proof.error().what);
+  else box.proof = proof.value();
 
   const NamespacePlan ns = PlanJobNamespaces(policy);
   box.namespaces = ns.Names();
@@ -962,10 +977,21 @@ Availability AssessAvailability(const HostFacts& host, bool namespaces_ok, const
 Availability CheckAvailability() {
   const HostFacts host = ProbeHost();
   const NamespaceProbe& ns = ProbeJobNamespaces();
-  return AssessAvailability(host, ns.ok, ns.detail);
+  Availability a = AssessAvailability(host, ns.ok, ns.detail);
+  const Attestation attestation = ReadAttestation(AttestationPath(), BindingForThisProcess(host));
+  a.attested = attestation.present;
+  a.proven_classes = attestation.proven_classes;
+  a.proof_detail = attestation.detail;
+  return a;
 }
 
-bool Available() { return CheckAvailability().available; }
+bool Available() {
+  const Availability a = CheckAvailability();
+  if (!a.available) return false;
+  auto policy = PolicyForSpec(Spec{});
+  return policy.ok() && std::find(a.proven_classes.begin(), a.proven_classes.end(), PolicyClass(policy.value())) !=
+                            a.proven_classes.end();
+}
 
 nlohmann::ordered_json ResultReport(const Result& r) {
   const GateReading& v = r.container.verified;
@@ -988,6 +1014,7 @@ nlohmann::ordered_json ResultReport(const Result& r) {
         {"cgroup", r.container.cgroup},
         {"cgroup_detail", r.container.cgroup_detail},
         {"limits", r.container.limits},
+        {"proof", r.container.proof},
         {"verified",
          {{"NoNewPrivs", v.no_new_privs},
           {"Seccomp", v.seccomp},
@@ -1007,9 +1034,17 @@ nlohmann::ordered_json SupervisorReport(const HostFacts& host) {
     const CapabilityStatus s = Assess(id, host);
     return nlohmann::ordered_json{{"status", StatusName(s.status)}, {"detail", s.detail}};
   };
+  const Attestation attestation = ReadAttestation(AttestationPath(), BindingForThisProcess(host));
   return {
       {"available", a.available},
       {"reason", a.reason},
+      {"proof",
+       {{"attestation", AttestationPath()},
+        {"attested", attestation.present},
+        {"proven_classes", attestation.proven_classes},
+        {"detail", attestation.detail},
+        {"rule", "run, cage::Run, RunPolicy and Start refuse a policy class the attestation does not prove "
+                 "(battery.proven), unless started with --unproven (RunOptions::unproven)"}}},
       {"namespaces",
        {{"available", host.user_namespaces && ns.ok},
         {"detail", host.user_namespaces ? ns.detail : host.user_namespaces_detail},

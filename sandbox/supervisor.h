@@ -97,6 +97,10 @@ struct Container {
   std::string cgroup;         // the leaf, or empty
   std::string cgroup_detail;  // why there is none, or its controllers
   std::string limits;         // "memory.max=... cpu.max=..." or "none"
+  // Cage-before-capability: "proven (<attestation path>)", or
+  // "unproven (operator override)" for a job started with
+  // RunOptions::unproven.
+  std::string proof;
   GateReading verified;       // what the gate read in /proc/<pid>/status
 };
 
@@ -134,17 +138,35 @@ struct RunOptions {
   // egress-allowlist: the proxy the supervisor serves as the only listener
   // of the job's network namespace (job_egress.h), for the job's lifetime.
   JobEgressOptions egress;
+  // Cage-before-capability: a job runs only when the battery attestation
+  // (attestation.h) proves its policy class for this kernel, this launcher
+  // (the running executable) and this battery; otherwise it is refused,
+  // naming battery.proven, before anything is spawned. `unproven` runs it
+  // anyway, and the result says so (Container::proof): for the battery's
+  // own supervised probes and for tests of the cage itself. It is an option
+  // only; no environment variable sets it.
+  bool unproven = false;
+  // Where the attestation is read; empty: AttestationPath().
+  std::string attestation_path;
 };
 
 // The capability gate: whether the cage, namespaces included, can be
 // enforced in full on this host. Where user namespaces are refused it says
-// so; there is no fallback to a launch without them.
+// so; there is no fallback to a launch without them. The proof says which
+// policy classes the battery attestation proves here (a job of any other
+// class is refused unless started with RunOptions::unproven).
 struct Availability {
   bool available = false;
   std::string reason;  // "" when available
+  bool attested = false;                    // a valid attestation applies here
+  std::vector<std::string> proven_classes;  // what it proves
+  std::string proof_detail;                 // why none applies, when none does
 };
 Availability AssessAvailability(const HostFacts& host, bool namespaces_ok, const std::string& namespaces_detail);
 Availability CheckAvailability();
+// True when the cage can be enforced here and the battery has proven the
+// class of Run(Spec)'s policies (a runner with no network, nothing written
+// executable, no GPU, no broker), so Run(Spec) would not be refused.
 bool Available();
 
 // A running job. Move-only; Wait() to the end.

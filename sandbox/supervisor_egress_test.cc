@@ -35,6 +35,7 @@ namespace oarbank {
 namespace {
 
 using testing::TempTree;
+using testing::UnprovenOptions;
 using namespace std::chrono_literals;
 
 constexpr uid_t kNobody = 65534;
@@ -147,7 +148,7 @@ class SupervisorEgressTest : public ::testing::TestWithParam<uid_t> {
       } else if (auto policy = ParsePolicy(json); !policy.ok()) {
         text = "fault: " + PolicyErrorLine(policy.error());
       } else {
-        cage::RunOptions o;
+        cage::RunOptions o = UnprovenOptions();
         o.cwd = tree_.Path("work");
         o.egress.log = [](const std::string&) {};
         const auto r = cage::RunPolicy(policy.value(), {"/usr/bin/python3", tree_.Path("bundle/job.py")}, o);
@@ -280,7 +281,7 @@ TEST(SupervisorEgressLeakTest, RepeatedEgressJobsLeaveNoThreadOrFd) {
   close(decoy);
   const Policy policy = tree.Runner(R"("net": {"mode": "egress-allowlist", "allow": ["allowed.example"],
                                     "proxy_port": )" + std::to_string(port) + "}");
-  cage::RunOptions o;
+  cage::RunOptions o = UnprovenOptions();
   o.cwd = tree.Path("work");
   std::atomic<int> logged{0};
   o.egress.log = [&logged](const std::string&) { ++logged; };

@@ -32,6 +32,7 @@
 #include <sstream>
 #include <thread>
 
+#include "attestation.h"
 #include "cgroup.h"
 #include "enforce.h"
 #include "exit_codes.h"
@@ -60,6 +61,7 @@ namespace oarbank {
 namespace {
 
 using testing::TempTree;
+using testing::UnprovenOptions;
 using namespace std::chrono_literals;
 
 constexpr uid_t kNobody = 65534;
@@ -93,6 +95,7 @@ cage::Result FromReport(const nlohmann::json& j) {
   r.stderr_dropped = j.at("stderr_dropped");
   r.seconds = j.at("seconds");
   r.container.cgroup = j.at("container").at("cgroup");
+  r.container.proof = j.at("container").at("proof");
   r.container.namespaces = j.at("container").at("namespaces");
   r.container.verified.seccomp = j.at("container").at("verified").at("Seccomp");
   return r;
@@ -187,9 +190,30 @@ class SupervisorTest : public ::testing::TestWithParam<uid_t> {
         return r;
       }
       cage::RunOptions o = options;
+      o.unproven = true;  // the cage itself is under test here
       if (!o.cwd) o.cwd = tree_.Path("work");
       return cage::RunPolicy(policy.value(), argv, o);
     });
+  }
+
+  // The same job with the proof gate on: nothing overridden.
+  cage::Result RunGated(const std::vector<std::string>& argv, cage::RunOptions o) {
+    const std::string json = tree_.RunnerJson("");
+    return RunAs(GetParam(), [&] {
+      if (!o.cwd) o.cwd = tree_.Path("work");
+      return cage::RunPolicy(ParsePolicy(json).value(), argv, o);
+    });
+  }
+  // An attestation for this test binary (the launcher of its jobs) proving
+  // `classes`, with `forge` applied to its binding.
+  std::string Attest(std::vector<std::string> classes, void (*forge)(AttestationBinding&) = nullptr) {
+    Attestation a;
+    a.binding = BindingForThisProcess(ProbeHost());
+    if (forge) forge(a.binding);
+    a.proven_classes = std::move(classes);
+    const std::string path = tree_.Path("attestation.json");
+    EXPECT_EQ(WriteAttestation(path, a), "");
+    return path;
   }
 
   std::string ExpectedUid() const { return std::to_string(GetParam()); }
@@ -207,6 +231,84 @@ TEST_P(SupervisorTest, ExitCodeAndOutputOfTheModule) {
   EXPECT_EQ(r.stdout_text, "out\n");
   EXPECT_EQ(r.stderr_text, "err\n");
   EXPECT_EQ(r.container.verified.seccomp, "2");  // what the gate read
+}
+
+// Cage-before-capability: a job whose class the attestation does not prove
+// is refused before anything of it runs; the marker shows no module
+// instruction ran.
+TEST_P(SupervisorTest, ProofGateRefusesWithoutAnAttestation) {
+  cage::RunOptions o;
+  o.attestation_path = tree_.Path("no-attestation.json");
+  const std::string marker = tree_.Path("work/ran");
+  const auto r = RunGated({"/bin/sh", "-c", "touch " + marker}, o);
+  EXPECT_EQ(r.fault, cage::Fault::kRefused);
+  EXPECT_TRUE(r.refused);
+  EXPECT_NE(r.reason.find("battery.proven"), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find(PolicyClass(tree_.Runner())), std::string::npos) << r.reason;
+  EXPECT_NE(r.reason.find("run oarbank-conform"), std::string::npos) << r.reason;
+  EXPECT_FALSE(std::filesystem::exists(marker));
+}
+
+TEST_P(SupervisorTest, ProofGateRunsAProvenClass) {
+  cage::RunOptions o;
+  o.attestation_path = Attest({PolicyClass(tree_.Runner())});
+  const auto r = RunGated({"/bin/echo", "ran"}, o);
+  EXPECT_EQ(r.reason, "");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.stdout_text, "ran\n");
+  EXPECT_EQ(r.container.proof, "proven (" + o.attestation_path + ")");
+}
+
+TEST_P(SupervisorTest, ProofGateRefusesAnotherClassAndAForgedBinding) {
+  cage::RunOptions o;
+  o.attestation_path = Attest({"coordinator net=none exec_writable=false gpu=none broker=no"});
+  auto r = RunGated({"/bin/true"}, o);
+  EXPECT_EQ(r.fault, cage::Fault::kRefused);
+  EXPECT_NE(r.reason.find("the battery has not passed for the class"), std::string::npos) << r.reason;
+  // The right class, for another launcher binary, or another kernel build.
+  o.attestation_path = Attest({PolicyClass(tree_.Runner())},
+                              [](AttestationBinding& b) { b.launcher_sha256 = std::string(64, 'a'); });
+  r = RunGated({"/bin/true"}, o);
+  EXPECT_EQ(r.fault, cage::Fault::kRefused);
+  EXPECT_NE(r.reason.find("launcher.sha256 differs"), std::string::npos) << r.reason;
+  o.attestation_path = Attest({PolicyClass(tree_.Runner())},
+                              [](AttestationBinding& b) { b.kernel_version = "Linux version 0.0 (forged)"; });
+  r = RunGated({"/bin/true"}, o);
+  EXPECT_EQ(r.fault, cage::Fault::kRefused);
+  EXPECT_NE(r.reason.find("kernel.version differs"), std::string::npos) << r.reason;
+}
+
+TEST_P(SupervisorTest, ProofGateRefusesAnAttestationAnotherUserCouldWrite) {
+  cage::RunOptions o;
+  o.attestation_path = Attest({PolicyClass(tree_.Runner())});
+  // Neither root nor the supervisor's own uid.
+  ASSERT_EQ(chown(o.attestation_path.c_str(), 12345, 12345), 0);
+  const auto r = RunGated({"/bin/true"}, o);
+  EXPECT_EQ(r.fault, cage::Fault::kRefused);
+  EXPECT_NE(r.reason.find("is owned by uid 12345"), std::string::npos) << r.reason;
+}
+
+TEST_P(SupervisorTest, ProofGateOverrideRunsAndSaysSo) {
+  cage::RunOptions o;
+  o.attestation_path = tree_.Path("no-attestation.json");
+  o.unproven = true;
+  const auto r = RunGated({"/bin/echo", "ran"}, o);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.container.proof, "unproven (operator override)");
+}
+
+TEST_P(SupervisorTest, RunSpecIsGatedByDefault) {
+  cage::Spec spec;
+  spec.argv = {"/bin/true"};
+  spec.worktree = tree_.Path("bundle");
+  spec.scratch = tree_.Path("work");
+  const std::string missing = tree_.Path("no-attestation.json");
+  const auto r = RunAs(GetParam(), [&] {
+    setenv("OARBANK_BATTERY_ATTESTATION", missing.c_str(), 1);
+    return cage::Run(spec);
+  });
+  EXPECT_EQ(r.fault, cage::Fault::kRefused);
+  EXPECT_NE(r.reason.find("battery.proven"), std::string::npos) << r.reason;
 }
 
 TEST_P(SupervisorTest, ExitSeventyFromTheModuleIsNotRefused) {
@@ -229,7 +331,7 @@ TEST_P(SupervisorTest, SeccompKillIsSigsys) {
   // action and the process dies by SIGSYS.
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe");
   const std::string tool = R"("tools": [{"id": "test", "paths": [")" + exe + R"("]}])";
-  cage::RunOptions o;
+  cage::RunOptions o = UnprovenOptions();
   o.env["OARBANK_SUPERVISOR_TEST_HELPER"] = "x32";
   const auto r = Run({exe}, o, tool);
   EXPECT_EQ(r.fault, cage::Fault::kNone) << r.reason;
@@ -252,7 +354,7 @@ TEST_P(SupervisorTest, ExecFailureIsAFaultOfItsOwn) {
 
 TEST_P(SupervisorTest, RefusedIsNeverARun) {
   const std::string marker = tree_.Path("work/ran");
-  cage::RunOptions floor;
+  cage::RunOptions floor = UnprovenOptions();
   floor.abi_floor = 99;
   const auto r = Run({"/bin/sh", "-c", "touch " + marker}, floor);
   EXPECT_TRUE(r.refused);
@@ -267,7 +369,7 @@ TEST_P(SupervisorTest, RefusedIsNeverARun) {
 }
 
 TEST_P(SupervisorTest, RunAsNeedsARootSupervisor) {
-  cage::RunOptions o;
+  cage::RunOptions o = UnprovenOptions();
   o.run_as_uid = kNobody;
   o.run_as_gid = kNobody;
   const auto r = Run({"/usr/bin/id", "-u"}, o);
@@ -347,7 +449,7 @@ TEST_P(SupervisorTest, TheAgentsSecretsAndFdsDoNotReachTheModule) {
   setenv("OARBANK_TEST_AGENT_TOKEN", "s3cret", 1);
   const int leaked = open(tree_.Path("outside/secret").c_str(), O_RDONLY);  // no O_CLOEXEC
   ASSERT_GE(leaked, 3);
-  cage::RunOptions o;
+  cage::RunOptions o = UnprovenOptions();
   o.env["OARBANK_JOB_ID"] = "job-7";
   const std::string script = "env; ls /proc/self/fd";
   const auto r = Run({"/bin/sh", "-c", script}, o);
@@ -431,7 +533,7 @@ TEST_P(SupervisorTest, NewSessionAndNoControllingTerminal) {
       std::string own;
       std::getline(stat, own);
       auto policy = ParsePolicy(json);
-      cage::RunOptions o;
+      cage::RunOptions o = UnprovenOptions();
       o.cwd = "/";
       // pid, session and tty_nr (fields 1, 6, 7) of the module, and its try at /dev/tty.
       const auto r = cage::RunPolicy(policy.value(),
@@ -491,7 +593,7 @@ TEST_P(SupervisorTest, DoubleForkedDaemonIsDeadWhenRunReturns) {
 
 TEST_P(SupervisorTest, TimeoutKillsTheContainer) {
   const std::string marker = Marker("2");
-  cage::RunOptions o;
+  cage::RunOptions o = UnprovenOptions();
   o.timeout = 300ms;
   const auto r = Run({"/bin/sh", "-c", "(setsid /bin/sleep " + marker + " &); /bin/sleep " + marker}, o);
   EXPECT_EQ(r.fault, cage::Fault::kTimeout);
@@ -513,7 +615,7 @@ TEST_P(SupervisorTest, KillingTheSupervisorKillsTheJob) {
   const pid_t supervisor = fork();
   if (supervisor == 0) {
     if (uid != getuid() && !BecomeUser(uid)) _exit(1);
-    cage::RunOptions o;
+    cage::RunOptions o = UnprovenOptions();
     o.cwd = work;
     cage::RunPolicy(ParsePolicy(json).value(), {"/bin/sh", "-c", "(setsid /bin/sleep " + marker + " &); /bin/sleep " + marker}, o);
     _exit(0);
@@ -533,7 +635,7 @@ TEST_P(SupervisorTest, KillingTheSupervisorKillsTheJob) {
 }
 
 TEST_P(SupervisorTest, OutputBeyondTheCapIsCutAndMarked) {
-  cage::RunOptions o;
+  cage::RunOptions o = UnprovenOptions();
   o.stdout_max = 1000;
   o.stderr_max = 10;
   const auto r = Run({"/bin/sh", "-c", "head -c 3000000 /dev/zero; echo 0123456789abcdef >&2"}, o);
@@ -554,7 +656,7 @@ TEST_P(SupervisorTest, RunSpecWorktreeReadOnlyScratchWritable) {
   spec.worktree = tree_.Path("bundle");
   spec.scratch = tree_.Path("work");
   spec.argv = {"/bin/sh", "-c", "cat src.txt; echo x > src2.txt; echo built > $HOME/out.txt && pwd"};
-  const auto r = RunAs(GetParam(), [&] { return cage::Run(spec); });
+  const auto r = RunAs(GetParam(), [&] { return cage::Run(spec, UnprovenOptions()); });
   ASSERT_EQ(r.fault, cage::Fault::kNone) << r.reason;
   EXPECT_EQ(r.stdout_text, "source\n" + tree_.Path("bundle") + "\n");
   EXPECT_NE(r.stderr_text.find(std::string("src2.txt: ") + strerror(EROFS)), std::string::npos) << r.stderr_text;
@@ -564,7 +666,7 @@ TEST_P(SupervisorTest, RunSpecWorktreeReadOnlyScratchWritable) {
   spec.worktree = tree_.Path("data");
   spec.worktree_writable = true;
   spec.argv = {"/bin/sh", "-c", "echo x > src2.txt"};
-  EXPECT_EQ(RunAs(GetParam(), [&] { return cage::Run(spec); }).exit_code, 0);
+  EXPECT_EQ(RunAs(GetParam(), [&] { return cage::Run(spec, UnprovenOptions()); }).exit_code, 0);
   EXPECT_TRUE(std::filesystem::exists(tree_.Path("data/src2.txt")));
 }
 
@@ -574,12 +676,12 @@ TEST_P(SupervisorTest, RunSpecRefusesBelowTheAbiFloorAndBadPaths) {
   spec.scratch = tree_.Path("work");
   spec.argv = {"/bin/true"};
   spec.abi_floor = 99;
-  auto r = RunAs(GetParam(), [&] { return cage::Run(spec); });
+  auto r = RunAs(GetParam(), [&] { return cage::Run(spec, UnprovenOptions()); });
   EXPECT_TRUE(r.refused);
   EXPECT_EQ(r.reason.rfind("abi_floor: ", 0), 0u) << r.reason;
   spec.abi_floor = 1;
   spec.read_dirs = {"relative/dir"};
-  r = RunAs(GetParam(), [&] { return cage::Run(spec); });
+  r = RunAs(GetParam(), [&] { return cage::Run(spec, UnprovenOptions()); });
   EXPECT_TRUE(r.refused);
   EXPECT_EQ(r.reason, "policy: read_dirs[0]: expected an absolute path, got \"relative/dir\"");
 }
@@ -588,7 +690,7 @@ TEST_P(SupervisorTest, FreezeNeedsACgroupLeaf) {
   const std::string json = tree_.RunnerJson();
   const std::string work = tree_.Path("work");
   const auto r = RunAs(GetParam(), [&] {
-    cage::RunOptions o;
+    cage::RunOptions o = UnprovenOptions();
     o.cwd = work;
     cage::Job job = cage::Start(ParsePolicy(json).value(), {"/bin/sleep", "0.2"}, o);
     const std::string frozen = job.Freeze();
@@ -629,7 +731,7 @@ CliRun RunFaultyAgent(uid_t uid, const std::string& policy, const std::string& s
     if (uid != getuid() && !BecomeUser(uid)) _exit(99);
     if (skip.empty()) unsetenv("OARBANK_FAULT_SKIP_STEP");
     else setenv("OARBANK_FAULT_SKIP_STEP", skip.c_str(), 1);
-    execl(OARBANK_AGENT_FAULTY, "oarbank-agent-faulty", "run", "--json", policy.c_str(), "--", "/bin/sh", "-c",
+    execl(OARBANK_AGENT_FAULTY, "oarbank-agent-faulty", "run", "--unproven", "--json", policy.c_str(), "--", "/bin/sh", "-c",
           command.c_str(), nullptr);
     _exit(127);
   }
@@ -748,7 +850,7 @@ class AgentCliTest : public ::testing::Test {
     tree_.Write("policy.json", tree_.RunnerJson(), 0644);
   }
   Spawned Run(std::vector<std::string> args) {
-    args.insert(args.begin(), {OARBANK_AGENT, "run"});
+    args.insert(args.begin(), {OARBANK_AGENT, "run", "--unproven"});
     return Spawn(args);
   }
   std::string Policy() const { return tree_.Path("policy.json"); }
@@ -763,6 +865,18 @@ TEST_F(AgentCliTest, RunPassesTheModulesOutputAndStatus) {
   s = Run({Policy(), "--", "/bin/sh", "-c", "kill -TERM $$"});
   EXPECT_EQ(ExitStatus(s), 128 + SIGTERM);
   EXPECT_EQ(s.err, "");
+}
+
+TEST_F(AgentCliTest, RunRefusesAnUnprovenClassAndSaysWhatToDo) {
+  std::vector<std::string> args = {OARBANK_AGENT, "run", Policy(), "--", "/bin/true"};
+  const std::string missing = tree_.Path("no-attestation.json");
+  setenv("OARBANK_BATTERY_ATTESTATION", missing.c_str(), 1);
+  const auto s = Spawn(args);
+  unsetenv("OARBANK_BATTERY_ATTESTATION");
+  EXPECT_EQ(ExitStatus(s), kExitNotEnforced);
+  EXPECT_EQ(s.err, "sandbox: refused: sandbox: CAPABILITY_NOT_ENFORCED: battery.proven: class \"" +
+                       PolicyClass(tree_.Runner()) + "\" is not proven: no battery attestation at " + missing +
+                       ": run oarbank-conform on this host first\n");
 }
 
 TEST_F(AgentCliTest, RunStatesEachFaultOnOneLine) {
@@ -919,8 +1033,29 @@ TEST(AvailabilityTest, ThisHostSaysWhatItCanDo) {
   EXPECT_EQ(a.available, cage::SupervisorReport(host)["available"].get<bool>());
   if (!a.available) {
     EXPECT_FALSE(a.reason.empty());
+    EXPECT_FALSE(cage::Available());
   }
-  EXPECT_EQ(a.available, cage::Available());
+}
+
+// Available() is Run(Spec)'s answer: the cage, and the Spec's class proven.
+TEST(AvailabilityTest, AvailableNeedsTheSpecClassProven) {
+  if (!cage::CheckAvailability().available) GTEST_SKIP() << "the cage is not available here";
+  TempTree tree;
+  const std::string path = tree.Path("attestation.json");
+  setenv("OARBANK_BATTERY_ATTESTATION", path.c_str(), 1);
+  auto a = cage::CheckAvailability();
+  EXPECT_FALSE(a.attested);
+  EXPECT_NE(a.proof_detail.find("no battery attestation"), std::string::npos) << a.proof_detail;
+  EXPECT_FALSE(cage::Available());
+  Attestation att;
+  att.binding = BindingForThisProcess(ProbeHost());
+  att.proven_classes = {PolicyClass(cage::PolicyForSpec(cage::Spec{}).value())};
+  ASSERT_EQ(WriteAttestation(path, att), "");
+  a = cage::CheckAvailability();
+  EXPECT_TRUE(a.attested) << a.proof_detail;
+  EXPECT_EQ(a.proven_classes, att.proven_classes);
+  EXPECT_TRUE(cage::Available());
+  unsetenv("OARBANK_BATTERY_ATTESTATION");
 }
 
 TEST(NamespacePlanTest, NetNoneGetsAnEmptyNetworkNamespace) {
@@ -951,7 +1086,7 @@ TEST(SupervisorLeakTest, RepeatedAndConcurrentRunsLeaveNothing) {
   if (!a.available) GTEST_SKIP() << "the cage is not available here: " << a.reason;
   TempTree tree;
   const Policy policy = tree.Runner();
-  cage::RunOptions o;
+  cage::RunOptions o = UnprovenOptions();
   o.cwd = tree.Path("work");
   ASSERT_EQ(cage::RunPolicy(policy, {"/bin/true"}, o).exit_code, 0);  // warm caches
   const size_t fds = OpenFds();

@@ -15,8 +15,17 @@
 
 #include "host_facts.h"
 #include "policy.h"
+#include "supervisor.h"
 
 namespace oarbank::testing {
+
+// Tests of the cage itself run their jobs unproven (RunOptions::unproven):
+// the proof gate has tests of its own (supervisor_test.cc, ProofGate).
+inline cage::RunOptions UnprovenOptions() {
+  cage::RunOptions o;
+  o.unproven = true;
+  return o;
+}
 
 class TempTree {
  public:

@@ -1,0 +1,263 @@
+"""Cage-before-capability, end to end: `oarbank-agent run` runs only a policy
+class that a real, complete `oarbank-conform` run proved on this kernel with
+this launcher and this battery; the attestation and the approvals store are
+trust files that nobody but root can have written; concurrent approvals all
+land; and an unprivileged user cannot make root's `approve` write anywhere
+but the store."""
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import stat
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BUILD = pathlib.Path(os.environ.get("OARBANK_BUILD", ROOT / "build"))
+AGENT = str(BUILD / "sandbox" / "oarbank-agent")
+CONFORM = str(BUILD / "harness" / "oarbank-conform")
+NOBODY = 65534
+PROVEN = "runner net=none exec_writable=false gpu=none broker=no"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the battery and the uid switches")
+
+
+def as_nobody():
+    os.setgroups([])
+    os.setresgid(NOBODY, NOBODY, NOBODY)
+    os.setresuid(NOBODY, NOBODY, NOBODY)
+
+
+def open_tmpdir():
+    """A directory uid 65534 can reach (pytest's own are 0700)."""
+    path = pathlib.Path(tempfile.mkdtemp(prefix="oarbank-gate-", dir="/tmp"))
+    os.chmod(path, 0o755)
+    return path
+
+
+@pytest.fixture(scope="module")
+def attestation():
+    """A complete battery run, as an operator runs it after an update."""
+    out = open_tmpdir()
+    path = out / "attestation.json"
+    r = subprocess.run([CONFORM, "--out", str(out / "reports"), "--attest", str(path)], capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    assert f"attestation: {path}" in r.stdout
+    yield path
+    shutil.rmtree(out)
+
+
+@pytest.fixture
+def job():
+    root = open_tmpdir()
+    for d in ("bundle", "work", "work/tmp", "data"):
+        (root / d).mkdir()
+    for d in ("work", "work/tmp", "data"):
+        os.chmod(root / d, 0o777)
+    yield root
+    shutil.rmtree(root)
+
+
+def policy(job, **fields):
+    p = {"contract": 1, "role": "runner", "bundle": str(job / "bundle"), "work": str(job / "work"),
+         "data": str(job / "data"), "tmp": str(job / "work/tmp"), **fields}
+    path = job / f"policy-{len(fields)}.json"
+    path.write_text(json.dumps(p))
+    os.chmod(path, 0o644)
+    return str(path)
+
+
+def run(attestation_path, *args, uid=0):
+    env = dict(os.environ, OARBANK_BATTERY_ATTESTATION=str(attestation_path))
+    return subprocess.run([AGENT, "run", *args], capture_output=True, text=True, timeout=60, env=env,
+                          preexec_fn=as_nobody if uid == NOBODY else None)
+
+
+def test_the_attestation_binds_kernel_launcher_and_battery(attestation):
+    a = json.loads(attestation.read_text())
+    assert a["format"] == "oarbank.attestation/1"
+    assert a["kernel"]["release"] == os.uname().release
+    assert a["kernel"]["version"] == pathlib.Path("/proc/version").read_text().strip()
+    assert a["launcher"]["sha256"] == hashlib.sha256(pathlib.Path(AGENT).read_bytes()).hexdigest()
+    # The battery: sha256sum's lines over its files, sorted by path, hashed.
+    files = sorted(str(p.relative_to(ROOT)) for p in [*ROOT.glob("escapes/**/*.c"), *ROOT.glob("escapes/**/*.h"),
+                                                       *ROOT.glob("fixtures/policies/battery/*.json"),
+                                                       ROOT / "escapes/expectations.tsv"])
+    lines = "".join(f"{hashlib.sha256((ROOT / f).read_bytes()).hexdigest()}  {f}\n" for f in files)
+    assert a["battery"]["sha256"] == hashlib.sha256(lines.encode()).hexdigest()
+    assert PROVEN in a["proven_classes"]
+    st = attestation.stat()
+    assert stat.S_IMODE(st.st_mode) == 0o644 and st.st_uid == 0
+
+
+@pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nobody"])
+def test_run_refuses_before_the_battery_and_runs_after_it(attestation, job, uid):
+    marker = job / "work" / "ran"
+    cmd = [policy(job), "--", "/bin/sh", "-c", f"touch {marker}"]
+    r = run(job / "no-attestation.json", *cmd, uid=uid)
+    assert r.returncode == 70, r.stderr
+    assert "battery.proven" in r.stderr and PROVEN in r.stderr and "run oarbank-conform" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert not marker.exists(), "no module instruction may run"
+    r = run(attestation, "--json", *cmd, uid=uid)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["container"]["proof"] == f"proven ({attestation})"
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nobody"])
+def test_a_class_the_battery_did_not_prove_is_refused(attestation, job, uid):
+    r = run(attestation, policy(job, exec_writable=True, devices={"gpu": "compute"}), "--", "/bin/true", uid=uid)
+    assert r.returncode == 70
+    assert "the battery has not passed for the class" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("part,forge", [
+    ("launcher.sha256", lambda a: a["launcher"].update(sha256="0" * 64)),
+    ("kernel.version", lambda a: a["kernel"].update(version=a["kernel"]["version"] + " (another build)")),
+    ("kernel.release", lambda a: a["kernel"].update(release="6.1.0-99-amd64")),
+    ("battery.sha256", lambda a: a["battery"].update(sha256="f" * 64)),
+])
+def test_a_forged_attestation_for_another_binary_kernel_or_battery_is_refused(attestation, job, part, forge):
+    a = json.loads(attestation.read_text())
+    forge(a)
+    forged = job / "forged.json"
+    forged.write_text(json.dumps(a))
+    os.chmod(forged, 0o644)
+    r = run(forged, policy(job), "--", "/bin/true")
+    assert r.returncode == 70
+    assert f"{part} differs" in r.stderr, r.stderr
+
+
+def test_an_attestation_another_user_could_write_is_refused(attestation, job):
+    copy = job / "copy.json"
+    shutil.copy(attestation, copy)
+    os.chmod(copy, 0o644)
+    assert run(copy, policy(job), "--", "/bin/true").returncode == 0
+    os.chown(copy, NOBODY, NOBODY)
+    r = run(copy, policy(job), "--", "/bin/true")
+    assert r.returncode == 70 and "is owned by uid 65534" in r.stderr, r.stderr
+    os.chown(copy, 0, 0)
+    os.chmod(copy, 0o666)
+    r = run(copy, policy(job), "--", "/bin/true")
+    assert r.returncode == 70 and "writable by others" in r.stderr, r.stderr
+    link = job / "link.json"
+    link.symlink_to(attestation)
+    r = run(link, policy(job), "--", "/bin/true")
+    assert r.returncode == 70 and "is a symbolic link" in r.stderr, r.stderr
+
+
+def test_the_override_runs_and_says_so(job):
+    r = run(job / "no-attestation.json", "--unproven", "--json", policy(job), "--", "/bin/echo", "hi")
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["stdout"] == "hi\n"
+    assert result["container"]["proof"] == "unproven (operator override)"
+
+
+def test_the_report_and_the_gate_agree(attestation, job):
+    env = dict(os.environ, OARBANK_BATTERY_ATTESTATION=str(attestation))
+    report = json.loads(subprocess.run([AGENT, "sandbox-report", policy(job)], capture_output=True, text=True,
+                                       env=env, timeout=60).stdout)
+    assert report["grant"]["verdict"] == "ok"
+    assert report["supervisor"]["proof"]["attested"] is True
+    assert PROVEN in report["supervisor"]["proof"]["proven_classes"]
+    env["OARBANK_BATTERY_ATTESTATION"] = str(job / "none.json")
+    report = json.loads(subprocess.run([AGENT, "sandbox-report", policy(job)], capture_output=True, text=True,
+                                       env=env, timeout=60).stdout)
+    assert report["grant"]["verdict"] == "CAPABILITY_NOT_ENFORCED"
+    assert report["supervisor"]["proof"]["attested"] is False
+
+
+def test_a_partial_battery_run_says_it_wrote_nothing(tmp_path):
+    for args, why in [(["--probe", "bpf_syscall"], "a partial run (--probe)"),
+                      (["--policy", "probe_role"], "a partial run (--policy)")]:
+        path = tmp_path / "attestation.json"
+        r = subprocess.run([CONFORM, "--out", str(tmp_path / "out"), "--attest", str(path), *args],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stdout[-2000:]
+        assert f"attestation: not written: {why} proves nothing" in r.stdout
+        assert not path.exists()
+
+
+MANIFEST = """[module]
+name = "{name}"
+version = "1.0.{i}"
+
+[sandbox]
+contract = 1
+exec_writable = true
+"""
+
+
+def approve(store, manifest, uid=0):
+    env = dict(os.environ, OARBANK_APPROVALS=str(store))
+    return subprocess.run([AGENT, "approve", str(manifest), "--by", "op"], capture_output=True, text=True,
+                          timeout=30, env=env, preexec_fn=as_nobody if uid == NOBODY else None)
+
+
+def test_concurrent_approvals_lose_no_record(job):
+    tmp_path = job
+    store = tmp_path / "store" / "approvals.json"
+    manifests = []
+    for w in range(8):
+        loop = []
+        for i in range(50):
+            m = tmp_path / f"m{w}-{i}.toml"
+            m.write_text(MANIFEST.format(name=f"mod-{w}", i=i))
+            loop.append(m)
+        manifests.append(loop)
+
+    def approve_all(loop):
+        return [approve(store, m).returncode for m in loop]
+
+    with ThreadPoolExecutor(8) as pool:
+        codes = [c for loop in pool.map(approve_all, manifests) for c in loop]
+    assert codes == [0] * 400
+    records = json.loads(store.read_text())["approvals"]
+    assert len(records) == 400
+    assert len({(r["module"], r["version"]) for r in records}) == 400
+    assert stat.S_IMODE(store.stat().st_mode) == 0o644
+    assert sorted(p.name for p in store.parent.iterdir()) == ["approvals.json", "approvals.json.lock"]
+
+
+def test_nobody_cannot_make_roots_approve_write_elsewhere(job):
+    """uid 65534 plants what it can in a shared sticky directory: a symlink,
+    a hard link or a FIFO at the store's name, a symlink at the lock's name;
+    and a directory of its own. Root's approve refuses each and the file the
+    link names is unchanged."""
+    tmp_path = job
+    victim = tmp_path / "victim"
+    victim.write_text("untouched")
+    os.chmod(victim, 0o644)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)
+    manifest = tmp_path / "m.toml"
+    manifest.write_text(MANIFEST.format(name="mod", i=0))
+
+    def plant(code):
+        r = subprocess.run(["python3", "-c", code], preexec_fn=as_nobody, capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+
+    plant(f"import os; os.symlink({str(victim)!r}, {str(shared / 'a.json')!r})")
+    plant(f"import os; os.mkfifo({str(shared / 'b.json')!r})")
+    plant(f"import os; os.symlink({str(victim)!r}, {str(shared / 'c.json.lock')!r})")
+    plant(f"import os; os.mkdir({str(shared / 'theirs')!r})")
+    for store in [shared / "a.json", shared / "b.json", shared / "c.json", shared / "theirs" / "approvals.json"]:
+        r = approve(store, manifest)
+        assert r.returncode != 0, store
+        assert len(r.stderr.strip().splitlines()) == 1 and "not trusted" in r.stderr, r.stderr
+    assert victim.read_text() == "untouched"
+    assert not (shared / "theirs" / "approvals.json").exists()
+    # And nobody's own approve cannot write root's store at all.
+    root_store = tmp_path / "root-store" / "approvals.json"
+    assert approve(root_store, manifest).returncode == 0
+    before = root_store.read_text()
+    assert approve(root_store, manifest, uid=NOBODY).returncode != 0
+    assert root_store.read_text() == before
