@@ -50,6 +50,8 @@ int ConformMain(int argc, char** argv) {
   std::vector<int> uids = {0, 65534};
 
   CLI::App app{"oarbank-conform: the escape battery on this host"};
+  app.set_version_flag("--version", [&o] { return VersionText("oarbank-conform", o.agent); },
+                       "Print the version, the SHA-256 of the oarbank-agent it drives and of the battery");
   app.add_option("--agent", o.agent, "oarbank-agent to test")->check(CLI::ExistingFile);
   app.add_option("--probes", o.probe_dir, "Directory of built probes")->check(CLI::ExistingDirectory);
   app.add_option("--policies", o.policy_dir, "Directory of battery policy fixtures")->check(CLI::ExistingDirectory);
@@ -81,6 +83,8 @@ int ConformMain(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "usage: " << e.what() << "\n";

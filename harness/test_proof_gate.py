@@ -261,3 +261,14 @@ def test_nobody_cannot_make_roots_approve_write_elsewhere(job):
     before = root_store.read_text()
     assert approve(root_store, manifest, uid=NOBODY).returncode != 0
     assert root_store.read_text() == before
+
+
+def test_version_names_what_an_attestation_binds(attestation):
+    a = json.loads(attestation.read_text())
+    for program in (AGENT, CONFORM):
+        r = subprocess.run([program, "--version"], capture_output=True, text=True, timeout=30)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        assert lines[0].split()[0] == os.path.basename(program) and lines[0].split()[1][0].isdigit()
+        assert lines[1].startswith(f"launcher sha256 {a['launcher']['sha256']} ")
+        assert lines[2] == f"battery sha256 {a['battery']['sha256']}"

@@ -20,6 +20,7 @@
 #include "broker.h"
 #include "broker_handoff.h"
 #include "enforce.h"
+#include "attestation.h"
 #include "exit_codes.h"
 #include "host_facts.h"
 #include "manifest_cli.h"
@@ -160,6 +161,8 @@ int SupervisedRun(const std::string& policy_path, const std::vector<std::string>
 
 int AgentMain(int argc, char** argv) {
   CLI::App app{"oarbank-agent: run untrusted module code in a kernel-enforced cage"};
+  app.set_version_flag("--version", [] { return VersionText("oarbank-agent", "/proc/self/exe"); },
+                       "Print the version and the launcher's SHA-256 (what a battery attestation binds)");
   app.require_subcommand(1);
   // Only the subcommand named first is registered: a launch pays for every
   // page of CLI11 state and code it touches (half a millisecond for the other
@@ -266,6 +269,8 @@ int AgentMain(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     if (!known && !first.empty() && first[0] != '-') {

@@ -143,6 +143,12 @@ std::string ProofGap(const Attestation& a, const Policy& policy) {
   return "";
 }
 
+std::string VersionText(const std::string& program, const std::string& launcher_path) {
+  const std::string launcher = LauncherSha256(launcher_path);
+  return program + " " + OARBANK_VERSION + "\nlauncher sha256 " + (launcher.empty() ? "unreadable" : launcher) + " (" +
+         launcher_path + ")\nbattery sha256 " + BatterySha256();
+}
+
 nlohmann::ordered_json AttestationJson(const Attestation& a) {
   const AttestationBinding& b = a.binding;
   return {{"format", kAttestationFormat},

@@ -82,6 +82,11 @@ Attestation ReadAttestation(const std::string& path, const AttestationBinding& h
 // not, naming battery.proven and the class.
 std::string ProofGap(const Attestation& attestation, const Policy& policy);
 
+// For --version: "<program> <version>", then the SHA-256 of the launcher
+// at `launcher_path` and of this build's battery, the identities an
+// attestation binds.
+std::string VersionText(const std::string& program, const std::string& launcher_path);
+
 nlohmann::ordered_json AttestationJson(const Attestation& attestation);
 // Atomic, mode 0644, never through a link (trust_file.h). "" or why not.
 std::string WriteAttestation(const std::string& path, const Attestation& attestation);
