@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "approval.h"
+#include "tool_registry.h"
 
 namespace oarbank {
 namespace {
@@ -209,6 +210,18 @@ TEST_F(TrustFileTest, AnUntrustedApprovalsStoreIsRefused) {
   ASSERT_FALSE(loaded.ok());
   EXPECT_NE(loaded.error().what.find("writable by others"), std::string::npos);
   EXPECT_TRUE(AppendApproval(store, {"m", "1", "sha256:x", "op", UtcNow()}).has_value());
+}
+
+TEST_F(TrustFileTest, AnUntrustedToolRegistryIsRefused) {
+  const std::string text = "[tools.sh]\nlinux = [\"/bin/sh\"]\n";
+  EXPECT_TRUE(LoadToolRegistryFile(Write("tools.toml", text)).ok());
+  const std::string theirs = Write("theirs.toml", text);
+  ASSERT_EQ(chown(theirs.c_str(), kNobody, kNobody), 0);
+  auto loaded = LoadToolRegistryFile(theirs);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.error().what.find("owned by uid 65534"), std::string::npos) << loaded.error().what;
+  ASSERT_EQ(mkfifo((root_ + "/fifo.toml").c_str(), 0644), 0);
+  EXPECT_FALSE(LoadToolRegistryFile(root_ + "/fifo.toml").ok());
 }
 
 }  // namespace
