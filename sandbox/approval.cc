@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sha256.h"
+#include "read_file.h"
 
 namespace oarbank {
 namespace {
@@ -77,13 +78,15 @@ std::vector<std::string> ApprovalFlags(const Manifest& m) {
   return flags;
 }
 
+constexpr size_t kMaxApprovalStoreBytes = 16u << 20;
+
 Result<std::vector<ApprovalRecord>> LoadApprovals(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    if (access(path.c_str(), F_OK) != 0) return std::vector<ApprovalRecord>{};
-    return Bad(path, "cannot read the approval store");
-  }
-  const json doc = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (access(path.c_str(), F_OK) != 0 && errno == ENOENT) return std::vector<ApprovalRecord>{};
+  std::string why;
+  const auto text = ReadFileUpTo(path, kMaxApprovalStoreBytes, &why);
+  if (!text) return Bad(path, "cannot read the approval store: " + why);
+  if (text->size() > kMaxApprovalStoreBytes) return Bad(path, "larger than 16 MiB");
+  const json doc = json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("approvals") || !doc["approvals"].is_array())
     return Bad(path, "expected {\"approvals\": [...]}");
   std::vector<ApprovalRecord> out;

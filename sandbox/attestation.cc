@@ -1,5 +1,7 @@
 #include "attestation.h"
 
+#include "read_file.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -26,16 +28,22 @@ std::string PolicyClass(const Policy& policy) {
 }
 
 std::string FileFingerprint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return "";
+  const int fd = OpenRegularFile(path, nullptr);
+  if (fd < 0) return "";
   uint64_t hash = 0xcbf29ce484222325ull;
   char buf[1 << 16];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    for (std::streamsize i = 0; i < in.gcount(); ++i) {
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      close(fd);
+      return "";
+    }
+    for (ssize_t i = 0; i < n; ++i) {
       hash ^= static_cast<unsigned char>(buf[i]);
       hash *= 0x100000001b3ull;
     }
   }
+  close(fd);
   char hex[17];
   snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
   return hex;
@@ -44,12 +52,14 @@ std::string FileFingerprint(const std::string& path) {
 Attestation ReadAttestation(const std::string& path, const std::string& kernel_release, int landlock_abi,
                             const std::string& agent_path) {
   Attestation a;
-  std::ifstream in(path);
-  if (!in) {
-    a.detail = "no battery attestation at " + path + ": run oarbank-conform on this host";
+  std::string why;
+  const auto text = ReadFileUpTo(path, 16u << 20, &why);
+  if (!text) {
+    a.detail = errno == ENOENT ? "no battery attestation at " + path + ": run oarbank-conform on this host"
+                               : "cannot read the battery attestation " + path + ": " + why;
     return a;
   }
-  const auto j = nlohmann::json::parse(in, nullptr, false);
+  const auto j = nlohmann::json::parse(*text, nullptr, false);
   if (!j.is_object() || !j.contains("proven_classes") || !j["proven_classes"].is_array()) {
     a.detail = path + " is not a battery attestation";
     return a;

@@ -425,8 +425,9 @@ Result<Policy> ParsePolicy(std::string_view json_text) {
 }
 
 Result<Policy> LoadPolicyFile(const std::string& path) {
-  const auto text = ReadFileUpTo(path, kMaxPolicyBytes);
-  if (!text) return Bad(path, std::string("cannot read the policy file: ") + strerror(errno));
+  std::string why;
+  const auto text = ReadFileUpTo(path, kMaxPolicyBytes, &why);
+  if (!text) return Bad(path, "cannot read the policy file: " + why);
   return ParsePolicy(*text);
 }
 

@@ -1,5 +1,7 @@
 #include "tool_registry.h"
 
+#include "read_file.h"
+
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -91,11 +93,11 @@ Result<ToolRegistry> ParseToolRegistry(std::string_view toml_text, std::string s
 }
 
 Result<ToolRegistry> LoadToolRegistryFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Bad(path, "cannot read the tool registry");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (text.size() > (1u << 20)) return Bad(path, "larger than 1 MiB");
-  return ParseToolRegistry(text, path);
+  std::string why;
+  const auto text = ReadFileUpTo(path, 1u << 20, &why);
+  if (!text) return Bad(path, "cannot read the tool registry: " + why);
+  if (text->size() > (1u << 20)) return Bad(path, "larger than 1 MiB");
+  return ParseToolRegistry(*text, path);
 }
 
 Result<std::vector<ResolvedTool>> ResolveTools(const ToolRegistry& registry, const std::vector<ToolRequest>& requested,
