@@ -377,7 +377,10 @@ TEST_F(CgroupTest, ASubtreeDelegatedToAnUnprivilegedSupervisor) {
   EXPECT_EQ(parts[0], "none") << parts[1];
   EXPECT_EQ(parts[3].rfind(deleg + "/oarbank-job-", 0), 0u) << text;
   EXPECT_EQ(V2Line(parts[2]), CgroupProcLine(host_.cgroup, parts[3]) + "\n");
-  EXPECT_EQ(parts[4], limits ? "memory.max=268435456" : "none");
+  // pids.max: the default, where this host delegates the pids controller.
+  const std::string pids =
+      delegation_.pids ? "pids.max=" + std::to_string(kDefaultPidsMax) : std::string("pids.max unavailable");
+  EXPECT_EQ(parts[4], limits ? "memory.max=268435456 " + pids : pids);
   if (limits) {
     EXPECT_EQ(V2Line(parts[5]), CgroupProcLine(host_.cgroup, deleg + "/oarbank-supervisor") + "\n");
   }
@@ -391,8 +394,15 @@ TEST(CgroupPlanTest, LimitsAreWrittenOnlyAsHardLimits) {
   Limits limits;
   limits.mem_gb = 2;
   limits.cpus = 1.5;
-  EXPECT_EQ(DescribeLeafLimits(PlanLeafLimits(limits, false)), "none");
-  EXPECT_EQ(DescribeLeafLimits(PlanLeafLimits(limits, true)), "memory.max=2147483648 cpu.max=150000 100000");
+  EXPECT_EQ(DescribeLeafLimits(PlanLeafLimits(limits, false)), "pids.max unavailable");
+  EXPECT_EQ(DescribeLeafLimits(PlanLeafLimits(limits, true)),
+            "memory.max=2147483648 cpu.max=150000 100000 pids.max unavailable");
+  // pids.max is written whether or not the node asks for hard limits, where
+  // the controller is delegated; limits.pids or the documented default.
+  EXPECT_EQ(DescribeLeafLimits(PlanLeafLimits(limits, false, true)), "pids.max=4096");
+  limits.pids = 64;
+  EXPECT_EQ(DescribeLeafLimits(PlanLeafLimits(limits, true, true)),
+            "memory.max=2147483648 cpu.max=150000 100000 pids.max=64");
   limits.cpus = 0.001;  // the kernel's floor for a quota is 1 ms
   EXPECT_EQ(*PlanLeafLimits(limits, true).cpu_quota, 1000u);
 }
