@@ -161,7 +161,8 @@ def test_a_missing_guest_fails_rather_than_skips(tmp_path):
 
 
 def test_refusal_rows_need_every_confined_cell_refused(tmp_path):
-    _fake_guest(tmp_path / "guests" / "6.1", 2, "CAPABILITY_NOT_ENFORCED", ["filesystem"], refused=False)
+    _fake_guest(tmp_path / "guests" / "6.1", 2, "CAPABILITY_NOT_ENFORCED", ["filesystem"], refused=False,
+                cgroup=ROWS["6.1"]["expect"]["cgroup"])
     row = matrix_report.judge_guest(ROWS["6.1"], str(tmp_path / "guests" / "6.1"))
     assert [c.name for c in row.checks if not c.ok] == ["battery"]
 
