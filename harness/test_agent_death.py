@@ -26,6 +26,8 @@ BUILD = os.environ.get("OARBANK_BUILD", os.path.join(os.path.dirname(__file__), 
 AGENT = os.path.realpath(os.path.join(BUILD, "sandbox", "oarbank-agent"))
 FAULTY = os.path.realpath(os.path.join(BUILD, "sandbox", "oarbank-agent-faulty"))
 NOBODY = 65534
+# The command that starts a job, and its flags: every job these tests start goes through it.
+RUN = ("run",)
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -154,7 +156,7 @@ def test_the_agent_killed_inside_a_window_leaves_nothing(tree, uid, sig, point):
     marker = f"31.{os.getpid()}{random.randrange(10**6)}"
     pause = tree / "pause" / "at"
     env = dict(os.environ, OARBANK_FAULT_PAUSE=point, OARBANK_FAULT_PAUSE_FILE=str(pause))
-    proc = subprocess.Popen([*as_user(uid), FAULTY, "run", "--json", str(tree / "policy.json"), "--",
+    proc = subprocess.Popen([*as_user(uid), FAULTY, *RUN, "--json", str(tree / "policy.json"), "--",
                              "/bin/sleep", marker], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
                             start_new_session=True)
     try:
@@ -194,7 +196,7 @@ def test_random_sigkills_of_run_leave_nothing(tree, uid, trials):
     start = time.monotonic()
     for i in range(trials):
         assert time.monotonic() - start < 240, f"only {i} of {trials} trials in 240 s"
-        proc = subprocess.Popen([*as_user(uid), AGENT, "run", "--json", str(tree / "policy.json"), "--",
+        proc = subprocess.Popen([*as_user(uid), AGENT, *RUN, "--json", str(tree / "policy.json"), "--",
                                  "/bin/sh", "-c", f"echo {marker}; exec /bin/sleep {marker}"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         time.sleep(rng.uniform(0, 0.06))

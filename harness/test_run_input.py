@@ -22,6 +22,8 @@ AGENT = os.path.join(BUILD, "sandbox", "oarbank-agent")
 FAULTY = os.path.join(BUILD, "sandbox", "oarbank-agent-faulty")
 MANIFEST = os.path.join(os.path.dirname(__file__), "..", "fixtures", "manifests", "valid", "full.toml")
 NOBODY = 65534
+# The command that starts a job, and its flags: every job these tests start goes through it.
+RUN = ("run",)
 UIDS = pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nobody"])
 
 
@@ -69,7 +71,7 @@ def decoded(result, stream):
 def test_run_json_reports_a_job_whose_output_is_not_utf8(tree, uid):
     policy = write_policy(tree)
     work = tree / "work"
-    r = agent(uid, "run", "--json", policy, "--", "/bin/sh", "-c",
+    r = agent(uid, *RUN, "--json", policy, "--", "/bin/sh", "-c",
               f"printf 'a\\377b\\n'; printf '\\001\\376\\n' >&2; echo ran > {work}/f; exit 5")
     assert r.returncode == 5, r.stderr
     result = json.loads(r.stdout)
@@ -81,7 +83,7 @@ def test_run_json_reports_a_job_whose_output_is_not_utf8(tree, uid):
 
 @UIDS
 def test_a_cap_that_cuts_a_character_keeps_every_kept_byte(tree, uid):
-    r = agent(uid, "run", "--json", "--stdout-max", "3", write_policy(tree), "--",
+    r = agent(uid, *RUN, "--json", "--stdout-max", "3", write_policy(tree), "--",
               "/bin/sh", "-c", "printf '\\303\\251\\303\\251'")
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout)
@@ -91,10 +93,10 @@ def test_a_cap_that_cuts_a_character_keeps_every_kept_byte(tree, uid):
 
 @UIDS
 def test_utf8_output_stays_text_and_plain_run_passes_bytes_through(tree, uid):
-    r = agent(uid, "run", "--json", write_policy(tree), "--", "/bin/sh", "-c", "printf 'caf\\303\\251\\n'")
+    r = agent(uid, *RUN, "--json", write_policy(tree), "--", "/bin/sh", "-c", "printf 'caf\\303\\251\\n'")
     result = json.loads(r.stdout)
     assert result["stdout_encoding"] == "utf-8" and result["stdout"] == "caf\u00e9\n"
-    plain = agent(uid, "run", write_policy(tree), "--", "/bin/sh", "-c", "head -c 256 /dev/urandom; exit 3")
+    plain = agent(uid, *RUN, write_policy(tree), "--", "/bin/sh", "-c", "head -c 256 /dev/urandom; exit 3")
     assert plain.returncode == 3 and len(plain.stdout) == 256
 
 
@@ -119,7 +121,7 @@ def test_a_file_that_is_not_regular_is_refused_at_once(tree, uid, command):
     try:
         for kind, path in files.items():
             args = {
-                "run": ["run", path, "--", "/bin/true"],
+                "run": [*RUN, path, "--", "/bin/true"],
                 "sandbox-exec": ["sandbox-exec", path, "--", "/bin/true"],
                 "sandbox-report": ["sandbox-report", path],
                 "manifest-check": ["manifest-check", path],
@@ -152,7 +154,7 @@ def test_a_file_that_is_not_regular_is_refused_at_once(tree, uid, command):
 ])
 def test_a_bad_number_is_refused_naming_its_option(tree, uid, option, value):
     marker = tree / "work" / "ran"
-    r = agent(uid, "run", f"{option}={value}", write_policy(tree), "--", "/bin/sh", "-c", f"touch {marker}",
+    r = agent(uid, *RUN, f"{option}={value}", write_policy(tree), "--", "/bin/sh", "-c", f"touch {marker}",
               text=True)
     assert r.returncode == 64, (r.stdout, r.stderr)
     assert r.stderr.startswith("usage: ") and option in r.stderr and r.stderr.count("\n") == 1, r.stderr
@@ -175,7 +177,7 @@ def test_every_numeric_option_is_range_checked(args):
 
 @UIDS
 def test_the_bounds_themselves_are_accepted(tree, uid):
-    r = agent(uid, "run", "--json", "--timeout", "0.01", "--stdout-max", "16M", "--stderr-max", "0",
+    r = agent(uid, *RUN, "--json", "--timeout", "0.01", "--stdout-max", "16M", "--stderr-max", "0",
               write_policy(tree), "--", "/bin/sleep", "5", timeout=20)
     result = json.loads(r.stdout)
     assert result["fault"] == "timeout", result
@@ -188,7 +190,7 @@ def test_the_bounds_themselves_are_accepted(tree, uid):
 def test_a_large_cap_is_spooled_to_the_callers_file(tree, uid):
     spool = tree / "out" / "stdout.bin"
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    r = agent(uid, "run", "--json", "--stdout-max", "48M", "--stdout-file", str(spool), write_policy(tree), "--",
+    r = agent(uid, *RUN, "--json", "--stdout-max", "48M", "--stdout-file", str(spool), write_policy(tree), "--",
               "/bin/sh", "-c", "head -c 67108864 /dev/zero | tr '\\0' x; exit 4", timeout=120)
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     assert r.returncode == 4, r.stderr
@@ -208,10 +210,10 @@ def test_a_large_cap_is_spooled_to_the_callers_file(tree, uid):
 def test_a_spool_file_must_be_a_writable_regular_file(tree, uid):
     for path, why in [(tree / "bundle", "Is a directory"), ("/dev/null", "not a regular file (a character device)"),
                       (tree / "nonexistent" / "f", "No such file or directory")]:
-        r = agent(uid, "run", "--stdout-file", str(path), write_policy(tree), "--", "/bin/true", text=True)
+        r = agent(uid, *RUN, "--stdout-file", str(path), write_policy(tree), "--", "/bin/true", text=True)
         assert r.returncode == 64 and "--stdout-file" in r.stderr and why in r.stderr, r.stderr
     os.symlink(tree / "out" / "target", tree / "out" / "link")
-    r = agent(uid, "run", "--stdout-file", str(tree / "out" / "link"), write_policy(tree), "--", "/bin/true", text=True)
+    r = agent(uid, *RUN, "--stdout-file", str(tree / "out" / "link"), write_policy(tree), "--", "/bin/true", text=True)
     assert r.returncode == 64 and "--stdout-file" in r.stderr, r.stderr
     assert not (tree / "out" / "target").exists()
 
@@ -220,7 +222,7 @@ def test_a_spool_file_must_be_a_writable_regular_file(tree, uid):
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, "64", 4194305, None])
 def test_limits_pids_out_of_range_is_one_line_and_64(tree, value):
-    r = agent(0, "run", write_policy(tree, limits={"pids": value}), "--", "/bin/true", text=True)
+    r = agent(0, *RUN, write_policy(tree, limits={"pids": value}), "--", "/bin/true", text=True)
     assert r.returncode == 64
     assert r.stderr == "policy: limits.pids: expected an integer 1..4194304\n"
 
@@ -229,7 +231,7 @@ def test_limits_pids_out_of_range_is_one_line_and_64(tree, value):
 def test_limits_pids_is_reported(tree, uid):
     report = json.loads(agent(uid, "sandbox-report", text=True).stdout)
     pids = report["supervisor"]["process_container"]["pids_max"]
-    r = agent(uid, "run", "--json", write_policy(tree, limits={"pids": 64}), "--", "/bin/true", text=True)
+    r = agent(uid, *RUN, "--json", write_policy(tree, limits={"pids": 64}), "--", "/bin/true", text=True)
     limits = json.loads(r.stdout)["container"]["limits"]
     if pids["status"] == "enforced":
         assert "pids.max=64" in limits
@@ -253,7 +255,7 @@ def test_a_work_dir_replaced_during_start_up_refuses_the_job(tree, uid, point):
     pause = pause_dir / "at"
     work = tree / "work"
     env = dict(os.environ, OARBANK_FAULT_PAUSE=point, OARBANK_FAULT_PAUSE_FILE=str(pause))
-    proc = subprocess.Popen([*as_user(uid), FAULTY, "run", "--json", write_policy(tree), "--", "/bin/sh", "-c",
+    proc = subprocess.Popen([*as_user(uid), FAULTY, *RUN, "--json", write_policy(tree), "--", "/bin/sh", "-c",
                              f"echo ran > {work}/f"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         for _ in range(1000):
