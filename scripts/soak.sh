@@ -126,15 +126,26 @@ printf 'soak: sequential phase done in %.1f s (%.1f ms per job)\n' "$(echo "$t2 
   "$(echo "($t2 - $t1) * 1000 / $SEQUENTIAL" | bc -l)"
 
 # ---- random kills: SIGKILL, SIGTERM, SIGINT at 0..99 ms -------------------
+bad=0
 kill_signals=(KILL TERM INT)
 killed_early=0 finished_first=0
 for ((i = 0; i < KILLS; i++)); do
   sig=${kill_signals[i % 3]}
-  TMPDIR="$SOAK/agent-tmp" "${RUN_AS[@]}" "$AGENT" run --json "$SOAK/policy.json" -- \
+  # A background job of a script starts with SIGINT ignored: give it back.
+  TMPDIR="$SOAK/agent-tmp" env --default-signal=INT,TERM "${RUN_AS[@]}" "$AGENT" run --json "$SOAK/policy.json" -- \
     /bin/sh -c "exec /bin/sleep $MARK" >/dev/null 2>&1 &
   pid=$!
   sleep "$(printf '0.%03d' $((RANDOM % 100)))"
   if kill -"$sig" "$pid" 2>/dev/null; then killed_early=$((killed_early + 1)); else finished_first=$((finished_first + 1)); fi
+  # Bounded: a supervisor the signal did not end within 10 s is a failure.
+  for ((w = 0; w < 100; w++)); do
+    [[ "$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -c1)" =~ ^(Z|)$ ]] && break
+    sleep 0.1
+  done
+  if kill -KILL "$pid" 2>/dev/null && [[ "$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -c1)" != Z ]]; then
+    echo "soak: random kill $i: SIG$sig did not end the supervisor within 10 s"
+    bad=$((bad + 1))
+  fi
   wait "$pid" 2>/dev/null || true
 done
 t3=$(date +%s.%N)
@@ -147,7 +158,6 @@ wait
 
 # ---- every result: a real exit or the stated fault its kind expects -----
 declare -A tally=()
-bad=0
 for kindfile in "$SOAK"/results/*.kind; do
   n=$(basename "$kindfile" .kind)
   kind=$(cat "$kindfile")
