@@ -282,3 +282,19 @@ def test_a_work_dir_replaced_during_start_up_refuses_the_job(tree, uid, point):
     assert result["fault"] == "refused" and str(work) in result["reason"], result
     assert "no longer the directory the launch bound" in result["reason"], result
     assert not (work / "f").exists() and not (tree / "work.old" / "f").exists()
+
+
+@UIDS
+def test_a_cap_in_gib_needs_a_spool_file(tree, uid):
+    policy = write_policy(tree)
+    r = agent(uid, *RUN, "--stdout-max", "1GiB", policy, "--", "/bin/echo", "hi", text=True)
+    assert r.returncode == 64 and r.stderr.startswith("usage: --stdout-max: ") and "--stdout-file" in r.stderr, r.stderr
+    spool = tree / "out" / "gib.txt"
+    r = agent(uid, *RUN, "--json", "--stdout-max", "1GiB", "--stdout-file", str(spool), policy, "--",
+              "/bin/echo", "hi", text=True)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert result["stdout"] == "hi\n" and result["stdout_bytes"] == 3 and spool.read_text() == "hi\n"
+    same = agent(uid, *RUN, "--stdout-file", str(spool), "--stderr-file", str(spool), policy, "--", "/bin/true",
+                 text=True)
+    assert same.returncode == 64 and "the same file" in same.stderr
