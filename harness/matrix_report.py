@@ -222,7 +222,7 @@ def judge_guest(g: dict, d: str) -> Row:
     row.facts["cgroup"] = cgroup
     row.checks.append(Check("cgroup", cgroup is not None and got_cg == want_cg,
                             json.dumps(want_cg, sort_keys=True), json.dumps(got_cg, sort_keys=True),
-                            "memory.max -> oom, cpu.max throttles, cgroup.kill leaves nothing"))
+                            "memory.max -> oom, cpu.max throttles, cgroup.kill leaves nothing, pids.max refuses a fork (and the agent writes limits.pids)"))
     row.checks.append(battery_check(battery, e["battery"]))
     if e["battery"] == "pass":
         row.checks.append(scoping_check(battery, abi))

@@ -102,7 +102,8 @@ def _fake_guest(d, abi, verdict="ok", at_fault=(), battery_verdict="PASS", refus
                                                          "landlock": {"abi": abi, "kernel_abi": abi}}))
     (res / "verdict.json").write_text(json.dumps({"placement": {"verdict": verdict, "at_fault": [
         {"id": x, "status": "unavailable", "detail": x} for x in at_fault]}}))
-    (res / "cgroup.json").write_text(json.dumps(cgroup or {"memory_oom": True, "cpu_throttle": True, "kill": True}))
+    (res / "cgroup.json").write_text(json.dumps(cgroup or {"memory_oom": True, "cpu_throttle": True, "kill": True,
+                                                           "pids": True, "agent_pids": True}))
     actual = "refused (exit 70)" if refused else None
     (res / "battery" / "battery.json").write_text(json.dumps({
         "verdict": battery_verdict, "landlock_abi": abi, "counts": {"PASS": 3}, "summary": "test",
@@ -160,7 +161,8 @@ def test_a_missing_guest_fails_rather_than_skips(tmp_path):
 
 
 def test_refusal_rows_need_every_confined_cell_refused(tmp_path):
-    _fake_guest(tmp_path / "guests" / "6.1", 2, "CAPABILITY_NOT_ENFORCED", ["filesystem"], refused=False)
+    _fake_guest(tmp_path / "guests" / "6.1", 2, "CAPABILITY_NOT_ENFORCED", ["filesystem"], refused=False,
+                cgroup=ROWS["6.1"]["expect"]["cgroup"])
     row = matrix_report.judge_guest(ROWS["6.1"], str(tmp_path / "guests" / "6.1"))
     assert [c.name for c in row.checks if not c.ok] == ["battery"]
 

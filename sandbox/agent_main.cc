@@ -5,7 +5,12 @@
 //   policy -> host facts -> plan (placement) -> confine -> [gate] -> exec.
 // `run` spawns the same steps through the supervisor (supervisor.h):
 // namespaces, the process container, verification at the gate, timeout.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -19,6 +24,7 @@
 #include "egress_resolver.h"
 #include "broker.h"
 #include "broker_handoff.h"
+#include "cli_numbers.h"
 #include "enforce.h"
 #include "attestation.h"
 #include "exit_codes.h"
@@ -27,11 +33,19 @@
 #include "namespaces.h"
 #include "plan.h"
 #include "policy.h"
+#include "read_file.h"
 #include "report.h"
 #include "supervisor.h"
 
 namespace oarbank {
 namespace {
+
+// `run`'s numeric bounds. The timeout is enforced by the supervisor's poll
+// (millisecond steps, plus the kill): 10 ms is the least it means.
+constexpr double kMinTimeoutSeconds = 0.01;
+constexpr double kMaxTimeoutSeconds = 1e7;
+constexpr uint64_t kMaxInMemoryCap = 16ull << 20;  // a cap kept in memory (and in the JSON)
+constexpr uint64_t kMaxSpooledCap = 1ull << 40;    // a cap written to --stdout-file / --stderr-file
 
 #ifdef OARBANK_FAULT_INJECTION
 // Test-only, compiled into oarbank-agent-faulty and never into
@@ -126,37 +140,75 @@ int SandboxReport(const std::string& policy_path, int abi_cap) {
 }
 
 // The supervised run. Without --json the module's output goes to stdout and
-// stderr, a fault is one "sandbox: <fault>: <reason>" line, and the exit
-// status is the module's (128+signal when killed), 70 when refused, 71 when
-// exec failed.
+// stderr (or only to --stdout-file / --stderr-file), a fault is one
+// "sandbox: <fault>: <reason>" line, and the exit status is the module's
+// (128+signal when killed), 70 when refused, 71 when exec failed. Once the
+// job has run, its status is reported whatever its output holds: 70 always
+// means nothing ran.
+struct SpoolFiles {
+  std::string stdout_path, stderr_path;
+};
+
 int SupervisedRun(const std::string& policy_path, const std::vector<std::string>& argv, cage::RunOptions options,
-                  bool json) {
+                  bool json, const SpoolFiles& spool) {
   auto policy = LoadPolicyFile(policy_path);
   if (!policy.ok()) {
     fprintf(stderr, "%s\n", PolicyErrorLine(policy.error()).c_str());
     return kExitUsage;
   }
   const cage::Result result = cage::RunPolicy(policy.value(), argv, options);
-  if (json) {
-    std::cout << cage::ResultReport(result).dump(2) << "\n";
-  } else {
-    fwrite(result.stdout_text.data(), 1, result.stdout_text.size(), stdout);
-    fflush(stdout);
-    fwrite(result.stderr_text.data(), 1, result.stderr_text.size(), stderr);
-    for (const auto& [cut, dropped, name] : {std::tuple{result.stdout_truncated, result.stdout_dropped, "stdout"},
-                                             {result.stderr_truncated, result.stderr_dropped, "stderr"}})
-      if (cut) fprintf(stderr, "sandbox: %s cut at the cap: %llu bytes dropped\n", name, (unsigned long long)dropped);
-    if (result.fault != cage::Fault::kNone)
-      fprintf(stderr, "sandbox: %s: %s\n", cage::FaultName(result.fault), result.reason.c_str());
-  }
+  int status = result.signal != 0 ? 128 + result.signal : result.exit_code;
   switch (result.fault) {
-    case cage::Fault::kRefused: return kExitNotEnforced;
-    case cage::Fault::kExec: return kExitExecFailed;
+    case cage::Fault::kRefused: status = kExitNotEnforced; break;
+    case cage::Fault::kExec: status = kExitExecFailed; break;
     case cage::Fault::kNone:
     case cage::Fault::kTimeout:
     case cage::Fault::kOom: break;
   }
-  return result.signal != 0 ? 128 + result.signal : result.exit_code;
+  try {
+    if (json) {
+      nlohmann::ordered_json report = cage::ResultReport(result);
+      report["stdout_file"] = spool.stdout_path.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(spool.stdout_path);
+      report["stderr_file"] = spool.stderr_path.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(spool.stderr_path);
+      // A reason naming a path that is not UTF-8 is shown with U+FFFD, never refused.
+      const std::string text = report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+      fwrite(text.data(), 1, text.size(), stdout);
+      fputc('\n', stdout);
+    } else {
+      if (!result.stdout_spooled) fwrite(result.stdout_text.data(), 1, result.stdout_text.size(), stdout);
+      fflush(stdout);
+      if (!result.stderr_spooled) fwrite(result.stderr_text.data(), 1, result.stderr_text.size(), stderr);
+      for (const auto& [cut, dropped, name] : {std::tuple{result.stdout_truncated, result.stdout_dropped, "stdout"},
+                                               {result.stderr_truncated, result.stderr_dropped, "stderr"}})
+        if (cut) fprintf(stderr, "sandbox: %s cut at the cap: %llu bytes dropped\n", name, (unsigned long long)dropped);
+      if (!result.spool_error.empty()) fprintf(stderr, "sandbox: %s\n", result.spool_error.c_str());
+      if (result.fault != cage::Fault::kNone)
+        fprintf(stderr, "sandbox: %s: %s\n", cage::FaultName(result.fault), result.reason.c_str());
+    }
+  } catch (const std::exception& e) {
+    // Never reached with the encodings above; if it were, the status stands.
+    fprintf(stderr, "sandbox: the result could not be printed (%s); the job's status is %d\n", e.what(), status);
+  }
+  fflush(stdout);
+  return status;
+}
+
+// Opens a spool file for the job's output: created or truncated, never
+// followed through a symlink, and only a regular file.
+int OpenSpoolFile(const char* option, const std::string& path) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+  struct stat st {};
+  if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const int err = errno;
+    if (fd >= 0 && !S_ISREG(st.st_mode))
+      fprintf(stderr, "usage: %s %s: not a regular file (%s)\n", option, path.c_str(), FileKindName(st.st_mode));
+    else
+      fprintf(stderr, "usage: %s %s: %s\n", option, path.c_str(), strerror(err));
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
 }
 
 int AgentMain(int argc, char** argv) {
@@ -200,6 +252,8 @@ int AgentMain(int argc, char** argv) {
   std::vector<std::string> run_argv;
   cage::RunOptions run_options;
   double timeout_s = 0;
+  std::string run_stdout_max = "1M", run_stderr_max = "1M";
+  SpoolFiles run_spool;
   bool run_json = false;
   std::vector<std::string> run_env;
   std::vector<std::string> run_egress_public;
@@ -207,10 +261,16 @@ int AgentMain(int argc, char** argv) {
   CLI::App* run = nullptr;
   if (wants("run")) {
     run = app.add_subcommand("run", "Run ARGV supervised: namespaces, process container, verified before exec");
-    run->add_option("--timeout", timeout_s, "Kill the job after S seconds (0: none)")->check(CLI::Range(0.0, 1e7));
+    run->add_option("--timeout", timeout_s, "Kill the job after S seconds (0: none; else 0.01 to 1e7)")
+        ->check(FiniteRange(kMinTimeoutSeconds, kMaxTimeoutSeconds, /*zero_means_none=*/true));
     run->add_flag("--json", run_json, "Print the result as JSON (stdout, stderr, exit_code, signal, refused, fault)");
-    run->add_option("--stdout-max", run_options.stdout_max, "Keep at most this many bytes of stdout");
-    run->add_option("--stderr-max", run_options.stderr_max, "Keep at most this many bytes of stderr");
+    run->add_option("--stdout-max", run_stdout_max,
+                    "Keep at most this many bytes of stdout (K, M, G suffixes; default 1M; at most 16M, "
+                    "or 1T with --stdout-file)");
+    run->add_option("--stderr-max", run_stderr_max, "Keep at most this many bytes of stderr (as --stdout-max)");
+    run->add_option("--stdout-file", run_spool.stdout_path,
+                    "Write the job's stdout (up to --stdout-max) to this file; memory and JSON keep its first 64 KiB");
+    run->add_option("--stderr-file", run_spool.stderr_path, "Write the job's stderr to this file (as --stdout-file)");
     run->add_flag("--hard-limits", run_options.hard_limits, "Enforce limits as memory.max and cpu.max (refused where not)");
     run->add_flag("--unproven", run_options.unproven,
                   "Run even though the battery attestation does not prove the policy's class here (the result says "
@@ -233,9 +293,9 @@ int AgentMain(int argc, char** argv) {
     proxy->add_option("--listen", proxy_options.listen, "127.0.0.1:PORT or [::1]:PORT (default: the policy's proxy_port)");
     proxy->add_option("--allow", proxy_options.allow, "host[:port], '*.' for subdomains, 443 by default (repeatable)");
     proxy->add_option("--policy", proxy_options.policy, "Take the list and the port from this policy's net");
-    proxy->add_option("--header-timeout", proxy_options.header_timeout_s, "Seconds to send a request head")->check(CLI::Range(0.01, 3600.0));
-    proxy->add_option("--idle-timeout", proxy_options.idle_timeout_s, "Close a connection idle this many seconds")->check(CLI::Range(0.01, 1e6));
-    proxy->add_option("--connect-timeout", proxy_options.connect_timeout_s, "Seconds to connect upstream")->check(CLI::Range(0.01, 3600.0));
+    proxy->add_option("--header-timeout", proxy_options.header_timeout_s, "Seconds to send a request head")->check(FiniteRange(0.01, 3600.0));
+    proxy->add_option("--idle-timeout", proxy_options.idle_timeout_s, "Close a connection idle this many seconds")->check(FiniteRange(0.01, 1e6));
+    proxy->add_option("--connect-timeout", proxy_options.connect_timeout_s, "Seconds to connect upstream")->check(FiniteRange(0.01, 3600.0));
     proxy->add_option("--max-connections", proxy_options.max_connections, "Connections at once")->check(CLI::Range(1, 1 << 20));
     proxy->add_option("--max-header-bytes", proxy_options.max_header_bytes, "Largest request head")->check(CLI::Range(256, 1 << 20));
     proxy->add_option("--test-public-range", proxy_options.test_public_ranges,
@@ -252,13 +312,16 @@ int AgentMain(int argc, char** argv) {
     brk->add_option("--data", broker_args.data_dir, "The module's data directory");
     brk->add_option("--image", broker_args.images, "An approved image: name@sha256:<64 hex>=os/arch (repeatable)");
     brk->add_option("--job", broker_args.job_id, "The job id (labels oarbank.job=ID)")->required();
-    brk->add_option("--cpus", broker_args.cpus, "The job's CPU reservation");
-    brk->add_option("--mem-gb", broker_args.mem_gb, "The job's memory reservation (GB)");
-    brk->add_option("--max-timeout", broker_args.max_timeout_s, "The longest timeout_s a request may ask");
+    brk->add_option("--cpus", broker_args.cpus, "The job's CPU reservation")->check(FiniteRange(0.001, 1e6));
+    brk->add_option("--mem-gb", broker_args.mem_gb, "The job's memory reservation (GB)")->check(FiniteRange(0.001, 1e6));
+    brk->add_option("--max-timeout", broker_args.max_timeout_s, "The longest timeout_s a request may ask")
+        ->check(FiniteRange(1, 1e7));
     brk->add_flag("--network-granted", broker_args.network_granted, "The job's policy has an egress grant");
     brk->add_option("--state-dir", broker_args.state_dir, "Podman's storage and configuration for the broker");
-    brk->add_option("--job-uid", broker_args.job_uid, "Owner of what containers write (default: the work dir's)");
-    brk->add_option("--job-gid", broker_args.job_gid, "Group of what containers write (default: the work dir's)");
+    brk->add_option("--job-uid", broker_args.job_uid, "Owner of what containers write (default: the work dir's)")
+        ->check(CLI::Range(0L, 4294967294L));
+    brk->add_option("--job-gid", broker_args.job_gid, "Group of what containers write (default: the work dir's)")
+        ->check(CLI::Range(0L, 4294967294L));
     brk->add_option("job-argv", broker_args.job_argv, "Run this job (after --); the broker stops when it exits");
   }
   std::optional<ManifestCommands> manifest_commands;  // manifest-check, approve, manifest-policy (manifest_cli.h)
@@ -288,8 +351,32 @@ int AgentMain(int argc, char** argv) {
     if (auto status = manifest_commands->Run()) return *status;
   if (exec && exec->parsed()) return SandboxExec(exec_policy, exec_argv, abi_cap, gate_fd);
   if (run && run->parsed()) {
-    run_options.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
+    run_options.timeout = std::chrono::milliseconds(std::llround(timeout_s * 1000));
     run_options.landlock_abi_cap = abi_cap;
+    for (const auto& [option, text, file, file_option, max] :
+         {std::tuple{"--stdout-max", &run_stdout_max, &run_spool.stdout_path, "--stdout-file", &run_options.stdout_max},
+          {"--stderr-max", &run_stderr_max, &run_spool.stderr_path, "--stderr-file", &run_options.stderr_max}}) {
+      std::string why;
+      const auto bytes = ParseByteCount(*text, file->empty() ? kMaxInMemoryCap : kMaxSpooledCap, &why);
+      if (!bytes) {
+        std::string unused;
+        const bool needs_file = file->empty() && ParseByteCount(*text, kMaxSpooledCap, &unused);
+        fprintf(stderr, "usage: %s: %s%s%s%s\n", option, why.c_str(), needs_file ? " (more needs " : "",
+                needs_file ? file_option : "", needs_file ? ")" : "");
+        return kExitUsage;
+      }
+      *max = static_cast<size_t>(*bytes);
+    }
+    if (!run_spool.stdout_path.empty() && run_spool.stdout_path == run_spool.stderr_path) {
+      fprintf(stderr, "usage: --stdout-file and --stderr-file: the same file %s\n", run_spool.stdout_path.c_str());
+      return kExitUsage;
+    }
+    if (!run_spool.stdout_path.empty() &&
+        (run_options.stdout_fd = OpenSpoolFile("--stdout-file", run_spool.stdout_path)) < 0)
+      return kExitUsage;
+    if (!run_spool.stderr_path.empty() &&
+        (run_options.stderr_fd = OpenSpoolFile("--stderr-file", run_spool.stderr_path)) < 0)
+      return kExitUsage;
     for (const auto& kv : run_env) {
       const auto eq = kv.find('=');
       if (eq == std::string::npos || eq == 0) {
@@ -308,7 +395,7 @@ int AgentMain(int argc, char** argv) {
     }
     if (!run_egress_resolver.empty())
       run_options.egress.resolver = std::make_shared<egress::FileResolver>(run_egress_resolver);
-    return SupervisedRun(run_policy, run_argv, run_options, run_json);
+    return SupervisedRun(run_policy, run_argv, run_options, run_json, run_spool);
   }
   return SandboxReport(report_policy, abi_cap);
 }

@@ -86,7 +86,8 @@ std::optional<std::string> EnableControllers(const std::string& base, const Leaf
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
   std::string want;
-  for (const auto& [needed, name] : {std::pair{limits.needs_memory(), "memory"}, {limits.needs_cpu(), "cpu"}}) {
+  for (const auto& [needed, name] : {std::pair{limits.needs_memory(), "memory"}, {limits.needs_cpu(), "cpu"},
+                                     {limits.pids_available, "pids"}}) {
     if (needed && !HasWord(ReadText(base + "/cgroup.subtree_control"), name)) want += std::string(want.empty() ? "+" : " +") + name;
   }
   if (want.empty()) return std::nullopt;
@@ -130,14 +131,17 @@ CgroupDelegation DetectCgroupDelegation(const CgroupFacts& facts) {
   d.usable = true;
   d.memory = std::find(facts.controllers.begin(), facts.controllers.end(), "memory") != facts.controllers.end();
   d.cpu = std::find(facts.controllers.begin(), facts.controllers.end(), "cpu") != facts.controllers.end();
+  d.pids = std::find(facts.controllers.begin(), facts.controllers.end(), "pids") != facts.controllers.end();
   std::string controllers;
   for (const auto& c : facts.controllers) controllers += (controllers.empty() ? "" : " ") + c;
   d.detail = "leaves below " + d.base + " (controllers: " + (controllers.empty() ? "none" : controllers) + ")";
   return d;
 }
 
-LeafLimits PlanLeafLimits(const Limits& limits, bool hard_limits) {
+LeafLimits PlanLeafLimits(const Limits& limits, bool hard_limits, bool pids_controller) {
   LeafLimits out;
+  out.pids_max = limits.pids;
+  out.pids_available = pids_controller;
   if (!hard_limits) return out;
   if (limits.mem_gb) out.memory_max = static_cast<uint64_t>(std::llround(*limits.mem_gb * 1024.0 * 1024.0 * 1024.0));
   if (limits.cpus)
@@ -151,41 +155,74 @@ std::string DescribeLeafLimits(const LeafLimits& limits) {
   if (limits.cpu_quota)
     out += std::string(out.empty() ? "" : " ") + "cpu.max=" + std::to_string(*limits.cpu_quota) + " " +
            std::to_string(limits.cpu_period);
-  return out.empty() ? "none" : out;
+  out += std::string(out.empty() ? "" : " ") +
+         (limits.pids_available ? "pids.max=" + std::to_string(limits.pids_max) : std::string("pids.max unavailable"));
+  return out;
 }
 
-Result<CgroupLeaf> CgroupLeaf::Create(const CgroupDelegation& d, const LeafLimits& limits) {
+Result<CgroupLeaf> CgroupLeaf::Prepare(const CgroupDelegation& d, const LeafLimits& limits) {
   if (!d.usable) return Error{"process.container", "no cgroup v2 leaf: " + d.detail};
   if (limits.needs_memory() && !d.memory)
     return Error{"limits.memory", "memory.max needs the memory controller; " + d.base + " offers none"};
   if (limits.needs_cpu() && !d.cpu) return Error{"limits.cpu", "cpu.max needs the cpu controller; " + d.base + " offers none"};
-  if (auto e = EnableControllers(d.base, limits)) return Error{"process.container", *e};
+  LeafLimits wanted = limits;
+  wanted.pids_available = limits.pids_available && d.pids;
+  if (auto e = EnableControllers(d.base, wanted)) return Error{"process.container", *e};
 
   static std::atomic<unsigned> sequence{0};
   CgroupLeaf leaf;
   leaf.path_ = d.base + "/" + kJobPrefix + std::to_string(getpid()) + "-" + std::to_string(++sequence);
-  if (mkdir(leaf.path_.c_str(), 0755) != 0)
-    return Error{"process.container", "mkdir " + leaf.path_ + ": " + strerror(errno)};
-  leaf.has_kill_ = Exists(leaf.path_ + "/cgroup.kill");
-  leaf.has_freeze_ = Exists(leaf.path_ + "/cgroup.freeze");
-  auto fail = [&](const char* field, const char* file, int err) -> Result<CgroupLeaf> {
-    rmdir(leaf.path_.c_str());
-    return Error{field, std::string("write ") + leaf.path_ + "/" + file + ": " + strerror(err)};
-  };
-  if (limits.memory_max) {
-    if (int e = WriteAt(leaf.path_.c_str(), "memory.max", std::to_string(*limits.memory_max).c_str()))
-      return fail("limits.memory", "memory.max", e);
-    // An OOM kill takes the whole job, never one process of it.
-    if (int e = WriteAt(leaf.path_.c_str(), "memory.oom.group", "1")) return fail("limits.memory", "memory.oom.group", e);
-    // With swap the limit would only move pages to disk.
-    if (Exists(leaf.path_ + "/memory.swap.max"))
-      if (int e = WriteAt(leaf.path_.c_str(), "memory.swap.max", "0")) return fail("limits.memory", "memory.swap.max", e);
-  }
-  if (limits.cpu_quota) {
-    const std::string value = std::to_string(*limits.cpu_quota) + " " + std::to_string(limits.cpu_period);
-    if (int e = WriteAt(leaf.path_.c_str(), "cpu.max", value.c_str())) return fail("limits.cpu", "cpu.max", e);
-  }
+  if (limits.memory_max) leaf.memory_max_ = std::to_string(*limits.memory_max);
+  if (limits.cpu_quota) leaf.cpu_max_ = std::to_string(*limits.cpu_quota) + " " + std::to_string(limits.cpu_period);
+  if (wanted.pids_available) leaf.pids_max_ = std::to_string(limits.pids_max);
   return leaf;
+}
+
+int CgroupLeaf::Make(const char** field, const char** file) const {
+  *field = "process.container";
+  *file = "";
+  if (mkdir(path_.c_str(), 0755) != 0) return errno;
+  auto fail = [&](const char* which_field, const char* which_file, int err) {
+    rmdir(path_.c_str());
+    *field = which_field;
+    *file = which_file;
+    return err;
+  };
+  const char* dir = path_.c_str();
+  if (!memory_max_.empty()) {
+    if (int e = WriteAt(dir, "memory.max", memory_max_.c_str())) return fail("limits.memory", "memory.max", e);
+    // An OOM kill takes the whole job, never one process of it.
+    if (int e = WriteAt(dir, "memory.oom.group", "1")) return fail("limits.memory", "memory.oom.group", e);
+    // With swap the limit would only move pages to disk.
+    char swap[4096];
+    snprintf(swap, sizeof swap, "%s/memory.swap.max", dir);
+    if (access(swap, F_OK) == 0)
+      if (int e = WriteAt(dir, "memory.swap.max", "0")) return fail("limits.memory", "memory.swap.max", e);
+  }
+  if (!cpu_max_.empty())
+    if (int e = WriteAt(dir, "cpu.max", cpu_max_.c_str())) return fail("limits.cpu", "cpu.max", e);
+  if (!pids_max_.empty())
+    if (int e = WriteAt(dir, "pids.max", pids_max_.c_str())) return fail("limits.pids", "pids.max", e);
+  return 0;
+}
+
+void CgroupLeaf::ReadFeatures() {
+  has_kill_ = Exists(path_ + "/cgroup.kill");
+  has_freeze_ = Exists(path_ + "/cgroup.freeze");
+}
+
+Result<CgroupLeaf> CgroupLeaf::Create(const CgroupDelegation& d, const LeafLimits& limits) {
+  auto leaf = Prepare(d, limits);
+  if (!leaf.ok()) return leaf;
+  const char* field = "";
+  const char* file = "";
+  if (int err = leaf.value().Make(&field, &file)) {
+    if (*file == '\0') return Error{field, "mkdir " + leaf.value().path() + ": " + strerror(err)};
+    return Error{field, std::string("write ") + leaf.value().path() + "/" + file + ": " + strerror(err)};
+  }
+  CgroupLeaf made = std::move(leaf).value();
+  made.ReadFeatures();
+  return made;
 }
 
 int CgroupLeaf::MoveProcess(pid_t pid) const {

@@ -34,6 +34,7 @@ struct CgroupDelegation {
   std::string detail;    // what is there, or why not
   bool memory = false;   // controllers `base` can give its leaves
   bool cpu = false;
+  bool pids = false;
 };
 
 // Pure: where the job's leaf goes, from the probed facts.
@@ -43,15 +44,21 @@ struct LeafLimits {
   std::optional<uint64_t> memory_max;  // bytes
   std::optional<uint64_t> cpu_quota;   // microseconds per cpu_period
   uint64_t cpu_period = 100000;
+  // limits.pids, written as pids.max where the pids controller is delegated
+  // (never a reason to refuse a job: reported `unavailable` elsewhere).
+  uint64_t pids_max = kDefaultPidsMax;
+  bool pids_available = false;
   bool needs_memory() const { return memory_max.has_value(); }
   bool needs_cpu() const { return cpu_quota.has_value(); }
 };
 
 // Pure: the policy's limits as cgroup values, when the node asks for hard
-// limits (otherwise they are reservations and nothing is written).
-LeafLimits PlanLeafLimits(const Limits& limits, bool hard_limits);
+// limits (otherwise they are reservations and nothing is written). pids.max
+// is always written where `pids_controller` (the delegation offers it).
+LeafLimits PlanLeafLimits(const Limits& limits, bool hard_limits, bool pids_controller = false);
 
-// "memory.max=2147483648 cpu.max=150000 100000" for the report.
+// "memory.max=2147483648 cpu.max=150000 100000 pids.max=4096" for the
+// report; "pids.max unavailable" without the pids controller.
 std::string DescribeLeafLimits(const LeafLimits& limits);
 
 class CgroupLeaf {
@@ -59,6 +66,18 @@ class CgroupLeaf {
   // Makes the leaf below the delegation and writes the limits. Fails (with
   // the file that refused) rather than run with less than asked.
   static Result<CgroupLeaf> Create(const CgroupDelegation& delegation, const LeafLimits& limits);
+  // Create in two halves: Prepare checks the delegation, gives the leaves
+  // their controllers and names the leaf, making nothing; Make (in the
+  // keeper, once its parent-death signal is armed, so no leaf is ever made
+  // that no living process will remove) makes the directory and writes the
+  // limits, removing it again if a write fails.
+  static Result<CgroupLeaf> Prepare(const CgroupDelegation& delegation, const LeafLimits& limits);
+  // 0, or an errno with `*file` the file that refused ("" for the mkdir) and
+  // `*field` the policy field ("process.container", "limits.memory", ...).
+  // No allocation.
+  int Make(const char** field, const char** file) const;
+  // After Make (in this process or another): which control files there are.
+  void ReadFeatures();
 
   const std::string& path() const { return path_; }
   bool has_kill() const { return has_kill_; }
@@ -75,6 +94,9 @@ class CgroupLeaf {
 
  private:
   std::string path_;
+  std::string memory_max_;  // the values Make writes, "" for none
+  std::string cpu_max_;
+  std::string pids_max_;
   bool has_kill_ = false;
   bool has_freeze_ = false;
 };

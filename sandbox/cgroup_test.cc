@@ -157,6 +157,45 @@ TEST_F(CgroupTest, TheJobRunsInItsOwnLeafWhichIsGoneAfterwards) {
   EXPECT_EQ(ReadFile("/proc/self/cgroup").find("oarbank-job-"), std::string::npos);
 }
 
+// Prepare names the leaf and makes nothing (the keeper makes it, once its
+// parent-death signal is armed); Make makes it; a Make that fails leaves
+// no directory behind.
+TEST_F(CgroupTest, PrepareMakesNothingAndMakeMakesTheLeaf) {
+  auto leaf = CgroupLeaf::Prepare(delegation_, {});
+  ASSERT_TRUE(leaf.ok()) << leaf.error().what;
+  EXPECT_FALSE(std::filesystem::exists(leaf.value().path()));
+  const char* field = "";
+  const char* file = "";
+  ASSERT_EQ(leaf.value().Make(&field, &file), 0);
+  EXPECT_TRUE(std::filesystem::is_directory(leaf.value().path()));
+  EXPECT_EQ(leaf.value().Make(&field, &file), EEXIST);  // never a second job in one leaf
+  EXPECT_STREQ(field, "process.container");
+  EXPECT_STREQ(file, "");
+  EXPECT_EQ(leaf.value().Remove(), 0);
+  EXPECT_FALSE(std::filesystem::exists(leaf.value().path()));
+
+  if (!delegation_.pids) {
+    // pids.max is not written without the controller, and the leaf says so.
+    LeafLimits limits;
+    limits.pids_max = 16;
+    limits.pids_available = true;  // asked for, but the delegation has no pids controller
+    auto without = CgroupLeaf::Prepare(delegation_, limits);
+    ASSERT_TRUE(without.ok()) << without.error().what;
+    ASSERT_EQ(without.value().Make(&field, &file), 0);
+    EXPECT_FALSE(std::filesystem::exists(without.value().path() + "/pids.max"));
+    EXPECT_EQ(without.value().Remove(), 0);
+  } else {
+    LeafLimits limits;
+    limits.pids_max = 16;
+    limits.pids_available = true;
+    auto with = CgroupLeaf::Prepare(delegation_, limits);
+    ASSERT_TRUE(with.ok()) << with.error().what;
+    ASSERT_EQ(with.value().Make(&field, &file), 0);
+    EXPECT_EQ(ReadFile(with.value().path() + "/pids.max"), "16\n");
+    EXPECT_EQ(with.value().Remove(), 0);
+  }
+}
+
 TEST_F(CgroupTest, AJobsInitIsClonedIntoItsLeafOrMovedThere) {
   // CLONE_INTO_CGROUP with the leaf's directory: the child starts there.
   // Given an fd that is no cgroup, the clone falls back to a plain one
@@ -378,7 +417,10 @@ TEST_F(CgroupTest, ASubtreeDelegatedToAnUnprivilegedSupervisor) {
   EXPECT_EQ(parts[0], "none") << parts[1];
   EXPECT_EQ(parts[3].rfind(deleg + "/oarbank-job-", 0), 0u) << text;
   EXPECT_EQ(V2Line(parts[2]), CgroupProcLine(host_.cgroup, parts[3]) + "\n");
-  EXPECT_EQ(parts[4], limits ? "memory.max=268435456" : "none");
+  // pids.max: the default, where this host delegates the pids controller.
+  const std::string pids =
+      delegation_.pids ? "pids.max=" + std::to_string(kDefaultPidsMax) : std::string("pids.max unavailable");
+  EXPECT_EQ(parts[4], limits ? "memory.max=268435456 " + pids : pids);
   if (limits) {
     EXPECT_EQ(V2Line(parts[5]), CgroupProcLine(host_.cgroup, deleg + "/oarbank-supervisor") + "\n");
   }
@@ -392,8 +434,15 @@ TEST(CgroupPlanTest, LimitsAreWrittenOnlyAsHardLimits) {
   Limits limits;
   limits.mem_gb = 2;
   limits.cpus = 1.5;
-  EXPECT_EQ(DescribeLeafLimits(PlanLeafLimits(limits, false)), "none");
-  EXPECT_EQ(DescribeLeafLimits(PlanLeafLimits(limits, true)), "memory.max=2147483648 cpu.max=150000 100000");
+  EXPECT_EQ(DescribeLeafLimits(PlanLeafLimits(limits, false)), "pids.max unavailable");
+  EXPECT_EQ(DescribeLeafLimits(PlanLeafLimits(limits, true)),
+            "memory.max=2147483648 cpu.max=150000 100000 pids.max unavailable");
+  // pids.max is written whether or not the node asks for hard limits, where
+  // the controller is delegated; limits.pids or the documented default.
+  EXPECT_EQ(DescribeLeafLimits(PlanLeafLimits(limits, false, true)), "pids.max=4096");
+  limits.pids = 64;
+  EXPECT_EQ(DescribeLeafLimits(PlanLeafLimits(limits, true, true)),
+            "memory.max=2147483648 cpu.max=150000 100000 pids.max=64");
   limits.cpus = 0.001;  // the kernel's floor for a quota is 1 ms
   EXPECT_EQ(*PlanLeafLimits(limits, true).cpu_quota, 1000u);
 }

@@ -1,5 +1,7 @@
 #include "egress_resolver.h"
 
+#include "read_file.h"
+
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -47,8 +49,10 @@ std::unique_ptr<Resolver> MakeSystemResolver() { return std::make_unique<SystemR
 
 Result<std::vector<IpAddress>> FileResolver::Resolve(const std::string& host) {
   std::lock_guard lock(mu_);
-  std::ifstream in(path_);
-  if (!in) return Error{"resolve", "cannot read the test resolver file " + path_};
+  std::string why;
+  const auto text = ReadFileUpTo(path_, 1u << 20, &why);
+  if (!text) return Error{"resolve", "cannot read the test resolver file " + path_ + ": " + why};
+  std::istringstream in(*text);
   for (std::string line; std::getline(in, line);) {
     if (const auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
     std::istringstream words(line);

@@ -1,4 +1,5 @@
 #include "enforce.h"
+#include "fault_pause.h"
 
 #include "root_etc.h"
 #include "seccomp_filter.h"
@@ -121,6 +122,47 @@ int OpenNoSymlinks(const std::string& path) {
   return static_cast<int>(syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how, sizeof how));
 }
 
+// What each writable grant was when it was opened for its bind: its inode,
+// and the directory it is named in, so its name can be looked up again in
+// the host's directory (a bind sits on the dentry it was attached to; a
+// directory deleted or renamed and another made at its path is a new dentry
+// with no bind). A launch bound to a directory that is no longer the one at
+// its path is refused, as a symlink swap is.
+struct GrantWitness {
+  std::string path;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  int parent = -1;  // O_PATH, opened with no symlink
+  std::string name;
+};
+
+struct GrantWitnesses {
+  std::vector<GrantWitness> grants;
+  GrantWitnesses() = default;
+  GrantWitnesses(const GrantWitnesses&) = delete;
+  GrantWitnesses& operator=(const GrantWitnesses&) = delete;
+  ~GrantWitnesses() {
+    for (const auto& g : grants)
+      if (g.parent >= 0) close(g.parent);
+  }
+};
+
+constexpr char kReplaced[] = "no longer the directory the launch bound (deleted, renamed or replaced since)";
+
+// Every witnessed grant is still the inode at its path.
+std::optional<StepFailure> CheckGrantsInPlace(const GrantWitnesses& witnesses) {
+  for (const auto& g : witnesses.grants) {
+    struct stat st {};
+    if (fstatat(g.parent, g.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      const int err = errno;
+      return Fail(LaunchStep::kMountNamespace, err, "%s: %s", g.path.c_str(), kReplaced);
+    }
+    if (st.st_dev != g.dev || st.st_ino != g.ino)
+      return Fail(LaunchStep::kMountNamespace, 0, "%s: %s", g.path.c_str(), kReplaced);
+  }
+  return std::nullopt;
+}
+
 // The detached copies of the writable grants, closed however the step ends.
 struct DetachedTrees {
   std::vector<int> fds;
@@ -132,7 +174,8 @@ struct DetachedTrees {
   }
 };
 
-std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOptions& options) {
+std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOptions& options,
+                                               GrantWitnesses& witnesses) {
   constexpr LaunchStep kStep = LaunchStep::kMountNamespace;
   const bool own_mount_namespace = options.own_mount_namespace;
   // Root reads /etc as any user would (root_etc.h). A process that is not
@@ -172,6 +215,22 @@ std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOpt
       if (err == ELOOP) return Fail(kStep, err, "%s: %s", path.c_str(), kSwappedForSymlink);
       return Fail(kStep, err, "open %s", path.c_str());
     }
+    GrantWitness witness;
+    struct stat st {};
+    const size_t slash = path.rfind('/');
+    witness.path = path;
+    witness.name = slash == std::string::npos || slash + 1 == path.size() ? "." : path.substr(slash + 1);
+    witness.parent = OpenNoSymlinks(slash == 0 ? std::string("/") : path.substr(0, slash));
+    if (fstat(fd, &st) != 0 || witness.parent < 0) {
+      const int err = errno;
+      if (witness.parent >= 0) close(witness.parent);
+      close(fd);
+      return Fail(kStep, err, "open the directory of %s", path.c_str());
+    }
+    witness.dev = st.st_dev;
+    witness.ino = st.st_ino;
+    witnesses.grants.push_back(std::move(witness));
+    FaultPause("launcher-grant-opened");
     const int tree = static_cast<int>(
         syscall(SYS_open_tree, fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
     const int err = errno;
@@ -198,15 +257,23 @@ std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOpt
   for (size_t i = 0; i < trees.fds.size(); ++i) {
     const std::string& path = plan.writable_binds[i];
     const int fd = OpenNoSymlinks(path);
+    // The bind goes where the copied directory still is, or nowhere.
+    struct stat st {};
+    const bool same = fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == witnesses.grants[i].dev &&
+                      st.st_ino == witnesses.grants[i].ino;
     const int err = fd < 0 ? errno
-                           : syscall(SYS_move_mount, trees.fds[i], "", fd, "",
-                                     MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0
-                               ? errno
-                               : 0;
+                    : !same ? 0
+                    : syscall(SYS_move_mount, trees.fds[i], "", fd, "",
+                              MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0
+                        ? errno
+                        : 0;
     if (fd >= 0) close(fd);
     if (err == ELOOP) return Fail(kStep, err, "%s: %s", path.c_str(), kSwappedForSymlink);
     if (err != 0) return Fail(kStep, err, "bind %s", path.c_str());
+    if (!same) return Fail(kStep, 0, "%s: %s", path.c_str(), kReplaced);
   }
+  FaultPause("launcher-grants-bound");
+  if (auto f = CheckGrantsInPlace(witnesses)) return f;
   // What the module will reach by name: / read-only, and each grant, with no
   // symlink, on its bind, noexec unless exec_writable.
   if (plan.read_only_mounts) {
@@ -398,14 +465,23 @@ std::optional<StepFailure> ConfineSelf(const Plan& plan, const LaunchOptions& op
   if (auto f = Apply(LaunchStep::kCloseFds, [&] { return CloseInheritedFds(options.broker_fd); })) return f;
   if (auto f = Apply(LaunchStep::kNoNewPrivs, SetNoNewPrivs)) return f;
   if (auto f = Apply(LaunchStep::kCoreDumps, DisableCoreDumps)) return f;
+  GrantWitnesses witnesses;
   if (auto f = Apply(LaunchStep::kMountNamespace,
-                     [&] { return EnterMountNamespace(plan, options); }))
+                     [&] { return EnterMountNamespace(plan, options, witnesses); }))
     return f;
   if (auto f = Apply(LaunchStep::kDropCapabilities, DropCapabilities)) return f;
   if (auto f = Apply(LaunchStep::kLandlock, [&] { return ApplyLandlock(plan.landlock); })) return f;
   if (auto f = Apply(LaunchStep::kSeccomp, [&] { return ApplySeccomp(plan.seccomp); })) return f;
-  if (options.gate_fd >= 0)
+  // Each writable grant is still the directory at its path: before the
+  // gate (a refusal), and again after it, just before the exec (the
+  // supervisor reads a failure there as a refusal too: nothing ran).
+  FaultPause("launcher-before-gate");
+  if (auto f = CheckGrantsInPlace(witnesses)) return f;
+  if (options.gate_fd >= 0) {
     if (auto f = Apply(LaunchStep::kGate, [&] { return WaitAtGate(options.gate_fd); })) return f;
+    FaultPause("launcher-after-gate");
+    if (auto f = CheckGrantsInPlace(witnesses)) return f;
+  }
   return std::nullopt;
 }
 

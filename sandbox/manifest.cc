@@ -341,8 +341,9 @@ Result<Manifest> ParseManifest(std::string_view toml_text) {
 }
 
 Result<Manifest> LoadManifestFile(const std::string& path) {
-  const auto text = ReadFileUpTo(path, kMaxManifestBytes);
-  if (!text) return Bad(path, std::string("cannot read the manifest file: ") + strerror(errno));
+  std::string why;
+  const auto text = ReadFileUpTo(path, kMaxManifestBytes, &why);
+  if (!text) return Bad(path, "cannot read the manifest file: " + why);
   return ParseManifest(*text);
 }
 

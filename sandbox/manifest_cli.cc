@@ -1,5 +1,7 @@
 #include "manifest_cli.h"
 
+#include "cli_numbers.h"
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -68,9 +70,10 @@ ManifestCommands::ManifestCommands(CLI::App& app) : o_(std::make_shared<Options>
   o.policy->add_option("--data", o.data, "The module's data directory");
   o.policy->add_option("--tmp", o.tmp, "The private tmp (inside work for a runner, inside data otherwise)");
   o.policy->add_option("--broker", o.broker, "The job's broker socket (containers)");
-  o.policy->add_option("--proxy-port", o.job.proxy_port, "The agent's egress proxy port (egress-allowlist)");
-  o.policy->add_option("--mem-gb", o.mem_gb, "limits.mem_gb");
-  o.policy->add_option("--cpus", o.cpus, "limits.cpus");
+  o.policy->add_option("--proxy-port", o.job.proxy_port, "The agent's egress proxy port (egress-allowlist)")
+      ->check(CLI::Range(1, 65535));
+  o.policy->add_option("--mem-gb", o.mem_gb, "limits.mem_gb")->check(FiniteRange(1e-6, 1e6));
+  o.policy->add_option("--cpus", o.cpus, "limits.cpus")->check(FiniteRange(1e-6, 1e6));
   o.policy->add_option("--registry", o.registry, "Tool registry (TOML; $OARBANK_TOOL_REGISTRY)");
   o.policy->add_option("--approvals", o.approvals, "Approval store (JSON; $OARBANK_APPROVALS)");
   o.policy->add_option("--tools-file", o.tools_file, "Write the OARBANK_TOOLS_FILE for the module here");

@@ -373,7 +373,7 @@ Result<Policy> ParsePolicy(std::string_view json_text) {
   if (doc.contains("limits")) {
     const json& limits = doc["limits"];
     if (!limits.is_object()) return Bad("limits", std::string("expected an object, got ") + TypeName(limits));
-    if (auto e = CheckKeys(limits, "limits.", {"mem_gb", "cpus"})) return *e;
+    if (auto e = CheckKeys(limits, "limits.", {"mem_gb", "cpus", "pids"})) return *e;
     if (limits.contains("mem_gb")) {
       auto v = ParsePositive(limits["mem_gb"], "limits.mem_gb");
       if (!v.ok()) return v.error();
@@ -383,6 +383,12 @@ Result<Policy> ParsePolicy(std::string_view json_text) {
       auto v = ParsePositive(limits["cpus"], "limits.cpus");
       if (!v.ok()) return v.error();
       p.limits_.cpus = v.value();
+    }
+    if (limits.contains("pids")) {
+      const json& v = limits["pids"];
+      if (!v.is_number_unsigned() || v.get<uint64_t>() < 1 || v.get<uint64_t>() > kMaxPidsMax)
+        return Bad("limits.pids", "expected an integer 1.." + std::to_string(kMaxPidsMax));
+      p.limits_.pids = v.get<uint64_t>();
     }
   }
 
@@ -425,8 +431,9 @@ Result<Policy> ParsePolicy(std::string_view json_text) {
 }
 
 Result<Policy> LoadPolicyFile(const std::string& path) {
-  const auto text = ReadFileUpTo(path, kMaxPolicyBytes);
-  if (!text) return Bad(path, std::string("cannot read the policy file: ") + strerror(errno));
+  std::string why;
+  const auto text = ReadFileUpTo(path, kMaxPolicyBytes, &why);
+  if (!text) return Bad(path, "cannot read the policy file: " + why);
   return ParsePolicy(*text);
 }
 

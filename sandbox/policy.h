@@ -8,6 +8,7 @@
 // the resolved inode is what Landlock is later given.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,9 +45,16 @@ struct NetPolicy {
   int proxy_port = 0;              // egress-allowlist only
 };
 
+// limits.pids: at most this many processes and threads in the job's
+// cgroup leaf (pids.max), where the pids controller is delegated; reported
+// `unavailable` elsewhere. Absent: kDefaultPidsMax.
+inline constexpr uint64_t kDefaultPidsMax = 4096;
+inline constexpr uint64_t kMaxPidsMax = 4194304;  // the kernel's PID_MAX_LIMIT
+
 struct Limits {
   std::optional<double> mem_gb;
   std::optional<double> cpus;
+  uint64_t pids = kDefaultPidsMax;  // 1..kMaxPidsMax
 };
 
 class Policy;

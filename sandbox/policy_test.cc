@@ -450,7 +450,7 @@ TEST_F(PolicyTest, LoadPolicyFileReadsAFileAndNamesAMissingOne) {
   EXPECT_EQ(missing.error().what, "cannot read the policy file: No such file or directory");
   const auto directory = LoadPolicyFile(root_ / "");
   ASSERT_FALSE(directory.ok());
-  EXPECT_EQ(directory.error().what, "cannot read the policy file: Is a directory");
+  EXPECT_EQ(directory.error().what, "cannot read the policy file: not a regular file (a directory)");
 }
 
 TEST_F(PolicyTest, LoadPolicyFileRefusesAnOversizedFile) {

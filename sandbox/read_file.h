@@ -3,20 +3,67 @@
 // oversized file by its size. Chunks, not a buffer of max_bytes: zero-filling
 // the limit up front costs more than the rest of a launch. Plain read(2):
 // a launch pays for every page of code it touches, and iostreams bring many.
+//
+// Only a regular file is read: the open never blocks (O_NONBLOCK, so a FIFO
+// with no writer opens at once) and anything fstat does not call regular (a
+// FIFO, a socket, a device, a directory) is refused before the first read,
+// never waited on. /proc and /sys files are regular files.
 #pragma once
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <optional>
 #include <string>
 
 namespace oarbank {
 
-// nullopt when the file cannot be opened or read.
-inline std::optional<std::string> ReadFileUpTo(const std::string& path, size_t max_bytes) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+// What a non-regular file is, for the one line that refuses it.
+inline const char* FileKindName(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+
+// An fd (O_RDONLY, close-on-exec, blocking again) on a regular file; -1 and
+// `why` ("No such file or directory", "not a regular file (a FIFO)")
+// otherwise. Never blocks in open.
+inline int OpenRegularFile(const std::string& path, std::string* why) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    // A socket cannot be opened at all (ENXIO): name what it is.
+    const int err = errno;
+    struct stat st {};
+    if (why) *why = stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)
+                        ? std::string("not a regular file (") + FileKindName(st.st_mode) + ")"
+                        : std::string(strerror(err));
+    return -1;
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    if (why) *why = std::string("cannot stat: ") + strerror(errno);
+    close(fd);
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    if (why) *why = std::string("not a regular file (") + FileKindName(st.st_mode) + ")";
+    close(fd);
+    return -1;
+  }
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+// nullopt (and `why`, if given) when the file is not a regular file or
+// cannot be opened or read.
+inline std::optional<std::string> ReadFileUpTo(const std::string& path, size_t max_bytes, std::string* why = nullptr) {
+  const int fd = OpenRegularFile(path, why);
   if (fd < 0) return std::nullopt;
   std::string text;
   char chunk[16384];
@@ -24,6 +71,7 @@ inline std::optional<std::string> ReadFileUpTo(const std::string& path, size_t m
     const ssize_t n = read(fd, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
+      if (why) *why = std::string("cannot read: ") + strerror(errno);
       close(fd);
       return std::nullopt;
     }

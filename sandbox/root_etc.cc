@@ -1,11 +1,13 @@
 #include "root_etc.h"
 
+#include "fault_pause.h"
 #include "write_file.h"
 
 #include <fcntl.h>
 #include <linux/mount.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -28,8 +30,16 @@ std::string Why(const char* what, int err) { return std::string(what) + ": " + s
 // (CLONE_VM: no copy of a large process's page tables, five times cheaper
 // here than a fork), so it only blocks on its own stack until the caller
 // kills it. It starts with every signal blocked: no handler of the caller's
-// can run on its stack, and pause() returns for none.
+// can run on its stack, and pause() returns for none. SIGKILL cannot be
+// blocked, so it is also its parent-death signal: if the caller dies (by
+// any signal) before its kill, the holder dies with it, and one whose
+// caller died before the prctl (its parent is then another process) ends
+// at once. Raw system calls only: errno is the caller's thread's.
+pid_t holder_parent = 0;
+
 int HoldNamespace(void*) {
+  syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+  if (syscall(SYS_getppid) != holder_parent) syscall(SYS_exit, 0);
   for (;;) pause();
 }
 
@@ -45,6 +55,7 @@ int IdmapUserNamespace(std::string& why, pid_t& holder) {
   sigset_t all, before;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &before);
+  holder_parent = getpid();
   const pid_t child =
       clone(HoldNamespace, holder_stack + sizeof holder_stack, CLONE_VM | CLONE_NEWUSER | SIGCHLD, nullptr);
   const int clone_err = errno;
@@ -54,6 +65,7 @@ int IdmapUserNamespace(std::string& why, pid_t& holder) {
     why = Why("clone(CLONE_NEWUSER)", clone_err);
     return -1;
   }
+  FaultPause("idmap-holder", child);
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/uid_map", static_cast<int>(child));
   const int uid_err = WriteWholeFile(path, kIdmap);

@@ -26,9 +26,11 @@
 #include "broker_handoff.h"
 #include "environment.h"
 #include "exit_codes.h"
+#include "fault_pause.h"
 #include "job_egress.h"
 #include "namespaces.h"
 #include "plan.h"
+#include "text_encoding.h"
 
 namespace oarbank::cage {
 namespace {
@@ -307,6 +309,21 @@ void KeeperAbort(int) {
       _exit(1);
     }
   }
+  // The job's cgroup leaf is made here, not in the supervisor: only once
+  // this process's parent-death signal is armed (and its parent checked
+  // alive) is there always a process that removes it, whenever the
+  // supervisor dies.
+  if (cp.leaf != nullptr) {
+    const char* field = "";
+    const char* file = "";
+    if (int err = cp.leaf->Make(&field, &file)) {
+      char detail[160];
+      if (*file == '\0') snprintf(detail, sizeof detail, "mkdir %s", cp.leaf->path().c_str());
+      else snprintf(detail, sizeof detail, "write %s/%s", cp.leaf->path().c_str(), file);
+      SendRecord(f.status_w, Record::kSetupFailed, 0, err, field, detail);
+      _exit(1);
+    }
+  }
   // init starts in the job's cgroup leaf where the kernel can place it so.
   const int leaf_dir = cp.leaf != nullptr ? open(cp.leaf->path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
   bool in_leaf = false;
@@ -320,6 +337,7 @@ void KeeperAbort(int) {
   if (jf.root_etc_tree >= 0) close(jf.root_etc_tree);
   if (dumpable != 1) prctl(PR_SET_DUMPABLE, dumpable);
   if (init < 0) {
+    if (cp.leaf != nullptr) cp.leaf->Remove();
     char detail[160];
     snprintf(detail, sizeof detail, "clone(%s): user namespaces refused here",
              (cp.clone_flags & CLONE_NEWNET) ? "NEWUSER|NEWPID|NEWIPC|NEWUTS|NEWNS|NEWNET"
@@ -366,11 +384,26 @@ void KeeperAbort(int) {
 struct Capture {
   std::string data;
   size_t max = 0;
+  int spool = -1;  // the caller's file for every kept byte; `data` keeps the first kSpoolWindow
+  int spool_err = 0;
+  uint64_t kept = 0;
   bool truncated = false;
   uint64_t dropped = 0;
   void Take(const char* buf, size_t n) {
-    const size_t room = max - std::min(max, data.size());
-    data.append(buf, std::min(room, n));
+    const uint64_t room = max - std::min<uint64_t>(max, kept);
+    const size_t keep = static_cast<size_t>(std::min<uint64_t>(room, n));
+    if (spool >= 0) {
+      for (size_t done = 0; spool_err == 0 && done < keep;) {
+        const ssize_t w = write(spool, buf + done, keep - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) spool_err = w < 0 ? errno : EIO;
+        else done += static_cast<size_t>(w);
+      }
+      if (data.size() < kSpoolWindow) data.append(buf, std::min(keep, kSpoolWindow - data.size()));
+    } else {
+      data.append(buf, keep);
+    }
+    kept += keep;
     if (n > room) {
       truncated = true;
       dropped += n - room;
@@ -500,6 +533,15 @@ struct Job::State {
     // init's pid was sent before init was released, so it is in the pipe.
     while (init <= 0 && status >= 0 && !aborted) AwaitStatus();
     if (init <= 0) return Refuse("gate: the job's init never reported");
+    // The keeper made the leaf before it cloned init.
+    if (leaf) {
+      leaf->ReadFeatures();
+      result.container.cgroup_detail = std::string("leaf with ") +
+                                        (leaf->has_kill() ? "cgroup.kill" : "no cgroup.kill (Linux < 5.14)") +
+                                        (leaf->has_freeze() ? ", cgroup.freeze" : "") + ", limits " +
+                                        result.container.limits;
+    }
+    FaultPause("supervisor-init-reported", keeper, init);
     const GateCheck check = VerifyConfined(launcher, init, cgroup_line, fresh, noexec, root_etc_idmapped);
     result.container.verified = check.reading;
     if (!check.ok) return Refuse("gate: the launcher is not confined: " + check.reason);
@@ -538,7 +580,10 @@ struct Job::State {
     if (tag == kGateFailed && n == static_cast<ssize_t>(sizeof failure)) {
       const std::string what =
           std::string(failure.stage) + ": " + failure.detail + ErrnoText(failure.err);
-      if (phase == Phase::kAwaitExec) {
+      // After the release only exec itself may fail and still count as a
+      // job: a step that refuses there (a grant no longer at its path)
+      // refuses the job, as it does before the gate. Nothing ran.
+      if (phase == Phase::kAwaitExec && strcmp(failure.stage, StepName(LaunchStep::kExec)) == 0) {
         exec_failed = true;
         result.fault = Fault::kExec;
         result.reason = what;
@@ -657,6 +702,14 @@ struct Job::State {
     result.stderr_truncated = err_cap.truncated;
     result.stdout_dropped = out_cap.dropped;
     result.stderr_dropped = err_cap.dropped;
+    result.stdout_bytes = out_cap.kept;
+    result.stderr_bytes = err_cap.kept;
+    result.stdout_spooled = out_cap.spool >= 0;
+    result.stderr_spooled = err_cap.spool >= 0;
+    for (const auto& [cap, name] : {std::pair{&out_cap, "stdout"}, {&err_cap, "stderr"}})
+      if (cap->spool_err != 0)
+        result.spool_error += std::string(result.spool_error.empty() ? "" : "; ") + name + " spool file: write" +
+                              ErrnoText(cap->spool_err);
     result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     phase = Phase::kDone;
     return result;
@@ -726,6 +779,8 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   if (options.timeout.count() > 0) s.deadline = s.start + options.timeout;
   s.out_cap.max = options.stdout_max;
   s.err_cap.max = options.stderr_max;
+  s.out_cap.spool = options.stdout_fd;
+  s.err_cap.spool = options.stderr_fd;
   Container& box = s.result.container;
   // Refused before anything was spawned.
   auto refuse = [&](const std::string& reason) {
@@ -768,7 +823,7 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
 
   // The process container's cgroup leaf, where the agent's cgroup is delegated.
   const CgroupDelegation delegation = DetectCgroupDelegation(host.cgroup);
-  const LeafLimits limits = PlanLeafLimits(policy.limits(), options.hard_limits);
+  const LeafLimits limits = PlanLeafLimits(policy.limits(), options.hard_limits, delegation.usable && delegation.pids);
   box.limits = DescribeLeafLimits(limits);
   for (const auto& [needed, id] : {std::pair{limits.needs_memory(), CapabilityId::kLimitsMemory},
                                    {limits.needs_cpu(), CapabilityId::kLimitsCpu}}) {
@@ -781,14 +836,13 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   box.cgroup_detail = delegation.detail;
   if (delegation.usable) {
     std::call_once(g_collect_once, [&] { CollectStaleLeaves(delegation.base); });
-    auto leaf = CgroupLeaf::Create(delegation, limits);
+    // Named here, made by the keeper (KeeperMain).
+    auto leaf = CgroupLeaf::Prepare(delegation, limits);
     if (!leaf.ok())
       return refuse(leaf.error().where + ": " + leaf.error().what);
     s.leaf = std::move(leaf).value();
     box.cgroup = s.leaf->path();
     s.cgroup_line = CgroupProcLine(host.cgroup, s.leaf->path());
-    box.cgroup_detail = std::string("leaf with ") + (s.leaf->has_kill() ? "cgroup.kill" : "no cgroup.kill (Linux < 5.14)") +
-                        (s.leaf->has_freeze() ? ", cgroup.freeze" : "") + ", limits " + box.limits;
   }
 
   // Everything the children need, built now: after the fork they allocate nothing.
@@ -867,9 +921,11 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   // not drain its output while it did).
   for (int fd : {s.status, s.out, s.err}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 
+  FaultPause("supervisor-before-keeper");
   s.keeper = fork();
   if (s.keeper == 0) KeeperMain(cp, f);
   const int fork_err = errno;
+  FaultPause("supervisor-after-keeper", s.keeper);
   for (int fd : {f.status_w, f.out_w, f.err_w, f.sync_r, f.sync_w, f.gate_child, f.devnull}) close(fd);
   if (f.broker >= 0) close(f.broker);
   if (f.egress_child >= 0) close(f.egress_child);
@@ -995,18 +1051,27 @@ bool Available() {
 
 nlohmann::ordered_json ResultReport(const Result& r) {
   const GateReading& v = r.container.verified;
+  // Output that is not UTF-8 (binary, or a character cut at the cap) goes
+  // as base64, byte for byte; the encoding field says which.
+  auto text = [](const std::string& s) { return IsUtf8(s) ? s : Base64(s); };
+  auto encoding = [](const std::string& s) { return IsUtf8(s) ? "utf-8" : "base64"; };
   return {
       {"exit_code", r.exit_code},
       {"signal", r.signal},
       {"refused", r.refused},
       {"fault", FaultName(r.fault)},
       {"reason", r.reason},
-      {"stdout", r.stdout_text},
-      {"stderr", r.stderr_text},
+      {"stdout", text(r.stdout_text)},
+      {"stderr", text(r.stderr_text)},
+      {"stdout_encoding", encoding(r.stdout_text)},
+      {"stderr_encoding", encoding(r.stderr_text)},
       {"stdout_truncated", r.stdout_truncated},
       {"stderr_truncated", r.stderr_truncated},
       {"stdout_dropped", r.stdout_dropped},
       {"stderr_dropped", r.stderr_dropped},
+      {"stdout_bytes", r.stdout_bytes},
+      {"stderr_bytes", r.stderr_bytes},
+      {"spool_error", r.spool_error},
       {"seconds", r.seconds},
       {"container",
        {{"namespaces", r.container.namespaces},
@@ -1059,7 +1124,12 @@ nlohmann::ordered_json SupervisorReport(const HostFacts& host) {
         {"cgroup_leaf", d.usable},
         {"cgroup_detail", d.detail},
         {"memory_max", limit(CapabilityId::kLimitsMemory)},
-        {"cpu_max", limit(CapabilityId::kLimitsCpu)}}},
+        {"cpu_max", limit(CapabilityId::kLimitsCpu)},
+        {"pids_max",
+         {{"status", d.usable && d.pids ? "enforced" : "unavailable"},
+          {"detail", d.usable && d.pids ? "limits.pids (default " + std::to_string(kDefaultPidsMax) +
+                                              ") as pids.max in each job's leaf"
+                                        : "no pids controller delegated: " + d.detail}}}}},
   };
 }
 

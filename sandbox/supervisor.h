@@ -9,10 +9,13 @@
 //                                        [|NEWNET])--> init (pid 1)
 //                                                      --fork--> launcher -> exec module
 //
-//   keeper    host namespaces. Writes the job's uid/gid maps, moves init into
-//             the job's cgroup leaf, releases it, waits for it, then kills
-//             and removes the leaf and reports. PR_SET_PDEATHSIG(SIGTERM):
-//             if the supervisor dies (even by SIGKILL) it kills init first.
+//   keeper    host namespaces. PR_SET_PDEATHSIG(SIGTERM) first: if the
+//             supervisor dies (even by SIGKILL) it kills init. Then makes
+//             the job's cgroup leaf (never the supervisor: a leaf made before
+//             this process could outlive a supervisor killed in between),
+//             writes the job's uid/gid maps, moves init into the leaf,
+//             releases it, waits for it, then kills and removes the leaf and
+//             reports.
 //   init      pid 1 of the job: a fresh /proc, the hostname; for
 //             egress-allowlist, `lo` up and the proxy listener, handed to
 //             the supervisor (job_egress.h) before the launcher is forked;
@@ -116,14 +119,30 @@ struct Result {
   bool stderr_truncated = false;
   uint64_t stdout_dropped = 0;
   uint64_t stderr_dropped = 0;
+  // Bytes kept (up to the cap). With a spool file (RunOptions::stdout_fd)
+  // they are all in the file and stdout_text is its first kSpoolWindow.
+  uint64_t stdout_bytes = 0;
+  uint64_t stderr_bytes = 0;
+  bool stdout_spooled = false;
+  bool stderr_spooled = false;
+  std::string spool_error;  // a write to a spool file failed: which and why (the job still ran)
   Container container;
   double seconds = 0;
 };
+
+// With a spool file, the bytes of a stream kept in memory (the rest of it
+// goes only to the file).
+inline constexpr size_t kSpoolWindow = 64 << 10;
 
 struct RunOptions {
   std::chrono::milliseconds timeout{0};  // 0: none
   size_t stdout_max = 1 << 20;
   size_t stderr_max = 1 << 20;
+  // The caller's files (open for writing; not closed here): every byte kept
+  // of the stream is written there, and only the first kSpoolWindow is kept
+  // in memory, so a large cap costs no memory.
+  int stdout_fd = -1;
+  int stderr_fd = -1;
   // The node turns the policy's limits into memory.max and cpu.max; the
   // job is refused where they cannot be enforced.
   bool hard_limits = false;

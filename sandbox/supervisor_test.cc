@@ -649,6 +649,41 @@ TEST_P(SupervisorTest, OutputBeyondTheCapIsCutAndMarked) {
   EXPECT_EQ(r.stderr_dropped, 7u);
 }
 
+// A caller's spool file takes every kept byte; memory keeps a window.
+TEST_P(SupervisorTest, OutputBeyondTheWindowGoesToTheCallersSpoolFile) {
+  const std::string spool = tree_.Path("stdout.spool");
+  const int fd = open(spool.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0) << strerror(errno);
+  cage::RunOptions o;
+  o.stdout_max = 3 << 20;
+  o.stdout_fd = fd;
+  const auto r = Run({"/bin/sh", "-c", "head -c 4000000 /dev/zero | tr '\\0' y"}, o);
+  ASSERT_EQ(r.fault, cage::Fault::kNone) << r.reason;
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(r.stdout_spooled);
+  EXPECT_EQ(r.stdout_bytes, 3u << 20);
+  EXPECT_EQ(r.stdout_dropped, 4000000u - (3u << 20));
+  EXPECT_EQ(r.stdout_text, std::string(cage::kSpoolWindow, 'y'));
+  struct stat st {};
+  ASSERT_EQ(fstat(fd, &st), 0);
+  EXPECT_EQ(st.st_size, 3 << 20);
+  EXPECT_TRUE(r.spool_error.empty()) << r.spool_error;
+  close(fd);
+}
+
+// Output that is not UTF-8 is carried byte for byte in the JSON result.
+TEST_P(SupervisorTest, OutputThatIsNotUtf8IsReportedAsBase64) {
+  const auto r = Run({"/bin/sh", "-c", "printf 'a\\377b'; printf ok >&2; exit 5"});
+  ASSERT_EQ(r.fault, cage::Fault::kNone) << r.reason;
+  EXPECT_EQ(r.exit_code, 5);
+  const auto report = cage::ResultReport(r);
+  EXPECT_EQ(report["stdout_encoding"], "base64");
+  EXPECT_EQ(report["stdout"], "Yf9i");
+  EXPECT_EQ(report["stderr_encoding"], "utf-8");
+  EXPECT_EQ(report["stderr"], "ok");
+  EXPECT_NO_THROW((void)report.dump());
+}
+
 TEST_P(SupervisorTest, RunSpecWorktreeReadOnlyScratchWritable) {
   // The Go seed's Spec: a read-only worktree, a writable scratch (HOME).
   tree_.Write("bundle/src.txt", "source\n", 0644);

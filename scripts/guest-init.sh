@@ -128,15 +128,43 @@ if mkdir $CG/kmx-kill 2>/dev/null; then
   fi
   rmdir $CG/kmx-kill 2>/dev/null
 fi
+# pids.max: a leaf of 8 refuses the 9th fork (pids.events "max" counts the
+# refusals); and the agent writes limits.pids into its job's leaf, where a
+# job forking 16 sleeps is refused past it.
+leaf_pids=false pids_current=-1 pids_refused=0 agent_pids=false agent_pids_limits=""
+if mkdir $CG/kmx-pids 2>/dev/null; then
+  if echo 8 >$CG/kmx-pids/pids.max 2>/dev/null; then
+    sh -c "echo \$\$ >$CG/kmx-pids/cgroup.procs && for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do sleep 30 & done; wait" \
+      >/dev/null 2>&1 &
+    sleep 0.5
+    pids_current=$(cat $CG/kmx-pids/pids.current)
+    pids_refused=$(sed -n 's/^max //p' $CG/kmx-pids/pids.events)
+    echo 1 >$CG/kmx-pids/cgroup.kill 2>/dev/null || kill -9 $(cat $CG/kmx-pids/cgroup.procs) 2>/dev/null
+    wait
+    sleep 0.2
+    [ "${pids_refused:-0}" -gt 0 ] && [ "$pids_current" -le 8 ] && leaf_pids=true
+  fi
+  rmdir $CG/kmx-pids 2>/dev/null
+fi
+sed 's|^{|{"limits": {"pids": 8},|' $V/runner_strict.json >$V/runner_pids.json
+$O/sandbox/oarbank-agent run --json --timeout 20 $V/runner_pids.json -- /bin/sh -c \
+  'for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do /bin/sleep 1 & done; wait; echo forked' \
+  >"$OUT/pids-run.json" 2>"$OUT/pids-run.err"
+agent_pids_limits=$(sed -n 's/.*"limits": "\([^"]*\)".*/\1/p' "$OUT/pids-run.json" | head -1)
+case "$agent_pids_limits" in *pids.max=8*)
+  grep -q -i 'fork\|resource temporarily' "$OUT/pids-run.json" && agent_pids=true ;;
+esac
 cat >"$OUT/cgroup.json" <<EOF
 {"mounted": $(grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts && echo true || echo false),
  "controllers": "$(cat $CG/cgroup.controllers 2>/dev/null)",
  "subtree_control": "$(cat $CG/cgroup.subtree_control 2>/dev/null)",
  "memory_oom": $leaf_mem, "oom_kills": ${oom_kills:-0},
  "cpu_throttle": $leaf_cpu, "nr_throttled": ${throttled:-0}, "usage_usec": ${usage:-0},
- "kill_file": $kill_file, "kill": $leaf_kill, "left_after_kill": $left}
+ "kill_file": $kill_file, "kill": $leaf_kill, "left_after_kill": $left,
+ "pids": $leaf_pids, "pids_current": $pids_current, "pids_refused": ${pids_refused:-0},
+ "agent_pids": $agent_pids, "agent_limits": "$agent_pids_limits"}
 EOF
-say "cgroup leaf: memory.max oom=$leaf_mem cpu.max throttle=$leaf_cpu cgroup.kill=$leaf_kill"
+say "cgroup leaf: memory.max oom=$leaf_mem cpu.max throttle=$leaf_cpu cgroup.kill=$leaf_kill pids.max=$leaf_pids (agent's leaf: $agent_pids)"
 
 # ---- the battery ------------------------------------------------------
 if [ "$run_battery" = 1 ]; then

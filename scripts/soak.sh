@@ -2,7 +2,7 @@
 # scripts/soak.sh: the supervisor under load and faults, then a count of
 # everything that could leak.
 #
-#   scripts/soak.sh [CONCURRENT [SEQUENTIAL]]     default 100 and 1000
+#   scripts/soak.sh [CONCURRENT [SEQUENTIAL [KILLS]]]   default 100, 1000 and 300
 #   AS_NOBODY=1 scripts/soak.sh                   supervisors as uid 65534 (rootless)
 #
 # 1. CONCURRENT `oarbank-agent run --json` at once, then SEQUENTIAL one
@@ -11,10 +11,14 @@
 #    eight has its supervisor SIGKILLed at a random point (setup, gate,
 #    running). Every result must be a real exit or a stated fault, exactly
 #    the one its kind expects; a killed supervisor leaves no result.
-# 2. In-process: SupervisorLeakTest (supervisor_test) with
+# 2. KILLS supervisors killed at a random moment, 0 to 99 ms after they
+#    start (start-up, the gate, the running job), by SIGKILL, SIGTERM and
+#    SIGINT in turn: the windows where a supervisor's death could leave its
+#    idmap holder, its keeper or an empty cgroup leaf behind.
+# 3. In-process: SupervisorLeakTest (supervisor_test) with
 #    OARBANK_SOAK_RUNS sequential runs and 4 threads in one long-lived
 #    supervisor: its fd count and children before and after.
-# 3. Afterwards, counted from outside and printed: processes of the jobs
+# 4. Afterwards, counted from outside and printed: processes of the jobs
 #    (their marker in /proc/*/cmdline), zombies (ours, and orphaned keepers),
 #    fds on the soak's files, cgroup leaves (oarbank-job-*), temporary
 #    entries (the supervisors' TMPDIR, /tmp names with the marker). All must
@@ -30,7 +34,7 @@ set -euo pipefail
 readonly ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 readonly AGENT="$BUILD_DIR/sandbox/oarbank-agent"
-readonly CONCURRENT="${1:-100}" SEQUENTIAL="${2:-1000}"
+readonly CONCURRENT="${1:-100}" SEQUENTIAL="${2:-1000}" KILLS="${3:-300}"
 readonly NOBODY=65534
 
 if [[ "${OARBANK_SOAK_SUBREAPER:-}" != 1 ]]; then
@@ -121,13 +125,39 @@ t2=$(date +%s.%N)
 printf 'soak: sequential phase done in %.1f s (%.1f ms per job)\n' "$(echo "$t2 - $t1" | bc)" \
   "$(echo "($t2 - $t1) * 1000 / $SEQUENTIAL" | bc -l)"
 
+# ---- random kills: SIGKILL, SIGTERM, SIGINT at 0..99 ms -------------------
+bad=0
+kill_signals=(KILL TERM INT)
+killed_early=0 finished_first=0
+for ((i = 0; i < KILLS; i++)); do
+  sig=${kill_signals[i % 3]}
+  # A background job of a script starts with SIGINT ignored: give it back.
+  TMPDIR="$SOAK/agent-tmp" env --default-signal=INT,TERM "${RUN_AS[@]}" "$AGENT" run --json "$SOAK/policy.json" -- \
+    /bin/sh -c "exec /bin/sleep $MARK" >/dev/null 2>&1 &
+  pid=$!
+  sleep "$(printf '0.%03d' $((RANDOM % 100)))"
+  if kill -"$sig" "$pid" 2>/dev/null; then killed_early=$((killed_early + 1)); else finished_first=$((finished_first + 1)); fi
+  # Bounded: a supervisor the signal did not end within 10 s is a failure.
+  for ((w = 0; w < 100; w++)); do
+    [[ "$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -c1)" =~ ^(Z|)$ ]] && break
+    sleep 0.1
+  done
+  if kill -KILL "$pid" 2>/dev/null && [[ "$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -c1)" != Z ]]; then
+    echo "soak: random kill $i: SIG$sig did not end the supervisor within 10 s"
+    bad=$((bad + 1))
+  fi
+  wait "$pid" 2>/dev/null || true
+done
+t3=$(date +%s.%N)
+printf 'soak: %d random kills done in %.1f s (%d killed, %d had ended first)\n' "$KILLS" "$(echo "$t3 - $t2" | bc)" \
+  "$killed_early" "$finished_first"
+
 # The keepers of killed supervisors finish their clean-up on their own.
 sleep 1
 wait
 
 # ---- every result: a real exit or the stated fault its kind expects -----
 declare -A tally=()
-bad=0
 for kindfile in "$SOAK"/results/*.kind; do
   n=$(basename "$kindfile" .kind)
   kind=$(cat "$kindfile")
@@ -170,6 +200,7 @@ fi
 procs=0
 for d in /proc/[0-9]*; do
   [[ "$(sed 's/^.*) //' "$d/stat" 2>/dev/null | cut -c1)" == Z ]] && continue
+  # The keeper and root's idmap holder carry the supervisor's command line (the marker).
   { tr '\0' ' ' <"$d/cmdline"; } 2>/dev/null | grep -q -- "$MARK" || continue
   procs=$((procs + 1))
   echo "soak: left: $({ tr '\0' ' ' <"$d/cmdline"; } 2>/dev/null)"
@@ -185,8 +216,9 @@ leaves=$(( $(count_leaves) - leaves_before ))
 tmp_left=$(( $(find "$SOAK/agent-tmp" "$SOAK/work/tmp" -mindepth 1 | wc -l) + $(find /tmp -maxdepth 1 -name "*$MARK*" | wc -l) ))
 
 echo
-printf '== soak results (%.1f s)\n' "$(echo "$t2 - $start" | bc)"
+printf '== soak results (%.1f s)\n' "$(echo "$t3 - $start" | bc)"
 for k in exit fault-timeout supervisor-killed; do printf '  %-22s %s\n' "$k" "${tally[$k]:-0}"; done
+printf '  %-22s %s\n' "random kills" "$KILLS ($killed_early killed, $finished_first ended first)"
 printf '  %-22s %s\n' "unexpected results" "$bad"
 printf '  %-22s %s\n' "in-process supervisor" "$inproc"
 echo "== left over (all must be 0)"

@@ -1,0 +1,223 @@
+"""Nothing of a job is left behind whenever `oarbank-agent run` dies: no
+process (keeper, init, module, root's idmap holder), no user namespace, no
+cgroup leaf. Deterministically, by stopping the faulty build at each window
+(OARBANK_FAULT_PAUSE, sandbox/fault_pause.h) and killing it there with
+SIGKILL, SIGTERM and SIGINT; and at random moments of the production
+binary's run, counting leftovers.
+
+This test process is a child subreaper while it runs (as systemd is for an
+agent): this host's pid 1 reaps no orphans, and a zombie still holds its
+user namespace."""
+import ctypes
+import glob
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+BUILD = os.environ.get("OARBANK_BUILD", os.path.join(os.path.dirname(__file__), "..", "build"))
+AGENT = os.path.realpath(os.path.join(BUILD, "sandbox", "oarbank-agent"))
+FAULTY = os.path.realpath(os.path.join(BUILD, "sandbox", "oarbank-agent-faulty"))
+NOBODY = 65534
+# The command that starts a job, and its flags: every job these tests start goes through it.
+RUN = ("run",)
+PR_SET_CHILD_SUBREAPER = 36
+
+
+@pytest.fixture(scope="module", autouse=True)
+def subreaper():
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    yield
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+def as_user(uid):
+    return [] if uid == 0 else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+
+
+@pytest.fixture
+def tree():
+    root = Path(tempfile.mkdtemp(prefix="oarbank-death-", dir="/tmp"))
+    os.chmod(root, 0o755)
+    for d in ("bundle", "work", "work/tmp", "data", "pause"):
+        (root / d).mkdir()
+    for d in ("work", "work/tmp", "data"):
+        os.chmod(root / d, 0o777)  # the job may be root (no CAP_DAC_OVERRIDE) or 65534
+    os.chmod(root / "pause", 0o777)
+    policy = {"contract": 1, "role": "runner", "bundle": str(root / "bundle"), "work": str(root / "work"),
+              "data": str(root / "data"), "tmp": str(root / "work/tmp")}
+    (root / "policy.json").write_text(json.dumps(policy))
+    os.chmod(root / "policy.json", 0o644)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def cgroup_base():
+    """The directory this process's cgroup v2 leaves go below (the agent's, by inheritance)."""
+    mount = None
+    for line in open("/proc/self/mountinfo"):
+        fields = line.split()
+        if fields[fields.index("-") + 1] == "cgroup2":
+            mount = fields[4]
+            break
+    own = next((line.split(":", 2)[2].strip() for line in open("/proc/self/cgroup") if line.startswith("0::")), None)
+    return None if mount is None or own is None else os.path.normpath(mount + own)
+
+
+def leaves_of(agent_pid):
+    base = cgroup_base()
+    if base is None:
+        return []
+    return (glob.glob(f"{base}/oarbank-job-{agent_pid}-*") +
+            glob.glob(f"{os.path.dirname(base)}/oarbank-job-{agent_pid}-*"))
+
+
+def reap_orphans():
+    """Zombies reparented to this subreaper: reaped here, as systemd would."""
+    me = str(os.getpid())
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = open(stat).read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and fields[1] == me:
+            try:
+                os.waitpid(int(stat.split("/")[2]), os.WNOHANG)
+            except ChildProcessError:
+                pass
+
+
+def processes(marker):
+    """Live processes of ours: the agent's binaries (keeper, idmap holder) and anything carrying the marker."""
+    found = []
+    for d in glob.glob("/proc/[0-9]*"):
+        try:
+            state = open(f"{d}/stat").read().rsplit(")", 1)[1].split()[0]
+            cmdline = open(f"{d}/cmdline", "rb").read()
+            try:
+                exe = os.readlink(f"{d}/exe")
+            except OSError:
+                exe = ""
+        except OSError:
+            continue
+        if state == "Z":
+            continue
+        if marker.encode() in cmdline or exe in (AGENT, FAULTY):
+            found.append((int(d.split("/")[2]), cmdline.replace(b"\0", b" ").decode(errors="replace")))
+    return found
+
+
+def user_namespaces():
+    inodes = set()
+    for link in glob.glob("/proc/[0-9]*/ns/user"):
+        try:
+            inodes.add(os.readlink(link))
+        except OSError:
+            pass
+    return inodes
+
+
+def leftovers(agent_pid, marker, extra_pids=(), namespaces=(), settle=5.0):
+    """What is still there once the clean-up had `settle` seconds."""
+    deadline = time.monotonic() + settle
+    while True:
+        reap_orphans()
+        left = {
+            "processes": processes(marker),
+            "pids": [p for p in extra_pids if p > 0 and os.path.exists(f"/proc/{p}") and
+                     open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"],
+            "leaves": leaves_of(agent_pid),
+            "namespaces": sorted(set(namespaces) & user_namespaces()),
+        }
+        if not any(left.values()) or time.monotonic() > deadline:
+            return {k: v for k, v in left.items() if v}
+        time.sleep(0.02)
+
+
+POINTS = ["idmap-holder", "supervisor-before-keeper", "supervisor-after-keeper", "supervisor-init-reported"]
+SIGNALS = [signal.SIGKILL, signal.SIGTERM, signal.SIGINT]
+
+
+@pytest.mark.skipif(not os.path.exists(FAULTY), reason="no oarbank-agent-faulty (OARBANK_TEST_HOOKS=OFF)")
+@pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nobody"])
+@pytest.mark.parametrize("sig", SIGNALS, ids=[s.name for s in SIGNALS])
+@pytest.mark.parametrize("point", POINTS)
+def test_the_agent_killed_inside_a_window_leaves_nothing(tree, uid, sig, point):
+    if point == "idmap-holder" and uid != 0:
+        pytest.skip("only a root agent makes the idmap holder (root's /etc view)")
+    marker = f"31.{os.getpid()}{random.randrange(10**6)}"
+    pause = tree / "pause" / "at"
+    env = dict(os.environ, OARBANK_FAULT_PAUSE=point, OARBANK_FAULT_PAUSE_FILE=str(pause))
+    proc = subprocess.Popen([*as_user(uid), FAULTY, *RUN, "--json", str(tree / "policy.json"), "--",
+                             "/bin/sleep", marker], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not pause.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the agent never reached " + point
+            time.sleep(0.005)
+        paused_pid, a, b = (int(x) for x in pause.read_text().split())
+        agent_pid = proc.pid  # setpriv execs the agent: the same pid
+        assert paused_pid == agent_pid
+        namespaces = []
+        if point == "idmap-holder":
+            # The holder's own user namespace: nothing may hold it once the agent is gone.
+            namespaces.append(os.readlink(f"/proc/{a}/ns/user"))
+        if point == "supervisor-before-keeper" and uid == 0 and cgroup_base() and os.access(cgroup_base(), os.W_OK):
+            assert leaves_of(agent_pid) == [], "the leaf is made only by the keeper"
+        os.kill(agent_pid, sig)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    left = leftovers(agent_pid, marker, extra_pids=[a, b], namespaces=namespaces)
+    assert left == {}, left
+
+
+@pytest.mark.parametrize("uid,trials", [(0, 300), (NOBODY, 100)], ids=["root", "nobody"])
+def test_random_sigkills_of_run_leave_nothing(tree, uid, trials):
+    """SIGKILL at a random moment of a run (start-up mostly: that is where the
+    windows are), then count what is left. Bounded: `trials` runs, 240 s."""
+    rng = random.Random(int(os.environ.get("OARBANK_KILL_SEED", "22")))
+    marker = f"32.{os.getpid()}"
+    counts = {"processes": 0, "pids": 0, "leaves": 0, "namespaces": 0}
+    outcomes = {"killed": 0, "finished": 0}
+    details = []
+    start = time.monotonic()
+    for i in range(trials):
+        assert time.monotonic() - start < 240, f"only {i} of {trials} trials in 240 s"
+        proc = subprocess.Popen([*as_user(uid), AGENT, *RUN, "--json", str(tree / "policy.json"), "--",
+                                 "/bin/sh", "-c", f"echo {marker}; exec /bin/sleep {marker}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        time.sleep(rng.uniform(0, 0.06))
+        outcomes["killed" if proc.poll() is None else "finished"] += 1
+        proc.kill()
+        proc.wait()
+        # A user namespace of the job's or root's idmap holder lives only as
+        # long as a process of ours (counted here: the agent's binary, or the
+        # marker) holds it; the agent's own fds died with it.
+        left = leftovers(proc.pid, marker, settle=5.0)
+        for key, value in left.items():
+            counts[key] += len(value)
+            details.append((i, key, value))
+    print(f"random kills: {trials} trials ({outcomes}), leftovers {counts}")
+    assert sum(counts.values()) == 0, details[:10]
+
+
+def test_the_production_binary_has_no_pause_points():
+    with open(AGENT, "rb") as f:
+        binary = f.read()
+    assert b"OARBANK_FAULT_PAUSE" not in binary and b"OARBANK_FAULT_" not in binary
+    if os.path.exists(FAULTY):
+        with open(FAULTY, "rb") as f:
+            assert b"OARBANK_FAULT_PAUSE" in f.read()
