@@ -22,8 +22,14 @@
 // anything after it never sent), so a second request cannot ride along to
 // another virtual host.
 //
-// Threading: one event-loop thread owns every socket; lookups run on a small
-// worker pool (getaddrinfo blocks) and post their answer back to the loop.
+// A listed name that resolves to an address of the proxy's own host (any
+// interface of its network namespace) is refused like loopback. Log lines
+// are bounded: every field cut to 256 bytes and escaped, and refusals from
+// one client address rate-limited, with the count of the lines dropped.
+//
+// Threading: one event-loop thread owns every socket; lookups are
+// asynchronous (egress_resolver.h: c-ares on its own thread) and post their
+// answer back to the loop.
 // Its threads block SIGPIPE, so a peer that went away is an EPIPE and never
 // a signal to the process that embeds the proxy.
 #pragma once
@@ -59,7 +65,9 @@ struct ProxyConfig {
   std::chrono::milliseconds idle_timeout{300'000};
   size_t max_header_bytes = 16 * 1024;
   size_t max_connections = 1024;
-  int resolver_threads = 4;
+  // Connections one client (one source address; under `run`, the job) may
+  // hold at once, so one client cannot take every slot.
+  size_t max_connections_per_client = 64;
   // One JSON object per call, no newline. Default: a line on stderr.
   std::function<void(const std::string&)> log;
 };
