@@ -684,6 +684,26 @@ def test_one_client_cannot_take_every_connection(world):
         assert p.stop() == 0
 
 
+def test_lookups_under_a_wildcard_entry_are_rate_limited(world):
+    """A wildcard is a DNS channel (the client picks the labels looked up):
+    its lookups are bounded per entry. Rate 1 a second: a burst of 5."""
+    p = Proxy(world["work"], ["allowed.test", "*.wild.test"], "--wildcard-lookups-per-second", "1",
+              resolver=world["resolver"])
+    try:
+        statuses = []
+        for _ in range(6):
+            status, reason, s, _ = connect(p.port, "a.wild.test:443")
+            s.close()
+            statuses.append(status)
+        assert statuses == [200] * 5 + [429], statuses
+        assert "too many lookups under *.wild.test:443" in reason, reason
+        status, _, s, _ = connect(p.port, "allowed.test:443")  # an exact entry is not counted
+        s.close()
+        assert status == 200
+    finally:
+        assert p.stop() == 0
+
+
 def dns_queries(world):
     return [json.loads(l) for l in world["dns_log"].read_text().splitlines()]
 

@@ -237,6 +237,9 @@ int AgentMain(int argc, char** argv) {
     proxy->add_option("--max-connections-per-client", proxy_options.max_connections_per_client,
                       "Connections one client address may hold at once (64)")
         ->check(CLI::Range(1, 1 << 20));
+    proxy->add_option("--wildcard-lookups-per-second", proxy_options.wildcard_lookups_per_second,
+                      "Lookups a second under each *. entry, a burst of 5 s worth (10; 0: no limit)")
+        ->check(CLI::Range(0.0, 1e6));
     proxy->add_option("--max-header-bytes", proxy_options.max_header_bytes, "Largest request head")->check(CLI::Range(256, 1 << 20));
     proxy->add_option("--test-public-range", proxy_options.test_public_ranges,
                       "TEST ONLY: treat this CIDR (inside 198.18.0.0/15) as public (repeatable)");

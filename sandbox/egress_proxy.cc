@@ -11,6 +11,7 @@
 #include <cstring>
 #include <optional>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <map>
@@ -52,6 +53,7 @@ const char* StatusText(int status) {
     case 400: return "Bad Request";
     case 403: return "Forbidden";
     case 408: return "Request Timeout";
+    case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 501: return "Not Implemented";
     case 502: return "Bad Gateway";
@@ -86,19 +88,14 @@ std::string LogField(std::string_view text) {
   return out;
 }
 
-// Whether `ip` is an address of an interface in this network namespace
-// (any address, public or not), or the IPv4-mapped form of one. Read at
-// every check: an address added a moment ago counts.
-bool IsOwnAddress(const IpAddress& ip) {
-  IpAddress want = ip;
-  static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (!ip.v4 && memcmp(ip.bytes.data(), kMapped, 12) == 0) {
-    want = Ipv4(ip.bytes[12], ip.bytes[13], ip.bytes[14], ip.bytes[15]);
-  }
+// The addresses of every interface in this network namespace, or nullopt
+// when they cannot be read. Read at every check: an address added a moment
+// ago counts.
+std::optional<std::vector<IpAddress>> OwnAddresses() {
   ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return true;  // cannot tell: refuse rather than guess
-  bool own = false;
-  for (ifaddrs* a = list; a != nullptr && !own; a = a->ifa_next) {
+  if (getifaddrs(&list) != 0) return std::nullopt;
+  std::vector<IpAddress> out;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
     if (a->ifa_addr == nullptr) continue;
     IpAddress local;
     if (a->ifa_addr->sa_family == AF_INET) {
@@ -110,10 +107,19 @@ bool IsOwnAddress(const IpAddress& ip) {
     } else {
       continue;
     }
-    own = local == want;
+    out.push_back(local);
   }
   freeifaddrs(list);
-  return own;
+  return out;
+}
+
+// Whether `ip`, or the IPv4 address an IPv4-mapped `ip` carries, is one of `own`.
+bool IsOwnAddress(const IpAddress& ip, const std::vector<IpAddress>& own) {
+  IpAddress want = ip;
+  static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (!ip.v4 && memcmp(ip.bytes.data(), kMapped, 12) == 0)
+    want = Ipv4(ip.bytes[12], ip.bytes[13], ip.bytes[14], ip.bytes[15]);
+  return std::find(own.begin(), own.end(), want) != own.end();
 }
 
 }  // namespace
@@ -149,6 +155,11 @@ struct EgressProxy::Impl {
     uint64_t dropped = 0;
   };
   std::map<std::string, RefusalBudget> refusal_budget;  // under log_mu
+  struct LookupBudget {
+    double tokens = 0;
+    Clock::time_point last{};
+  };
+  std::map<size_t, LookupBudget> wildcard_budget;  // by index in config.allow; the loop's alone
   std::atomic<bool> stopped{false};
   std::shared_ptr<ResolveGate> gate = std::make_shared<ResolveGate>();
   asio::io_context io{1};
@@ -219,6 +230,29 @@ struct EgressProxy::Impl {
       fprintf(stderr, "%s\n", line.c_str());
       fflush(stderr);
     }
+  }
+
+  // Whether a lookup of `host` (admitted by the list) is within the rate of
+  // the wildcard entry admitting it; nullopt if so, else the entry.
+  std::optional<std::string> OverWildcardRate(const std::string& host, uint16_t port) {
+    const double rate = config.wildcard_lookups_per_second;
+    if (rate <= 0) return std::nullopt;
+    std::optional<size_t> wildcard;
+    for (size_t i = 0; i < config.allow.size(); ++i) {
+      if (!EntryAdmits(config.allow[i], host, port)) continue;
+      if (!config.allow[i].wildcard) return std::nullopt;  // listed exactly
+      if (!wildcard) wildcard = i;
+    }
+    if (!wildcard) return std::nullopt;
+    const double burst = std::max(1.0, rate * 5);
+    const auto now = Clock::now();
+    auto [it, fresh] = wildcard_budget.try_emplace(*wildcard, LookupBudget{burst, now});
+    auto& b = it->second;
+    b.tokens = std::min(burst, b.tokens + std::chrono::duration<double>(now - b.last).count() * rate);
+    b.last = now;
+    if (b.tokens < 1) return FormatAllowEntry(config.allow[*wildcard]);
+    b.tokens -= 1;
+    return std::nullopt;
   }
 
   void Accept();
@@ -305,6 +339,11 @@ class Session : public std::enable_shared_from_this<Session> {
     if (req_.kind == RequestKind::kPlainHttp && req_.transfer_encoding)
       return Refuse(501, "Transfer-Encoding request bodies are not proxied over plain HTTP (use CONNECT)");
     body_left_ = req_.kind == RequestKind::kPlainHttp ? req_.content_length.value_or(0) : 0;
+    if (auto entry = proxy_.OverWildcardRate(req_.host, req_.port)) {
+      char rate[32];
+      snprintf(rate, sizeof rate, "%g", proxy_.config.wildcard_lookups_per_second);
+      return Refuse(429, "too many lookups under " + *entry + " (limit " + rate + " a second)");
+    }
 
     // The one lookup, asynchronous (the resolver never blocks this loop nor
     // another lookup); the request is answered 502 if it takes too long.
@@ -328,9 +367,14 @@ class Session : public std::enable_shared_from_this<Session> {
     for (const auto& ip : answer.value()) {
       if (auto why = NonPublicReason(ip, proxy_.config.test_public))
         return Refuse(403, req_.host + " resolves to " + ip.ToString() + ", " + *why);
-      // An address of the proxy's own host reaches its services, whatever
-      // range it is in: refused like loopback.
-      if (IsOwnAddress(ip))
+    }
+    // An address of the proxy's own host reaches its services, whatever
+    // range it is in: refused like loopback (and when the host's addresses
+    // cannot be read, every answer is).
+    const auto own = OwnAddresses();
+    if (!own) return Refuse(403, "cannot read this host's addresses to check " + req_.host + " against them");
+    for (const auto& ip : answer.value()) {
+      if (IsOwnAddress(ip, *own))
         return Refuse(403, req_.host + " resolves to " + ip.ToString() + ", an address of the proxy's own host");
     }
     addresses_ = std::move(answer).value();

@@ -12,8 +12,9 @@
 // Every refusal answers an HTTP status with a one-line reason in the body
 // and writes one JSON line to the log: 400 malformed head, 403 policy (not
 // listed, IP literal, non-public address), 408 no complete head in time, 431
-// head too large, 501 chunked upload over plain HTTP, 502 no answer or no
-// connection, 503 too many connections.
+// head too large, 429 too many lookups under a wildcard entry, 501 chunked
+// upload over plain HTTP, 502 no answer or no connection, 503 too many
+// connections (in all, or from one client).
 //
 // Limits: what a CONNECT tunnel carries is opaque: a listed host that is
 // itself an open proxy, or that shares its address with other sites, is
@@ -68,6 +69,11 @@ struct ProxyConfig {
   // Connections one client (one source address; under `run`, the job) may
   // hold at once, so one client cannot take every slot.
   size_t max_connections_per_client = 64;
+  // Lookups a second under each wildcard entry (a burst of five seconds'
+  // worth; 0: no limit). A wildcard lets the client choose the labels the
+  // proxy looks up, a channel to the domain's name servers: this bounds its
+  // rate, it cannot close it. Names an exact entry admits are not counted.
+  double wildcard_lookups_per_second = 10;
   // One JSON object per call, no newline. Default: a line on stderr.
   std::function<void(const std::string&)> log;
 };

@@ -65,6 +65,7 @@ class AresResolver : public Resolver {
     mask |= ARES_OPT_SOCK_STATE_CB;
     init_status_ = ares_init_options(&channel_, &opts, mask);
     if (init_status_ != ARES_SUCCESS) channel_ = nullptr;
+    if (channel_ == nullptr || wake_ < 0) return;  // every lookup answers why (Resolve)
     // The thread starts with every signal blocked: it must never take one
     // meant for the process (SIGPIPE, the agent's SIGTERM/SIGCHLD).
     sigset_t all, before;
@@ -79,8 +80,11 @@ class AresResolver : public Resolver {
       std::lock_guard lock(mu_);
       stopping_ = true;
     }
-    Wake();
-    thread_.join();
+    if (thread_.joinable()) {
+      Wake();
+      thread_.join();
+    }
+    if (channel_ != nullptr) ares_destroy(channel_);
     if (wake_ >= 0) close(wake_);
   }
 
