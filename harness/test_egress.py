@@ -38,6 +38,7 @@ SUBNET = f"198.19.{NET}"
 HOST_SIDE = f"{SUBNET}.1"
 ALLOWED, WILD_SUB, WILD_BARE, UNLISTED, CONFINED = (f"{SUBNET}.{i}" for i in range(2, 7))
 DNS = f"{SUBNET}.53"  # the test's name server, in the test namespace
+DNS2 = f"{SUBNET}.54"  # a second one, with other answers
 SLOW_S = 2.0  # how long the name server takes to answer a slow name
 NS = f"oeg-{os.getpid()}"
 VETH_HOST, VETH_NS = f"oegh{os.getpid() % 100000}", f"oegn{os.getpid() % 100000}"
@@ -177,7 +178,7 @@ def world():
         sh("ip", "link", "set", VETH_NS, "netns", NS)
         sh("ip", "addr", "add", f"{HOST_SIDE}/24", "dev", VETH_HOST)
         sh("ip", "link", "set", VETH_HOST, "up")
-        for a in (ALLOWED, WILD_SUB, WILD_BARE, UNLISTED, CONFINED, DNS):
+        for a in (ALLOWED, WILD_SUB, WILD_BARE, UNLISTED, CONFINED, DNS, DNS2):
             sh("ip", "netns", "exec", NS, "ip", "addr", "add", f"{a}/24", "dev", VETH_NS)
         sh("ip", "netns", "exec", NS, "ip", "link", "set", VETH_NS, "up")
         sh("ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up")
@@ -732,6 +733,36 @@ def test_the_real_resolver_looks_up_exactly_the_name_never_a_search_domain(world
     asked = {q["name"] for q in dns_queries(world) if q["event"] == "query"}
     assert {"hijack.dns.test", "missing.dns.test", "real.dns.test"} <= asked
     assert not [n for n in asked if n.endswith("corp.internal")], asked
+
+
+def test_the_real_resolver_follows_a_changed_resolv_conf(world):
+    """A long-running proxy reads /etc/resolv.conf again when it changes
+    (between lookups), as getaddrinfo did: the second name server answers
+    real.dns.test with another address."""
+    zone = world["work"] / "zone2.json"
+    zone.write_text(json.dumps({"real.dns.test": {"a": [WILD_SUB]}}))
+    log = world["work"] / "dns2.log"
+    dns2 = subprocess.Popen(["ip", "netns", "exec", NS, "python3", DNS_SERVER, str(log), str(zone), DNS2],
+                            stdout=subprocess.PIPE, text=True)
+    conf = world["work"] / "resolv-switch.conf"
+    conf.write_text(f"nameserver {DNS}\n")
+    p = None
+    try:
+        assert dns2.stdout.readline(), "the second name server did not start"
+        p = Proxy(world["work"], ["*.dns.test"], resolv_conf=conf)
+        status, _, s, rest = connect(p.port, "real.dns.test:443")
+        assert status == 200 and (rest or s.recv(100)).decode() == f"BANNER {ALLOWED}:443\n"
+        s.close()
+        conf.write_text(f"nameserver {DNS2}\n")
+        time.sleep(1.5)  # the proxy looks at the file at most once a second
+        status, _, s, rest = connect(p.port, "real.dns.test:443")
+        assert status == 200 and (rest or s.recv(100)).decode() == f"BANNER {WILD_SUB}:443\n"
+        s.close()
+    finally:
+        if p is not None:
+            assert p.stop() == 0
+        dns2.kill()
+        dns2.wait()
 
 
 def test_slow_lookups_delay_no_one_else_and_one_name_is_one_query(world):

@@ -7,9 +7,11 @@
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -40,10 +42,27 @@ std::string AresReason(int status) {
 // ends.
 class AresResolver : public Resolver {
  public:
-  explicit AresResolver(const SystemResolverOptions& o) {
+  explicit AresResolver(const SystemResolverOptions& o) : options_(o) {
     static std::once_flag once;
     std::call_once(once, [] { ares_library_init(ARES_LIB_INIT_ALL); });
     wake_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    conf_ = Stamp();
+    init_status_ = NewChannel(&channel_);
+    if (init_status_ != ARES_SUCCESS) channel_ = nullptr;
+    if (channel_ == nullptr || wake_ < 0) return;  // every lookup answers why (Resolve)
+    // The thread starts with every signal blocked: it must never take one
+    // meant for the process (SIGPIPE, the agent's SIGTERM/SIGCHLD).
+    sigset_t all, before;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &before);
+    thread_ = std::thread([this] { Loop(); });
+    pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  }
+
+  // A channel with exactly-the-name lookups and the servers of the current
+  // /etc/resolv.conf.
+  int NewChannel(ares_channel* channel) {
+    const SystemResolverOptions& o = options_;
     ares_options opts{};
     int mask = 0;
     opts.flags = ARES_FLAG_NOSEARCH | ARES_FLAG_NOALIASES;
@@ -63,16 +82,7 @@ class AresResolver : public Resolver {
     opts.sock_state_cb = &AresResolver::SockState;
     opts.sock_state_cb_data = this;
     mask |= ARES_OPT_SOCK_STATE_CB;
-    init_status_ = ares_init_options(&channel_, &opts, mask);
-    if (init_status_ != ARES_SUCCESS) channel_ = nullptr;
-    if (channel_ == nullptr || wake_ < 0) return;  // every lookup answers why (Resolve)
-    // The thread starts with every signal blocked: it must never take one
-    // meant for the process (SIGPIPE, the agent's SIGTERM/SIGCHLD).
-    sigset_t all, before;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &before);
-    thread_ = std::thread([this] { Loop(); });
-    pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    return ares_init_options(channel, &opts, mask);
   }
 
   ~AresResolver() override {
@@ -155,6 +165,50 @@ class AresResolver : public Resolver {
     ares_getaddrinfo(channel_, host.c_str(), nullptr, &hints, &AresResolver::OnAnswer, new Query{this, host});
   }
 
+  // What identifies a version of /etc/resolv.conf.
+  struct FileStamp {
+    bool exists = false;
+    dev_t dev = 0;
+    ino_t ino = 0;
+    off_t size = 0;
+    timespec mtime{};
+    bool operator==(const FileStamp& b) const {
+      return exists == b.exists && dev == b.dev && ino == b.ino && size == b.size && mtime.tv_sec == b.mtime.tv_sec &&
+             mtime.tv_nsec == b.mtime.tv_nsec;
+    }
+  };
+  static FileStamp Stamp() {
+    FileStamp f;
+    struct stat st;
+    if (stat("/etc/resolv.conf", &st) != 0) return f;
+    f.exists = true;
+    f.dev = st.st_dev;
+    f.ino = st.st_ino;
+    f.size = st.st_size;
+    f.mtime = st.st_mtim;
+    return f;
+  }
+
+  // /etc/resolv.conf changed: a new channel reads it, once no lookup is in
+  // flight (checked at most once a second; lookups never wait for it).
+  void ReloadIfChanged() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_check_ >= std::chrono::seconds(1)) {
+      last_check_ = now;
+      const FileStamp stamp = Stamp();
+      if (!(stamp == conf_)) {
+        conf_ = stamp;
+        reload_ = true;
+      }
+    }
+    if (!reload_ || !waiting_.empty()) return;
+    ares_channel fresh = nullptr;
+    if (NewChannel(&fresh) != ARES_SUCCESS) return;  // keep the servers it had
+    ares_destroy(channel_);
+    channel_ = fresh;
+    reload_ = false;
+  }
+
   void Loop() {
     std::vector<pollfd> fds;
     for (;;) {
@@ -171,6 +225,7 @@ class AresResolver : public Resolver {
         channel_ = nullptr;
         return;
       }
+      ReloadIfChanged();
       for (auto& [host, done] : batch) Start(host, std::move(done));
       fds.clear();
       fds.push_back({wake_, POLLIN, 0});
@@ -196,8 +251,12 @@ class AresResolver : public Resolver {
     }
   }
 
+  SystemResolverOptions options_;
   ares_channel channel_ = nullptr;
   int init_status_ = ARES_SUCCESS;
+  FileStamp conf_;  // the loop thread's alone, after the constructor
+  std::chrono::steady_clock::time_point last_check_{};
+  bool reload_ = false;
   int wake_ = -1;
   std::mutex mu_;
   bool stopping_ = false;

@@ -10,7 +10,9 @@
 // no search list (resolv.conf's `search`/`domain` and LOCALDOMAIN are
 // ignored), no `ndots`, no HOSTALIASES; a name that is not found is not
 // found, never retried with a suffix. /etc/hosts is read first ("files"),
-// then DNS with the servers of /etc/resolv.conf.
+// then DNS with the servers of /etc/resolv.conf, read again when it changes
+// (looked at once a second; the new servers are taken at a moment no
+// lookup is in flight).
 #pragma once
 
 #include <functional>
