@@ -27,14 +27,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   # tinyproxy and squid are for bench/egress.sh alone, which starts them on
   # loopback itself: their packages must not start the system services.
-  no_services=
   if [ ! -e /usr/sbin/policy-rc.d ]; then
     printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
-    no_services=1
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT  # ours: gone however the install ends
   fi
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  [ -z "$no_services" ] || rm -f /usr/sbin/policy-rc.d
   for service in tinyproxy squid; do  # just installed and started anyway: stop it
     case " ${missing[*]} " in *" $service "*)
       if [ -x "/etc/init.d/$service" ]; then "/etc/init.d/$service" stop >/dev/null 2>&1 || true; fi ;;
