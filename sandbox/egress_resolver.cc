@@ -57,6 +57,7 @@ class AresResolver : public Resolver {
     pthread_sigmask(SIG_BLOCK, &all, &before);
     thread_ = std::thread([this] { Loop(); });
     pthread_sigmask(SIG_SETMASK, &before, nullptr);
+    started_ = true;
   }
 
   // A channel with exactly-the-name lookups and the servers of the current
@@ -99,9 +100,9 @@ class AresResolver : public Resolver {
   }
 
   void Resolve(const std::string& host, Callback done) override {
-    if (channel_ == nullptr || wake_ < 0)
+    if (!started_)  // set once by the constructor; channel_ is the loop thread's
       return done(Error{"resolve", std::string("cannot resolve: the resolver did not start: ") +
-                                       (channel_ == nullptr ? ares_strerror(init_status_) : "eventfd")});
+                                       (init_status_ != ARES_SUCCESS ? ares_strerror(init_status_) : "eventfd")});
     {
       std::lock_guard lock(mu_);
       if (stopping_) return done(Error{"resolve", AresReason(ARES_EDESTRUCTION)});
@@ -254,6 +255,7 @@ class AresResolver : public Resolver {
   SystemResolverOptions options_;
   ares_channel channel_ = nullptr;
   int init_status_ = ARES_SUCCESS;
+  bool started_ = false;
   FileStamp conf_;  // the loop thread's alone, after the constructor
   std::chrono::steady_clock::time_point last_check_{};
   bool reload_ = false;
