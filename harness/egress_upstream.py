@@ -9,8 +9,10 @@ Usage: egress_upstream.py LOG ADDR|PORT|KIND ...
 KIND banner: sends "BANNER <local>\\n", then echoes what it receives (a
 stand-in for a TLS server behind CONNECT). KIND http: reads one request
 head, answers "200 OK" with "HTTP-OK <local> <request line> host=<Host>".
-KIND sink: counts bytes and answers their number when the client half-closes
-(the benchmark's transfer). Prints {"ready": [...]} once every socket listens.
+KIND sink: counts bytes and answers their number when the client half-closes.
+KIND counted: reads a line "N", then N bytes, and answers their number
+without waiting for a half-close, which not every proxy passes on (the
+benchmark's transfer). Prints {"ready": [...]} once every socket listens.
 """
 import json
 import socket
@@ -67,6 +69,21 @@ def serve(conn, kind, local):
                     data += chunk
             except OSError:
                 pass
+        elif kind == "counted":
+            line = b""
+            while not line.endswith(b"\n"):
+                chunk = conn.recv(1)
+                if not chunk:
+                    break
+                line += chunk
+            want, total = int(line or b"0"), 0
+            while total < want:
+                n = len(conn.recv(min(1 << 20, want - total)))
+                if n == 0:
+                    break
+                total += n
+            conn.sendall(f"{total}\n".encode())
+            data = f"<{total} bytes>".encode()
         elif kind == "sink":
             total = 0
             while True:

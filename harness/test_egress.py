@@ -5,7 +5,10 @@ the host by a veth pair, with addresses only from the benchmarking block
 198.18.0.0/15 (here 198.19.N.0/24), which the proxy is told is public
 through its test-only --test-public-range. Names resolve through the
 test-only --test-resolver file, which can change a name's answer between
-two lookups. A "private" server listens on the host's loopback (127.0.0.1
+two lookups, or through the real resolver (c-ares) pointed at a name
+server the module runs in the namespace (harness/egress_dns.py, at
+198.19.N.53), by a private mount of /etc/resolv.conf for the proxy alone,
+whose search list must never be used. A "private" server listens on the host's loopback (127.0.0.1
 and ::1): it is what a refused name points at, and it must never see a
 connection. Every refusal is checked three ways: the HTTP status and its
 one-line reason, one JSON log line from the proxy, and silence at the
@@ -28,11 +31,15 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BUILD = os.environ.get("OARBANK_BUILD", os.path.join(ROOT, "build"))
 AGENT = os.path.join(BUILD, "sandbox", "oarbank-agent")
 UPSTREAM = os.path.join(os.path.dirname(__file__), "egress_upstream.py")
+DNS_SERVER = os.path.join(os.path.dirname(__file__), "egress_dns.py")
 
 NET = 20 + os.getpid() % 200
 SUBNET = f"198.19.{NET}"
 HOST_SIDE = f"{SUBNET}.1"
 ALLOWED, WILD_SUB, WILD_BARE, UNLISTED, CONFINED = (f"{SUBNET}.{i}" for i in range(2, 7))
+DNS = f"{SUBNET}.53"  # the test's name server, in the test namespace
+DNS2 = f"{SUBNET}.54"  # a second one, with other answers
+SLOW_S = 2.0  # how long the name server takes to answer a slow name
 NS = f"oeg-{os.getpid()}"
 VETH_HOST, VETH_NS = f"oegh{os.getpid() % 100000}", f"oegn{os.getpid() % 100000}"
 
@@ -86,8 +93,15 @@ class Servers:
         self.proc.wait()
 
 
+def with_resolv_conf(resolv_conf, cmd):
+    """cmd in a private mount namespace whose /etc/resolv.conf is
+    resolv_conf: the real resolver, pointed at the test's name server."""
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount --bind "$0" /etc/resolv.conf && exec "$@"', str(resolv_conf), *cmd]
+
+
 class Proxy:
-    def __init__(self, workdir, allow, *extra, public=True, resolver=None):
+    def __init__(self, workdir, allow, *extra, public=True, resolver=None, resolv_conf=None):
         self.log = pathlib.Path(workdir) / f"proxy-{time.monotonic_ns()}.log"
         cmd = [AGENT, "egress-proxy", "--listen", "127.0.0.1:0"]
         for a in allow:
@@ -97,6 +111,8 @@ class Proxy:
         if resolver:
             cmd += ["--test-resolver", str(resolver)]
         cmd += list(extra)
+        if resolv_conf:
+            cmd = with_resolv_conf(resolv_conf, cmd)
         self.err = open(self.log, "w")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.err, text=True)
         line = self.proc.stdout.readline()
@@ -162,7 +178,7 @@ def world():
         sh("ip", "link", "set", VETH_NS, "netns", NS)
         sh("ip", "addr", "add", f"{HOST_SIDE}/24", "dev", VETH_HOST)
         sh("ip", "link", "set", VETH_HOST, "up")
-        for a in (ALLOWED, WILD_SUB, WILD_BARE, UNLISTED, CONFINED):
+        for a in (ALLOWED, WILD_SUB, WILD_BARE, UNLISTED, CONFINED, DNS, DNS2):
             sh("ip", "netns", "exec", NS, "ip", "addr", "add", f"{a}/24", "dev", VETH_NS)
         sh("ip", "netns", "exec", NS, "ip", "link", "set", VETH_NS, "up")
         sh("ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up")
@@ -200,9 +216,35 @@ def world():
             "rebind.test": f"{ALLOWED} 127.0.0.1",
             "self.test": "127.0.0.1",
         }
+        names["own-host.test"] = HOST_SIDE  # an address of the proxy's own host
         resolver.write_text("".join(f"{n} {a}\n" for n, a in names.items()))
+        # A server on the host side of the veth: the proxy's own address.
+        own = Servers(work / "own.log", [f"{HOST_SIDE}|443|banner", f"{HOST_SIDE}|80|http"])
+        # The name server, and resolv.conf files that point at it.
+        zone = {n: {"a": [a.split(",")[0].split()[0]]} for n, a in names.items()
+                if ":" not in a.split(",")[0].split()[0]}
+        zone.update({
+            "real.dns.test": {"a": [ALLOWED]}, "fast.dns.test": {"a": [ALLOWED]},
+            "own-host.dns.test": {"a": [HOST_SIDE]},
+            # What a search list would reach: an unlisted server.
+            "hijack.dns.test.corp.internal": {"a": [UNLISTED]}, "missing.dns.test.corp.internal": {"a": [UNLISTED]},
+            "shared.dns.test": {"a": [ALLOWED], "delay": SLOW_S},
+        })
+        zone.update({f"slow-{i}.dns.test": {"a": [ALLOWED], "delay": SLOW_S} for i in range(60)})
+        (work / "zone.json").write_text(json.dumps(zone))
+        dns_log = work / "dns.log"
+        dns_log.touch()
+        dns = subprocess.Popen(["ip", "netns", "exec", NS, "python3", DNS_SERVER, str(dns_log), str(work / "zone.json"),
+                                DNS], stdout=subprocess.PIPE, text=True)
+        assert dns.stdout.readline(), "the name server did not start"
+        for ndots in (1, 5):
+            (work / f"resolv-ndots{ndots}.conf").write_text(
+                f"nameserver {DNS}\nsearch corp.internal\noptions ndots:{ndots}\n")
         yield {"work": work, "private": private, "private_port": private_port, "upstream": upstream,
-               "resolver": resolver, "names": names}
+               "resolver": resolver, "names": names, "own": own, "dns_log": dns_log}
+        dns.kill()
+        dns.wait()
+        own.stop()
         upstream.stop()
         private.stop()
     finally:
@@ -524,6 +566,240 @@ def test_bad_options_are_one_line_and_64(args, message):
     assert r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
 
 
+# --- exactly the listed name, exactly one request, bounded on every side ------
+
+SMUGGLE = (b"POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nConnection: Content-Length\r\n"
+           b"Content-Length: 47\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: unlisted.test\r\n\r\n")
+assert len(SMUGGLE.split(b"\r\n\r\n", 1)[1]) == 47
+
+
+def test_a_connection_header_naming_the_framing_is_refused_and_nothing_rides_along(world, proxy):
+    before_allowed, before_unlisted = accepts(world, ALLOWED, 80), accepts(world, UNLISTED, 80)
+    for raw in (SMUGGLE,
+                SMUGGLE.replace(b"Connection: Content-Length", b"Connection: close, transfer-encoding"),
+                SMUGGLE.replace(b"Connection: Content-Length", b"Connection: Host")):
+        status, reason, s, _ = request(proxy.port, raw)
+        s.close()
+        assert_refused(proxy, world, status, reason, expect_status=400, contains="Connection names ")
+    time.sleep(0.2)
+    assert accepts(world, ALLOWED, 80) == before_allowed  # nothing reached the upstream
+    assert accepts(world, UNLISTED, 80) == before_unlisted
+    # Positive control: the same request without that Connection header is
+    # forwarded, framed by its Content-Length, as exactly one request.
+    status, _, s, rest = request(proxy.port, SMUGGLE.replace(b"Connection: Content-Length\r\n", b""), read_body=False)
+    assert status == 200
+    while not rest.endswith(b"\n"):
+        rest += s.recv(4096)
+    s.close()
+    closes = world["upstream"].wait_close(f"{ALLOWED}:80", before_allowed + 1)
+    assert closes[-1]["data"].startswith("POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 47\r\n")
+    assert closes[-1]["data"].endswith("\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: unlisted.test\r\n\r\n")
+
+
+def test_a_name_resolving_to_an_address_of_the_proxys_host_is_refused(world, proxy_own):
+    """own-host.test answers the host side of the veth: inside the range the
+    test declares public, and yet the proxy's own address."""
+    p = proxy_own
+    for target in ("own-host.test:443", "own-host.test:80"):
+        status, reason, s, _ = connect(p.port, target)
+        s.close()
+        assert_refused(p, world, status, reason, contains=f"resolves to {HOST_SIDE}, an address of the proxy's own host")
+    time.sleep(0.2)
+    assert world["own"].events() == []  # the host's server never saw a connection
+    status, _, s, _ = connect(p.port, "allowed.test:443")  # positive control, same proxy
+    s.close()
+    assert status == 200
+
+
+@pytest.fixture
+def proxy_own(world):
+    p = Proxy(world["work"], ["allowed.test", "own-host.test", "own-host.test:80"], resolver=world["resolver"])
+    yield p
+    assert p.stop() == 0
+
+
+def refused_lines(events):
+    refused = [e for e in events if e["event"] == "egress_refused"]
+    counted = sum(e.get("dropped_before", 0) for e in refused)
+    counted += sum(e["dropped"] for e in events if e["event"] == "egress_refusals_dropped")
+    return refused, counted
+
+
+def test_refusal_logs_are_bounded_per_field_and_rate_limited_per_client(world):
+    p = Proxy(world["work"], ["allowed.test"], resolver=world["resolver"])
+    try:
+        head = b"CONNECT " + b"a" * 16000 + b".test:443 HTTP/1.1\r\n\r\n"
+        assert len(head) <= 16 * 1024
+        deadline = time.time() + 60
+        for _ in range(300):
+            assert time.time() < deadline
+            status, reason, s, _ = request(p.port, head)
+            s.close()
+            assert status == 403
+    finally:
+        assert p.stop() == 0
+    text = p.log.read_text()
+    lines = text.splitlines()
+    assert len(text) < 64 * 1024, f"{len(text)} bytes of log for 300 refusals"
+    assert all(len(line) < 2048 for line in lines)
+    events = [json.loads(line) for line in lines]
+    refused, counted = refused_lines(events)
+    assert 0 < len(refused) < 300 and len(refused) + counted == 300  # every refusal logged or counted
+    assert all(e["host"].endswith("bytes)") and len(e["host"]) < 300 for e in refused)
+    # Positive control: a few refusals are each logged in full.
+    q = Proxy(world["work"], ["allowed.test"], resolver=world["resolver"])
+    try:
+        for _ in range(3):
+            status, reason, s, _ = connect(q.port, "unlisted.test:443")
+            s.close()
+    finally:
+        assert q.stop() == 0
+    refused, counted = refused_lines(q.events())
+    assert len(refused) == 3 and counted == 0 and refused[0]["host"] == "unlisted.test"
+
+
+def test_one_client_cannot_take_every_connection(world):
+    p = Proxy(world["work"], ["allowed.test"], "--max-connections-per-client", "3", resolver=world["resolver"])
+    held = []
+    try:
+        for _ in range(3):
+            status, _, s, _ = connect(p.port, "allowed.test:443")
+            assert status == 200
+            held.append(s)
+        status, reason, s, _ = connect(p.port, "allowed.test:443")
+        s.close()
+        assert_refused(p, world, status, reason, expect_status=503, contains="too many connections from 127.0.0.1")
+        # Another client (another source address) still gets a slot.
+        other = socket.create_connection(("127.0.0.1", p.port), source_address=("127.0.0.2", 0), timeout=5)
+        other.sendall(b"CONNECT allowed.test:443 HTTP/1.1\r\n\r\n")
+        assert other.recv(100).startswith(b"HTTP/1.1 200 ")
+        other.close()
+        held.pop().close()
+        time.sleep(0.2)
+        status, _, s, _ = connect(p.port, "allowed.test:443")  # the slot came back
+        s.close()
+        assert status == 200
+    finally:
+        for h in held:
+            h.close()
+        assert p.stop() == 0
+
+
+def test_lookups_under_a_wildcard_entry_are_rate_limited(world):
+    """A wildcard is a DNS channel (the client picks the labels looked up):
+    its lookups are bounded per entry. Rate 1 a second: a burst of 5."""
+    p = Proxy(world["work"], ["allowed.test", "*.wild.test"], "--wildcard-lookups-per-second", "1",
+              resolver=world["resolver"])
+    try:
+        statuses = []
+        for _ in range(6):
+            status, reason, s, _ = connect(p.port, "a.wild.test:443")
+            s.close()
+            statuses.append(status)
+        assert statuses == [200] * 5 + [429], statuses
+        assert "too many lookups under *.wild.test:443" in reason, reason
+        status, _, s, _ = connect(p.port, "allowed.test:443")  # an exact entry is not counted
+        s.close()
+        assert status == 200
+    finally:
+        assert p.stop() == 0
+
+
+def dns_queries(world):
+    return [json.loads(l) for l in world["dns_log"].read_text().splitlines()]
+
+
+@pytest.mark.parametrize("ndots", [5, 1])
+def test_the_real_resolver_looks_up_exactly_the_name_never_a_search_domain(world, ndots):
+    """resolv.conf has `search corp.internal` and ndots 5 (a Kubernetes
+    pod's default) or 1; the name server has hijack.dns.test.corp.internal
+    and missing.dns.test.corp.internal (an unlisted server) but neither
+    name without the suffix."""
+    p = Proxy(world["work"], ["*.dns.test"], resolv_conf=world["work"] / f"resolv-ndots{ndots}.conf")
+    try:
+        before = accepts(world, UNLISTED, 443)
+        for name in ("hijack.dns.test", "missing.dns.test"):
+            status, reason, s, _ = connect(p.port, f"{name}:443")
+            s.close()
+            assert_refused(p, world, status, reason, expect_status=502, contains=f"{name}: cannot resolve")
+        status, _, s, rest = connect(p.port, "real.dns.test:443")  # positive control: the real resolver answers
+        assert status == 200
+        assert (rest or s.recv(100)).decode() == f"BANNER {ALLOWED}:443\n"
+        s.close()
+    finally:
+        assert p.stop() == 0
+    time.sleep(0.2)
+    assert accepts(world, UNLISTED, 443) == before
+    asked = {q["name"] for q in dns_queries(world) if q["event"] == "query"}
+    assert {"hijack.dns.test", "missing.dns.test", "real.dns.test"} <= asked
+    assert not [n for n in asked if n.endswith("corp.internal")], asked
+
+
+def test_the_real_resolver_follows_a_changed_resolv_conf(world):
+    """A long-running proxy reads /etc/resolv.conf again when it changes
+    (between lookups), as getaddrinfo did: the second name server answers
+    real.dns.test with another address."""
+    zone = world["work"] / "zone2.json"
+    zone.write_text(json.dumps({"real.dns.test": {"a": [WILD_SUB]}}))
+    log = world["work"] / "dns2.log"
+    dns2 = subprocess.Popen(["ip", "netns", "exec", NS, "python3", DNS_SERVER, str(log), str(zone), DNS2],
+                            stdout=subprocess.PIPE, text=True)
+    conf = world["work"] / "resolv-switch.conf"
+    conf.write_text(f"nameserver {DNS}\n")
+    p = None
+    try:
+        assert dns2.stdout.readline(), "the second name server did not start"
+        p = Proxy(world["work"], ["*.dns.test"], resolv_conf=conf)
+        status, _, s, rest = connect(p.port, "real.dns.test:443")
+        assert status == 200 and (rest or s.recv(100)).decode() == f"BANNER {ALLOWED}:443\n"
+        s.close()
+        conf.write_text(f"nameserver {DNS2}\n")
+        time.sleep(1.5)  # the proxy looks at the file at most once a second
+        status, _, s, rest = connect(p.port, "real.dns.test:443")
+        assert status == 200 and (rest or s.recv(100)).decode() == f"BANNER {WILD_SUB}:443\n"
+        s.close()
+    finally:
+        if p is not None:
+            assert p.stop() == 0
+        dns2.kill()
+        dns2.wait()
+
+
+def test_slow_lookups_delay_no_one_else_and_one_name_is_one_query(world):
+    """Eight names whose answers take SLOW_S seconds, and five requests for
+    one more slow name, are pending; a fast name is answered meanwhile
+    (checked by order, not by time: no slow answer has been sent yet)."""
+    p = Proxy(world["work"], ["*.dns.test"], resolv_conf=world["work"] / "resolv-ndots1.conf")
+    slow = []
+    try:
+        names = [f"slow-{i}.dns.test" for i in range(8)] + ["shared.dns.test"] * 5
+        start = len(dns_queries(world))
+        for name in names:
+            s = socket.create_connection(("127.0.0.1", p.port), timeout=10)
+            s.sendall(b"CONNECT %s:443 HTTP/1.1\r\n\r\n" % name.encode())
+            slow.append(s)
+        deadline = time.time() + 5
+        while time.time() < deadline:
+            asked = {q["name"] for q in dns_queries(world)[start:] if q["event"] == "query"}
+            if set(names) <= asked:
+                break
+            time.sleep(0.02)
+        assert set(names) <= asked, asked
+        status, _, s, rest = connect(p.port, "fast.dns.test:443")
+        answered = [q for q in dns_queries(world)[start:] if q["event"] == "answer" and q["name"] in names]
+        assert status == 200 and answered == [], answered  # the fast name did not wait for a slow one
+        s.close()
+        for s in slow:
+            s.settimeout(SLOW_S + 8)
+            assert s.recv(100).startswith(b"HTTP/1.1 200 ")
+        queries = [q for q in dns_queries(world)[start:] if q["event"] == "query" and q["type"] == "A"]
+        assert [q["name"] for q in queries].count("shared.dns.test") == 1  # five requests, one query
+    finally:
+        for s in slow:
+            s.close()
+        assert p.stop() == 0
+
+
 # --- a confined module ---------------------------------------------------------
 
 MODULE = r'''
@@ -757,3 +1033,112 @@ def test_run_refuses_a_test_public_range_outside_the_benchmark_block_with_64(mod
                         "--", "/bin/true"], capture_output=True, text=True, timeout=30)
     # Positive control: a range inside the block is taken (the job runs where egress-allowlist is enforced).
     assert r.returncode == (0 if landlock_abi() >= 4 else 70), r.stderr
+
+
+# --- the same guarantees under `run` --------------------------------------------
+
+def agent_run(policy_path, argv, uid, *extra, resolv_conf=None, timeout=90):
+    """`oarbank-agent run` as `uid`, the real resolver pointed at the test's
+    name server when resolv_conf is given."""
+    cmd = [AGENT, "run", "--unproven", *extra, str(policy_path), "--", *argv]
+    if uid != 0:
+        cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *cmd]
+    if resolv_conf:
+        cmd = with_resolv_conf(resolv_conf, cmd)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env={"PATH": "/usr/bin:/bin"})
+
+
+MODULE_21 = r"""
+import json, os, select, socket, sys, time
+host, port = os.environ["HTTPS_PROXY"].rsplit("//", 1)[1].rsplit(":", 1)
+cap = int(sys.argv[1])
+def send(raw):
+    s = socket.create_connection((host, int(port)), timeout=15)
+    s.sendall(raw)
+    return s
+def status(s):
+    data = b""
+    while b"\r\n" not in data:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return int(data.split(b" ")[1]) if data.startswith(b"HTTP/1.1 ") else None
+def once(raw):
+    s = send(raw)
+    try:
+        return status(s)
+    finally:
+        s.close()
+out = {}
+# 5: eight slow names pending, then a fast one.
+slow = [send(b"CONNECT slow-%d.dns.test:443 HTTP/1.1\r\n\r\n" % (20 + i)) for i in range(8)]
+time.sleep(0.5)
+fast = send(b"CONNECT fast.dns.test:443 HTTP/1.1\r\n\r\n")
+out["fast"] = status(fast)
+out["slow_answered_before_fast"] = len(select.select(slow, [], [], 0)[0])
+out["slow"] = [status(s) for s in slow]
+for s in slow + [fast]:
+    s.close()
+# 1: the smuggling head.
+out["smuggle"] = once(sys.argv[2].encode("latin-1"))
+# 3: the proxy's own address; 2: a name only a search domain would find.
+out["own_host"] = once(b"CONNECT own-host.dns.test:443 HTTP/1.1\r\n\r\n")
+out["hijack"] = once(b"CONNECT hijack.dns.test:443 HTTP/1.1\r\n\r\n")
+# 4: 300 refused 16 KiB requests.
+big = b"CONNECT " + b"a" * 16000 + b".test:443 HTTP/1.1\r\n\r\n"
+out["big"] = sorted(set(once(big) for _ in range(300)))
+# 6: the job's share of connections.
+time.sleep(0.3)
+held = [send(b"CONNECT allowed.test:443 HTTP/1.1\r\n\r\n") for _ in range(cap)]
+out["held"] = [status(s) for s in held]
+out["over_cap"] = once(b"CONNECT allowed.test:443 HTTP/1.1\r\n\r\n")
+for s in held:
+    s.close()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("uid", [0, 65534], ids=["root", "nobody"])
+def test_under_run_one_request_the_listed_name_bounded_logs_and_a_share(world, module_tree, uid):
+    """Items 1-6 of the proxy's guarantees through a job's own proxy, with
+    the real resolver and a resolv.conf with a search list (ndots 5)."""
+    if landlock_abi() < 4:
+        pytest.skip("Landlock ABI < 4: egress-allowlist is refused here (exit 70)")
+    cap = 10
+    (module_tree / "bundle" / "module21.py").write_text(MODULE_21)
+    policy = {"contract": 1, "role": "runner", "bundle": str(module_tree / "bundle"),
+              "work": str(module_tree / "work"), "data": str(module_tree / "data"), "tmp": str(module_tree / "work/tmp"),
+              "net": {"mode": "egress-allowlist", "allow": ["allowed.test", "allowed.test:80", "*.dns.test"],
+                      "proxy_port": free_port()}}
+    (module_tree / "policy.json").write_text(json.dumps(policy))
+    before = {"allowed80": accepts(world, ALLOWED, 80), "unlisted": accepts(world, UNLISTED, 443),
+              "unlisted80": accepts(world, UNLISTED, 80)}
+    start = len(dns_queries(world))
+    r = agent_run(module_tree / "policy.json",
+                  ["/usr/bin/python3", str(module_tree / "bundle" / "module21.py"), str(cap), SMUGGLE.decode()], uid,
+                  "--egress-test-public-range", f"{SUBNET}.0/24", "--egress-max-connections", str(cap),
+                  resolv_conf=world["work"] / "resolv-ndots5.conf")
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["fast"] == 200 and out["slow_answered_before_fast"] == 0, out
+    assert out["slow"] == [200] * 8, out
+    assert out["smuggle"] == 400, out
+    assert out["own_host"] == 403, out
+    assert out["hijack"] == 502, out
+    assert out["big"] == [403], out
+    assert out["held"] == [200] * cap and out["over_cap"] == 503, out
+    time.sleep(0.2)
+    assert accepts(world, ALLOWED, 80) == before["allowed80"]  # the smuggling request never left
+    assert accepts(world, UNLISTED, 80) == before["unlisted80"]
+    assert accepts(world, UNLISTED, 443) == before["unlisted"]  # nor the search domain's answer
+    assert world["own"].events() == []
+    asked = {q["name"] for q in dns_queries(world)[start:] if q["event"] == "query"}
+    assert "hijack.dns.test" in asked and not [n for n in asked if n.endswith("corp.internal")], asked
+    # The agent's stderr: bounded lines, every refusal logged or counted.
+    lines = [l for l in r.stderr.splitlines() if l.startswith("{")]
+    assert len(r.stderr) < 64 * 1024 and all(len(l) < 2048 for l in lines), len(r.stderr)
+    refused, counted = refused_lines([json.loads(l) for l in lines])
+    assert len(refused) < 304 and len(refused) + counted == 304, (len(refused), counted)
+    reasons = " ".join(e["reason"] for e in refused)
+    assert "Connection names Content-Length" in reasons and "an address of the proxy's own host" in reasons

@@ -282,6 +282,9 @@ int AgentMain(int argc, char** argv) {
         ->allow_extra_args(false);
     run->add_option("--egress-test-resolver", run_egress_resolver,
                     "TEST ONLY: the job's egress proxy answers lookups from this file");
+    run->add_option("--egress-max-connections", run_options.egress.max_connections,
+                    "Connections the job may hold through its egress proxy at once (64)")
+        ->check(CLI::Range(1, 1 << 20));
     run->add_option("policy", run_policy, "Policy JSON file")->required();
     run->add_option("argv", run_argv, "Command to run (after --)")->required();
   }
@@ -297,6 +300,12 @@ int AgentMain(int argc, char** argv) {
     proxy->add_option("--idle-timeout", proxy_options.idle_timeout_s, "Close a connection idle this many seconds")->check(FiniteRange(0.01, 1e6));
     proxy->add_option("--connect-timeout", proxy_options.connect_timeout_s, "Seconds to connect upstream")->check(FiniteRange(0.01, 3600.0));
     proxy->add_option("--max-connections", proxy_options.max_connections, "Connections at once")->check(CLI::Range(1, 1 << 20));
+    proxy->add_option("--max-connections-per-client", proxy_options.max_connections_per_client,
+                      "Connections one client address may hold at once (64)")
+        ->check(CLI::Range(1, 1 << 20));
+    proxy->add_option("--wildcard-lookups-per-second", proxy_options.wildcard_lookups_per_second,
+                      "Lookups a second under each *. entry, a burst of 5 s worth (10; 0: no limit)")
+        ->check(CLI::Range(0.0, 1e6));
     proxy->add_option("--max-header-bytes", proxy_options.max_header_bytes, "Largest request head")->check(CLI::Range(256, 1 << 20));
     proxy->add_option("--test-public-range", proxy_options.test_public_ranges,
                       "TEST ONLY: treat this CIDR (inside 198.18.0.0/15) as public (repeatable)");

@@ -82,6 +82,8 @@ int RunEgressProxyCommand(const ProxyCommandOptions& o) {
   config.idle_timeout = ms(static_cast<long long>(o.idle_timeout_s * 1000));
   config.connect_timeout = ms(static_cast<long long>(o.connect_timeout_s * 1000));
   config.max_connections = o.max_connections;
+  config.max_connections_per_client = o.max_connections_per_client;
+  config.wildcard_lookups_per_second = o.wildcard_lookups_per_second;
   config.max_header_bytes = o.max_header_bytes;
 
   // Each connection holds two sockets and, while relaying, two pipes: use

@@ -18,6 +18,8 @@ struct ProxyCommandOptions {
   double idle_timeout_s = 300;
   double connect_timeout_s = 10;
   size_t max_connections = 1024;
+  size_t max_connections_per_client = 64;
+  double wildcard_lookups_per_second = 10;
   size_t max_header_bytes = 16 * 1024;
   // Test-only: never set in production.
   std::vector<std::string> test_public_ranges;  // CIDRs inside 198.18.0.0/15

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -10,8 +11,10 @@
 #include <cstring>
 #include <optional>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -30,6 +33,13 @@ namespace {
 constexpr size_t kRelayBuffer = 64 * 1024;
 constexpr size_t kSpliceChunk = 1024 * 1024;
 constexpr int kSplicePipeSize = 1024 * 1024;
+constexpr size_t kLogFieldBytes = 256;
+// Refusal lines per client address: a burst, then a steady rate; what is
+// over it is counted and the count logged with the client's next line (or
+// when the proxy stops).
+constexpr double kRefusalBurst = 50;
+constexpr double kRefusalsPerSecond = 5;
+constexpr size_t kMaxTrackedClients = 4096;
 
 asio::ip::address ToAsio(const IpAddress& ip) {
   if (ip.v4) return asio::ip::address_v4(asio::ip::address_v4::bytes_type{ip.bytes[0], ip.bytes[1], ip.bytes[2], ip.bytes[3]});
@@ -43,6 +53,7 @@ const char* StatusText(int status) {
     case 400: return "Bad Request";
     case 403: return "Forbidden";
     case 408: return "Request Timeout";
+    case 429: return "Too Many Requests";
     case 431: return "Request Header Fields Too Large";
     case 501: return "Not Implemented";
     case 502: return "Bad Gateway";
@@ -56,32 +67,192 @@ std::string Endpoint(const tcp::endpoint& ep) {
          std::to_string(ep.port());
 }
 
+// A log field as written: printable ASCII kept (JSON escapes quotes and
+// backslashes), every other byte as \xNN, and at most kLogFieldBytes of the
+// text kept, with the length of what was cut.
+std::string LogField(std::string_view text) {
+  std::string out;
+  out.reserve(std::min(text.size(), kLogFieldBytes) + 24);
+  size_t used = 0;
+  for (; used < text.size() && out.size() < kLogFieldBytes; ++used) {
+    const auto c = static_cast<unsigned char>(text[used]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char hex[5];
+      snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  if (used < text.size()) out += "...(" + std::to_string(text.size()) + " bytes)";
+  return out;
+}
+
+// The addresses of every interface in this network namespace, or nullopt
+// when they cannot be read. Read at every check: an address added a moment
+// ago counts.
+std::optional<std::vector<IpAddress>> OwnAddresses() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return std::nullopt;
+  std::vector<IpAddress> out;
+  for (ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    IpAddress local;
+    if (a->ifa_addr->sa_family == AF_INET) {
+      local.v4 = true;
+      memcpy(local.bytes.data(), &reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr, 4);
+    } else if (a->ifa_addr->sa_family == AF_INET6) {
+      local.v4 = false;
+      memcpy(local.bytes.data(), &reinterpret_cast<const sockaddr_in6*>(a->ifa_addr)->sin6_addr, 16);
+    } else {
+      continue;
+    }
+    out.push_back(local);
+  }
+  freeifaddrs(list);
+  return out;
+}
+
+// Whether `ip`, or the IPv4 address an IPv4-mapped `ip` carries, is one of `own`.
+bool IsOwnAddress(const IpAddress& ip, const std::vector<IpAddress>& own) {
+  IpAddress want = ip;
+  static const uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (!ip.v4 && memcmp(ip.bytes.data(), kMapped, 12) == 0)
+    want = Ipv4(ip.bytes[12], ip.bytes[13], ip.bytes[14], ip.bytes[15]);
+  return std::find(own.begin(), own.end(), want) != own.end();
+}
+
 }  // namespace
+
+// Where a resolver's answer goes: posted to the proxy's loop while it runs,
+// dropped once it stopped (a resolver may answer after the proxy is gone).
+struct ResolveGate {
+  std::mutex mu;
+  asio::io_context* io = nullptr;
+  template <typename F>
+  void Post(F f) {
+    std::lock_guard lock(mu);
+    if (io != nullptr) asio::post(*io, std::move(f));
+  }
+  void Close() {
+    std::lock_guard lock(mu);
+    io = nullptr;
+  }
+};
 
 struct EgressProxy::Impl {
   // Declared before io: sessions still queued in io are destroyed with it
-  // and count themselves out of `active`, so these must outlive io.
+  // and count themselves out of `active` and `per_client`, so these must
+  // outlive io.
   ProxyConfig config;
   std::atomic<size_t> active{0};
+  std::mutex clients_mu;
+  std::map<std::string, size_t> per_client;  // open connections by client address
   std::mutex log_mu;
+  struct RefusalBudget {
+    double tokens = kRefusalBurst;
+    Clock::time_point last = Clock::now();
+    uint64_t dropped = 0;
+  };
+  std::map<std::string, RefusalBudget> refusal_budget;  // under log_mu
+  struct LookupBudget {
+    double tokens = 0;
+    Clock::time_point last{};
+  };
+  std::map<size_t, LookupBudget> wildcard_budget;  // by index in config.allow; the loop's alone
   std::atomic<bool> stopped{false};
+  std::shared_ptr<ResolveGate> gate = std::make_shared<ResolveGate>();
   asio::io_context io{1};
   tcp::acceptor acceptor{io};
   asio::steady_timer accept_backoff{io};
-  asio::thread_pool lookups;
   std::thread loop;
 
-  explicit Impl(ProxyConfig c) : config(std::move(c)), lookups(static_cast<size_t>(std::max(1, config.resolver_threads))) {}
+  explicit Impl(ProxyConfig c) : config(std::move(c)) { gate->io = &io; }
 
+  // Every string field cut and escaped (LogField), so no line is longer
+  // than a fixed bound whatever a client sends.
   void Log(nlohmann::ordered_json event) {
+    for (auto& [key, value] : event.items())
+      if (value.is_string()) value = LogField(value.get_ref<const std::string&>());
     const std::string line = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     std::lock_guard lock(log_mu);
+    Write(line);
+  }
+
+  // A refusal's line, within the client's budget; over it, only counted.
+  void LogRefusal(const std::string& client, nlohmann::ordered_json event) {
+    {
+      std::lock_guard lock(log_mu);
+      if (refusal_budget.size() >= kMaxTrackedClients && !refusal_budget.count(client)) {
+        // Forget clients whose budget is full and who owe no count.
+        for (auto it = refusal_budget.begin(); it != refusal_budget.end();) {
+          const double secs = std::chrono::duration<double>(Clock::now() - it->second.last).count();
+          if (it->second.dropped == 0 && it->second.tokens + secs * kRefusalsPerSecond >= kRefusalBurst)
+            it = refusal_budget.erase(it);
+          else
+            ++it;
+        }
+      }
+      auto& b = refusal_budget[client];
+      const auto now = Clock::now();
+      b.tokens = std::min(kRefusalBurst,
+                          b.tokens + std::chrono::duration<double>(now - b.last).count() * kRefusalsPerSecond);
+      b.last = now;
+      if (b.tokens < 1 || refusal_budget.size() > kMaxTrackedClients) {
+        ++b.dropped;
+        return;
+      }
+      b.tokens -= 1;
+      if (b.dropped > 0) {
+        event["dropped_before"] = b.dropped;  // refusals from this client not logged since its last line
+        b.dropped = 0;
+      }
+    }
+    Log(std::move(event));
+  }
+
+  // The counts still owed, one line per client (the proxy is stopping).
+  void FlushRefusalCounts() {
+    std::lock_guard lock(log_mu);
+    for (auto& [client, b] : refusal_budget) {
+      if (b.dropped == 0) continue;
+      nlohmann::ordered_json event = {
+          {"event", "egress_refusals_dropped"}, {"client", LogField(client)}, {"dropped", b.dropped}};
+      Write(event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      b.dropped = 0;
+    }
+  }
+
+  void Write(const std::string& line) {
     if (config.log) {
       config.log(line);
     } else {
       fprintf(stderr, "%s\n", line.c_str());
       fflush(stderr);
     }
+  }
+
+  // Whether a lookup of `host` (admitted by the list) is within the rate of
+  // the wildcard entry admitting it; nullopt if so, else the entry.
+  std::optional<std::string> OverWildcardRate(const std::string& host, uint16_t port) {
+    const double rate = config.wildcard_lookups_per_second;
+    if (rate <= 0) return std::nullopt;
+    std::optional<size_t> wildcard;
+    for (size_t i = 0; i < config.allow.size(); ++i) {
+      if (!EntryAdmits(config.allow[i], host, port)) continue;
+      if (!config.allow[i].wildcard) return std::nullopt;  // listed exactly
+      if (!wildcard) wildcard = i;
+    }
+    if (!wildcard) return std::nullopt;
+    const double burst = std::max(1.0, rate * 5);
+    const auto now = Clock::now();
+    auto [it, fresh] = wildcard_budget.try_emplace(*wildcard, LookupBudget{burst, now});
+    auto& b = it->second;
+    b.tokens = std::min(burst, b.tokens + std::chrono::duration<double>(now - b.last).count() * rate);
+    b.last = now;
+    if (b.tokens < 1) return FormatAllowEntry(config.allow[*wildcard]);
+    b.tokens -= 1;
+    return std::nullopt;
   }
 
   void Accept();
@@ -96,9 +267,22 @@ class Session : public std::enable_shared_from_this<Session> {
     asio::error_code ec;
     const auto ep = client_.remote_endpoint(ec);
     peer_ = ec ? "?" : Endpoint(ep);
+    client_key_ = ec ? "?" : ep.address().to_string();
     client_.set_option(tcp::no_delay(true), ec);
   }
-  ~Session() { proxy_.active--; }
+  ~Session() {
+    proxy_.active--;
+    std::lock_guard lock(proxy_.clients_mu);
+    auto it = proxy_.per_client.find(client_key_);
+    if (it != proxy_.per_client.end() && --it->second == 0) proxy_.per_client.erase(it);
+  }
+
+  // Counts this connection against its client's share; false when the
+  // client already holds max_connections_per_client.
+  bool TakeClientSlot() {
+    std::lock_guard lock(proxy_.clients_mu);
+    return ++proxy_.per_client[client_key_] <= proxy_.config.max_connections_per_client;
+  }
 
   void Start() {
     head_.reserve(1024);
@@ -110,6 +294,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Over the connection limit: answer 503 and close, without reading.
   void RefuseBusy() { Refuse(503, "too many connections (limit " + std::to_string(proxy_.config.max_connections) + ")"); }
+  void RefuseClientBusy() {
+    Refuse(503, "too many connections from " + client_key_ + " (limit " +
+                    std::to_string(proxy_.config.max_connections_per_client) + " a client)");
+  }
 
  private:
   template <typename OnExpiry>
@@ -151,16 +339,25 @@ class Session : public std::enable_shared_from_this<Session> {
     if (req_.kind == RequestKind::kPlainHttp && req_.transfer_encoding)
       return Refuse(501, "Transfer-Encoding request bodies are not proxied over plain HTTP (use CONNECT)");
     body_left_ = req_.kind == RequestKind::kPlainHttp ? req_.content_length.value_or(0) : 0;
+    if (auto entry = proxy_.OverWildcardRate(req_.host, req_.port)) {
+      char rate[32];
+      snprintf(rate, sizeof rate, "%g", proxy_.config.wildcard_lookups_per_second);
+      return Refuse(429, "too many lookups under " + *entry + " (limit " + rate + " a second)");
+    }
 
-    // The one lookup. It blocks, so it runs on the pool and posts back; the
-    // request is answered 502 if the answer takes too long.
+    // The one lookup, asynchronous (the resolver never blocks this loop nor
+    // another lookup); the request is answered 502 if it takes too long.
+    // The timer holds the session meanwhile; the answer only a weak
+    // reference, and it is dropped once the proxy has stopped.
     ArmTimer(proxy_.config.connect_timeout, [](Session& s) {
       s.Refuse(502, "no answer for " + s.req_.host + " within " + std::to_string(s.proxy_.config.connect_timeout.count()) +
                         " ms");
     });
-    asio::post(proxy_.lookups, [self = shared_from_this()] {
-      auto answer = self->proxy_.config.resolver->Resolve(self->req_.host);
-      asio::post(self->proxy_.io, [self, answer = std::move(answer)]() mutable { self->OnResolved(std::move(answer)); });
+    std::weak_ptr<Session> weak = shared_from_this();
+    proxy_.config.resolver->Resolve(req_.host, [weak, gate = proxy_.gate](Resolver::Answer answer) {
+      gate->Post([weak, answer = std::move(answer)]() mutable {
+        if (auto self = weak.lock()) self->OnResolved(std::move(answer));
+      });
     });
   }
 
@@ -170,6 +367,15 @@ class Session : public std::enable_shared_from_this<Session> {
     for (const auto& ip : answer.value()) {
       if (auto why = NonPublicReason(ip, proxy_.config.test_public))
         return Refuse(403, req_.host + " resolves to " + ip.ToString() + ", " + *why);
+    }
+    // An address of the proxy's own host reaches its services, whatever
+    // range it is in: refused like loopback (and when the host's addresses
+    // cannot be read, every answer is).
+    const auto own = OwnAddresses();
+    if (!own) return Refuse(403, "cannot read this host's addresses to check " + req_.host + " against them");
+    for (const auto& ip : answer.value()) {
+      if (IsOwnAddress(ip, *own))
+        return Refuse(403, req_.host + " resolves to " + ip.ToString() + ", an address of the proxy's own host");
     }
     addresses_ = std::move(answer).value();
     ArmTimer(proxy_.config.connect_timeout, [](Session& s) {
@@ -384,7 +590,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (!raw_host_.empty()) event["host"] = raw_host_;
     if (port_ != 0) event["port"] = port_;
     event["reason"] = reason;
-    proxy_.Log(std::move(event));
+    proxy_.LogRefusal(client_key_, std::move(event));
     const std::string body = "egress: " + reason + "\n";
     pending_ = "HTTP/1.1 " + std::to_string(status) + " " + StatusText(status) +
                "\r\nContent-Type: text/plain\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) +
@@ -415,7 +621,7 @@ class Session : public std::enable_shared_from_this<Session> {
   tcp::socket client_;
   tcp::socket upstream_;
   asio::steady_timer timer_;
-  std::string peer_;
+  std::string peer_, client_key_;
   std::string head_, rest_, pending_, greeting_;
   std::array<char, 4096> chunk_{};
   ProxyRequest req_;
@@ -450,7 +656,9 @@ void EgressProxy::Impl::Accept() {
     }
     const size_t now = ++active;
     auto session = std::make_shared<Session>(*this, std::move(socket));
+    const bool client_ok = session->TakeClientSlot();
     if (now > config.max_connections) session->RefuseBusy();
+    else if (!client_ok) session->RefuseClientBusy();
     else session->Start();
     Accept();
   });
@@ -518,7 +726,8 @@ Result<std::unique_ptr<EgressProxy>> EgressProxy::Start(ProxyConfig config) {
   if (!(InCidr(*listen_ip, v4_loopback) || (*listen_ip == *ParseIpAddress("::1"))))
     return Error{"listen", "the proxy listens on loopback only (127.0.0.0/8 or ::1), got " + config.listen_address};
   if (config.allow.empty()) return Error{"allow", "expected at least one host[:port]"};
-  if (config.max_connections == 0 || config.max_header_bytes < 64) return Error{"limits", "limits too small"};
+  if (config.max_connections == 0 || config.max_connections_per_client == 0 || config.max_header_bytes < 64)
+    return Error{"limits", "limits too small"};
   if (!config.resolver) config.resolver = MakeSystemResolver();
 
   // The threads start with SIGPIPE blocked (they inherit this thread's mask).
@@ -574,6 +783,7 @@ std::string EgressProxy::address() const { return impl_->config.listen_address; 
 
 void EgressProxy::Stop() {
   if (!impl_ || impl_->stopped) return;
+  impl_->gate->Close();  // no resolver answer reaches the loop from here on
   asio::post(impl_->io, [impl = impl_.get()] {
     impl->stopped = true;
     asio::error_code ignored;
@@ -583,7 +793,7 @@ void EgressProxy::Stop() {
   impl_->io.stop();
   if (impl_->loop.joinable()) impl_->loop.join();
   impl_->stopped = true;
-  impl_->lookups.join();
+  impl_->FlushRefusalCounts();
   // The loop may have stopped before the posted close ran: no connection
   // may queue on a listener nobody accepts from any more.
   asio::error_code ignored;

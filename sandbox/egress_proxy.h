@@ -12,8 +12,9 @@
 // Every refusal answers an HTTP status with a one-line reason in the body
 // and writes one JSON line to the log: 400 malformed head, 403 policy (not
 // listed, IP literal, non-public address), 408 no complete head in time, 431
-// head too large, 501 chunked upload over plain HTTP, 502 no answer or no
-// connection, 503 too many connections.
+// head too large, 429 too many lookups under a wildcard entry, 501 chunked
+// upload over plain HTTP, 502 no answer or no connection, 503 too many
+// connections (in all, or from one client).
 //
 // Limits: what a CONNECT tunnel carries is opaque: a listed host that is
 // itself an open proxy, or that shares its address with other sites, is
@@ -22,8 +23,14 @@
 // anything after it never sent), so a second request cannot ride along to
 // another virtual host.
 //
-// Threading: one event-loop thread owns every socket; lookups run on a small
-// worker pool (getaddrinfo blocks) and post their answer back to the loop.
+// A listed name that resolves to an address of the proxy's own host (any
+// interface of its network namespace) is refused like loopback. Log lines
+// are bounded: every field cut to 256 bytes and escaped, and refusals from
+// one client address rate-limited, with the count of the lines dropped.
+//
+// Threading: one event-loop thread owns every socket; lookups are
+// asynchronous (egress_resolver.h: c-ares on its own thread) and post their
+// answer back to the loop.
 // Its threads block SIGPIPE, so a peer that went away is an EPIPE and never
 // a signal to the process that embeds the proxy.
 #pragma once
@@ -59,7 +66,14 @@ struct ProxyConfig {
   std::chrono::milliseconds idle_timeout{300'000};
   size_t max_header_bytes = 16 * 1024;
   size_t max_connections = 1024;
-  int resolver_threads = 4;
+  // Connections one client (one source address; under `run`, the job) may
+  // hold at once, so one client cannot take every slot.
+  size_t max_connections_per_client = 64;
+  // Lookups a second under each wildcard entry (a burst of five seconds'
+  // worth; 0: no limit). A wildcard lets the client choose the labels the
+  // proxy looks up, a channel to the domain's name servers: this bounds its
+  // rate, it cannot close it. Names an exact entry admits are not counted.
+  double wildcard_lookups_per_second = 10;
   // One JSON object per call, no newline. Default: a line on stderr.
   std::function<void(const std::string&)> log;
 };

@@ -69,6 +69,26 @@ Result<std::pair<std::string, uint16_t>> ParseAuthority(std::string_view a, std:
   return std::pair{std::string(host), port};
 }
 
+// The headers the request sent upstream is framed or addressed by: never
+// droppable through Connection.
+constexpr std::string_view kFramingHeaders[] = {"Content-Length", "Transfer-Encoding", "Host"};
+
+// The comma-separated tokens of a Connection value, trimmed, empty ones skipped.
+std::vector<std::string> ConnectionTokens(std::string_view value) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= value.size()) {
+    auto comma = value.find(',', start);
+    if (comma == std::string_view::npos) comma = value.size();
+    std::string_view token = value.substr(start, comma - start);
+    while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) token.remove_prefix(1);
+    while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
+    if (!token.empty()) out.emplace_back(token);
+    start = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::optional<size_t> FindHeadEnd(std::string_view buf) {
@@ -162,6 +182,18 @@ Result<ProxyRequest> ParseProxyRequest(std::string_view head) {
     req.headers.emplace_back(std::string(name), std::string(value));
   }
   if (req.content_length && req.transfer_encoding) return Bad("both Content-Length and Transfer-Encoding");
+  // A Connection header names the headers a hop drops. One naming a header
+  // the upstream request is framed or addressed by would make the request
+  // sent differ from the request checked (drop Content-Length and the body
+  // becomes a second request head): refused.
+  for (const auto& [name, value] : req.headers) {
+    if (!EqualsIgnoreCase(name, "Connection")) continue;
+    for (const auto& token : ConnectionTokens(value)) {
+      for (std::string_view framing : kFramingHeaders)
+        if (EqualsIgnoreCase(token, framing))
+          return Bad("Connection names " + std::string(framing) + ", which frames or addresses the request");
+    }
+  }
   return req;
 }
 
@@ -171,17 +203,10 @@ std::string UpstreamHead(const ProxyRequest& req) {
                                    "proxy-authenticate", "te", "trailer", "upgrade", "host"};
   for (const auto& [name, value] : req.headers) {
     if (!EqualsIgnoreCase(name, "Connection")) continue;
-    size_t start = 0;
-    while (start <= value.size()) {
-      auto comma = value.find(',', start);
-      if (comma == std::string::npos) comma = value.size();
-      std::string token = value.substr(start, comma - start);
-      token.erase(0, token.find_first_not_of(" \t"));
-      token.erase(token.find_last_not_of(" \t") + 1);
+    for (auto token : ConnectionTokens(value)) {
       std::transform(token.begin(), token.end(), token.begin(),
                      [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      if (!token.empty()) drop.push_back(token);
-      start = comma + 1;
+      drop.push_back(token);
     }
   }
   std::string out = req.method + " " + req.target_path + " " + req.version + "\r\n";

@@ -5,8 +5,10 @@
 //
 // It is strict on purpose, because a lenient parser is where request
 // smuggling lives: CRLF line ends only, no obs-fold, no control bytes, one
-// Content-Length, never Content-Length with Transfer-Encoding, no userinfo in
-// the URL, no origin-form (a request for the proxy itself) and no https://
+// Content-Length, never Content-Length with Transfer-Encoding, no Connection
+// header naming Content-Length, Transfer-Encoding or Host (a hop would drop
+// them, and the body it still forwards would frame a second request), no
+// userinfo in the URL, no origin-form (a request for the proxy itself) and no https://
 // absolute-form (https goes through CONNECT). Any Error is a 400 whose
 // `what` is the one-line reason.
 #pragma once

@@ -2,6 +2,8 @@
 // which reason, and what a plain HTTP request becomes upstream.
 #include "egress_request.h"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
@@ -57,6 +59,15 @@ TEST(ProxyRequest, MalformedAndSmugglingShapesAreRefusedWithAReason) {
       {"GET http://example.org/ HTTP/1.1\r\nContent-Length: -1\r\n\r\n", "malformed Content-Length"},
       {"GET http://example.org/ HTTP/1.1\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", "both"},
       {"G(T http://example.org/ HTTP/1.1\r\n\r\n", "method"},
+      // A Connection header that would drop what frames or addresses the request.
+      {"POST http://example.org/ HTTP/1.1\r\nConnection: Content-Length\r\nContent-Length: 47\r\n\r\n",
+       "Connection names Content-Length"},
+      {"POST http://example.org/ HTTP/1.1\r\nConnection: close,  content-length \r\nContent-Length: 4\r\n\r\n",
+       "Connection names Content-Length"},
+      {"GET http://example.org/ HTTP/1.1\r\nConnection: keep-alive\r\nConnection: Transfer-Encoding\r\n\r\n",
+       "Connection names Transfer-Encoding"},
+      {"GET http://example.org/ HTTP/1.1\r\nConnection: HOST\r\n\r\n", "Connection names Host"},
+      {"CONNECT example.org:443 HTTP/1.1\r\nConnection: Host\r\n\r\n", "Connection names Host"},
   };
   for (const auto& [head, reason] : cases) {
     auto r = ParseProxyRequest(head);
@@ -96,6 +107,113 @@ RC_GTEST_PROP(ProxyRequest, NeverCrashesAndReasonsAreOneLine, ()) {
     RC_ASSERT(!r.value().host.empty());
     RC_ASSERT(r.value().port >= 1);
   }
+}
+
+// What an HTTP/1.1 server makes of the bytes the proxy sends upstream for a
+// plain request: the heads it reads, each with its Host and framing. Strict
+// like a real origin (RFC 9112): Content-Length frames the body, nothing
+// else does here (the proxy never forwards a Transfer-Encoding body).
+struct OriginView {
+  int requests = 0;
+  std::vector<std::string> hosts;  // Host values of the first request
+  bool framing_ok = true;          // every request had at most one Content-Length and no Transfer-Encoding
+};
+
+OriginView ParseAsOrigin(std::string_view bytes) {
+  OriginView view;
+  while (!bytes.empty()) {
+    const auto end = bytes.find("\r\n\r\n");
+    if (end == std::string_view::npos) {  // leftover bytes: a partial second request
+      ++view.requests;
+      break;
+    }
+    const std::string_view head = bytes.substr(0, end + 2);
+    bytes.remove_prefix(end + 4);
+    ++view.requests;
+    uint64_t length = 0;
+    int lengths = 0;
+    size_t pos = head.find("\r\n") + 2;
+    while (pos < head.size()) {
+      const auto eol = head.find("\r\n", pos);
+      const std::string_view line = head.substr(pos, eol - pos);
+      pos = eol + 2;
+      const auto colon = line.find(':');
+      std::string name(line.substr(0, colon));
+      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+      std::string_view value = line.substr(colon + 1);
+      while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+      if (name == "content-length") {
+        ++lengths;
+        length = std::stoull(std::string(value));
+      }
+      if (name == "transfer-encoding") view.framing_ok = false;
+      if (name == "host" && view.requests == 1) view.hosts.emplace_back(value);
+    }
+    if (lengths > 1) view.framing_ok = false;
+    if (length > bytes.size()) {
+      view.framing_ok = false;
+      break;
+    }
+    bytes.remove_prefix(length);
+  }
+  return view;
+}
+
+// For any head the parser accepts and the proxy forwards (plain HTTP, no
+// Transfer-Encoding), the head it sends plus the declared body it forwards
+// parse upstream as exactly one request, whose Host is the checked target
+// and whose Content-Length frames exactly the body that was checked. The
+// body is itself a request head, as a smuggler would send it.
+RC_GTEST_PROP(ProxyRequest, UpstreamBytesAreExactlyOneRequestForTheCheckedHost, ()) {
+  const std::vector<std::string> names = {"Host", "Connection", "Transfer-Encoding", "X-A", "Keep-Alive",
+                                          "Proxy-Connection", "TE", "Upgrade", "HOST", "Trailer", "X-B",
+                                          "Proxy-Authorization", "Content-Length"};
+  const std::vector<std::string> values = {"unlisted.test", "0", "close", "keep-alive", "x-a", "chunked", "1",
+                                           "upgrade", "te, trailer", "unlisted.test:80"};
+  const std::vector<std::string> tokens = {"close", "keep-alive", "Content-Length", " content-length ",
+                                           "Transfer-Encoding", "Host", "X-A", "x-b", "TE", "Upgrade"};
+  std::vector<std::string> lines;
+  const int extra = *rc::gen::inRange(0, 5);
+  for (int i = 0; i < extra; ++i) lines.push_back(*rc::gen::elementOf(names) + ": " + *rc::gen::elementOf(values));
+  // Usually a body, and usually a Connection header whose tokens may name
+  // what frames or addresses the request, each at any place in the head.
+  const int length = *rc::gen::elementOf(std::vector<int>{-1, 0, 1, 47, 100, 47});
+  if (length >= 0)
+    lines.insert(lines.begin() + *rc::gen::inRange<size_t>(0, lines.size() + 1), "Content-Length: " + std::to_string(length));
+  const auto named = *rc::gen::container<std::vector<std::string>>(*rc::gen::inRange(0, 4), rc::gen::elementOf(tokens));
+  if (!named.empty()) {
+    std::string value;
+    for (const auto& t : named) value += (value.empty() ? "" : ",") + t;
+    lines.insert(lines.begin() + *rc::gen::inRange<size_t>(0, lines.size() + 1), "Connection: " + value);
+  }
+  std::string head = *rc::gen::elementOf(std::vector<std::string>{"GET", "POST", "PUT"}) + " http://" +
+                     *rc::gen::elementOf(std::vector<std::string>{"allowed.test", "Allowed.Test:8080", "a.b.test:80"}) +
+                     *rc::gen::elementOf(std::vector<std::string>{"/", "/x?y", ""}) + " HTTP/1.1\r\n";
+  for (const auto& line : lines) head += line + "\r\n";
+  head += "\r\n";
+  auto parsed = ParseProxyRequest(head);
+  RC_PRE(parsed.ok());
+  const ProxyRequest& req = parsed.value();
+  RC_PRE(req.kind == RequestKind::kPlainHttp && !req.transfer_encoding);
+  const std::string smuggled = "GET /smuggled HTTP/1.1\r\nHost: unlisted.test\r\n\r\n";
+  std::string body;
+  while (body.size() < req.content_length.value_or(0)) body += smuggled;
+  body.resize(req.content_length.value_or(0));
+  // The proxy forwards the declared body and nothing after it.
+  const OriginView view = ParseAsOrigin(UpstreamHead(req) + body);
+  RC_ASSERT(view.requests == 1);
+  RC_ASSERT(view.framing_ok);
+  const std::string expected_host = req.host + (req.port == 80 ? "" : ":" + std::to_string(req.port));
+  RC_ASSERT(view.hosts == std::vector<std::string>{expected_host});
+}
+
+TEST(ProxyRequest, TheSmugglingHeadOfTheIssueIsRefused) {
+  const std::string head =
+      "POST http://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\nConnection: Content-Length\r\n"
+      "Content-Length: 47\r\n\r\n";
+  auto r = ParseProxyRequest(head);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().what.find("Connection names Content-Length"), std::string::npos) << r.error().what;
 }
 
 RC_GTEST_PROP(ProxyRequest, ConnectTargetsRoundTrip, ()) {

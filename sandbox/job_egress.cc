@@ -120,6 +120,8 @@ Result<std::unique_ptr<egress::EgressProxy>> ServeJobEgress(const std::vector<st
   config.test_public = options.test_public;
   config.resolver = options.resolver;
   config.log = options.log;
+  config.max_connections = options.max_connections;
+  config.max_connections_per_client = options.max_connections;
   return egress::EgressProxy::Start(std::move(config));
 }
 

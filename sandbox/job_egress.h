@@ -53,6 +53,10 @@ struct JobEgressOptions {
   std::vector<egress::Cidr> test_public;      // egress::ParseTestPublicRange
   std::shared_ptr<egress::Resolver> resolver;  // default: the system's
   std::function<void(const std::string&)> log;  // default: a line on stderr
+  // Connections the job may hold through its proxy at once (`run
+  // --egress-max-connections`): every connection of the job's proxy comes
+  // from the job, so this is the job's share.
+  size_t max_connections = 64;
 };
 
 // Serves `listener` (owned from here on) with the policy's net.allow.

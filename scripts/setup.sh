@@ -13,6 +13,7 @@ packages=(
   libasio-dev iproute2
   podman runc uidmap busybox-static
   libtomlplusplus-dev strace musl-tools lld nettle-dev
+  libc-ares-dev tinyproxy squid
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -24,8 +25,19 @@ if [ ${#missing[@]} -gt 0 ]; then
     exit 1
   fi
   echo "setup: installing ${missing[*]}"
+  # tinyproxy and squid are for bench/egress.sh alone, which starts them on
+  # loopback itself: their packages must not start the system services.
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT  # ours: gone however the install ends
+  fi
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  for service in tinyproxy squid; do  # just installed and started anyway: stop it
+    case " ${missing[*]} " in *" $service "*)
+      if [ -x "/etc/init.d/$service" ]; then "/etc/init.d/$service" stop >/dev/null 2>&1 || true; fi ;;
+    esac
+  done
 fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
