@@ -22,7 +22,7 @@ FAULTY = os.path.join(BUILD, "sandbox", "oarbank-agent-faulty")
 MANIFEST = os.path.join(os.path.dirname(__file__), "..", "fixtures", "manifests", "valid", "full.toml")
 NOBODY = 65534
 # The command that starts a job, and its flags: every job these tests start goes through it.
-RUN = ("run",)
+RUN = ("run", "--unproven")  # these test the cage and the agent, not the proof gate
 UIDS = pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nobody"])
 
 

@@ -1071,6 +1071,8 @@ nlohmann::ordered_json ResultReport(const Result& r) {
       {"stderr_dropped", r.stderr_dropped},
       {"stdout_bytes", r.stdout_bytes},
       {"stderr_bytes", r.stderr_bytes},
+      {"stdout_spooled", r.stdout_spooled},
+      {"stderr_spooled", r.stderr_spooled},
       {"spool_error", r.spool_error},
       {"seconds", r.seconds},
       {"container",

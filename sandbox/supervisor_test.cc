@@ -8,6 +8,8 @@
 #include "read_file.h"
 #include "supervisor.h"
 
+#include <nettle/base64.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -78,6 +80,20 @@ bool BecomeUser(uid_t uid) {
   return setgroups(0, nullptr) == 0 && setresgid(uid, uid, uid) == 0 && setresuid(uid, uid, uid) == 0;
 }
 
+// A job's output as the JSON result carries it (text_encoding.h), back to bytes.
+std::string Decoded(const std::string& text, const std::string& encoding) {
+  if (encoding != "base64") return text;
+  base64_decode_ctx ctx;
+  base64_decode_init(&ctx);
+  std::string out(BASE64_DECODE_LENGTH(text.size()), '\0');
+  size_t n = out.size();
+  if (!base64_decode_update(&ctx, &n, reinterpret_cast<uint8_t*>(out.data()), text.size(), text.data()) ||
+      !base64_decode_final(&ctx))
+    return "<bad base64>";
+  out.resize(n);
+  return out;
+}
+
 cage::Result FromReport(const nlohmann::json& j) {
   cage::Result r;
   r.exit_code = j.at("exit_code");
@@ -87,8 +103,13 @@ cage::Result FromReport(const nlohmann::json& j) {
   for (auto f : {cage::Fault::kNone, cage::Fault::kRefused, cage::Fault::kExec, cage::Fault::kTimeout, cage::Fault::kOom})
     if (fault == cage::FaultName(f)) r.fault = f;
   r.reason = j.at("reason");
-  r.stdout_text = j.at("stdout");
-  r.stderr_text = j.at("stderr");
+  r.stdout_text = Decoded(j.at("stdout"), j.at("stdout_encoding"));
+  r.stderr_text = Decoded(j.at("stderr"), j.at("stderr_encoding"));
+  r.stdout_bytes = j.at("stdout_bytes");
+  r.stderr_bytes = j.at("stderr_bytes");
+  r.stdout_spooled = j.at("stdout_spooled");
+  r.stderr_spooled = j.at("stderr_spooled");
+  r.spool_error = j.at("spool_error");
   r.stdout_truncated = j.at("stdout_truncated");
   r.stderr_truncated = j.at("stderr_truncated");
   r.stdout_dropped = j.at("stdout_dropped");

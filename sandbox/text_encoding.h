@@ -1,8 +1,10 @@
 // How a job's output travels in a JSON result: as text when it is valid
-// UTF-8, otherwise losslessly as base64 (RFC 4648, with padding), with a
-// field saying which. No library in the build offers base64 (the launcher
-// links statically and small), so the encoder is here.
+// UTF-8, otherwise losslessly as base64 (RFC 4648, with padding; nettle's
+// encoder, from the libnettle.a the agent links for SHA-256), with a field
+// saying which.
 #pragma once
+
+#include <nettle/base64.h>
 
 #include <cstdint>
 #include <string>
@@ -42,25 +44,8 @@ inline bool IsUtf8(std::string_view s) {
 }
 
 inline std::string Base64(std::string_view s) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((s.size() + 2) / 3 * 4);
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  size_t i = 0;
-  for (; i + 3 <= s.size(); i += 3) {
-    const uint32_t v = (uint32_t{p[i]} << 16) | (uint32_t{p[i + 1]} << 8) | p[i + 2];
-    out += kAlphabet[v >> 18];
-    out += kAlphabet[(v >> 12) & 63];
-    out += kAlphabet[(v >> 6) & 63];
-    out += kAlphabet[v & 63];
-  }
-  if (const size_t rest = s.size() - i; rest > 0) {
-    const uint32_t v = (uint32_t{p[i]} << 16) | (rest == 2 ? uint32_t{p[i + 1]} << 8 : 0);
-    out += kAlphabet[v >> 18];
-    out += kAlphabet[(v >> 12) & 63];
-    out += rest == 2 ? kAlphabet[(v >> 6) & 63] : '=';
-    out += '=';
-  }
+  std::string out(BASE64_ENCODE_RAW_LENGTH(s.size()), '\0');
+  base64_encode_raw(out.data(), s.size(), reinterpret_cast<const uint8_t*>(s.data()));
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "trust_file.h"
 
+#include "read_file.h"
+
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -35,13 +37,7 @@ std::string CheckDirectory(const std::string& path, const struct stat& st) {
 // "" when a file with this status may be trusted.
 std::string CheckFile(const std::string& path, const struct stat& st) {
   if (S_ISLNK(st.st_mode)) return path + " is a symbolic link";
-  if (!S_ISREG(st.st_mode)) {
-    const char* kind = S_ISFIFO(st.st_mode) ? "a FIFO"
-                       : S_ISSOCK(st.st_mode) ? "a socket"
-                       : S_ISDIR(st.st_mode)  ? "a directory"
-                                              : "a device";
-    return path + " is " + kind + ", not a regular file";
-  }
+  if (!S_ISREG(st.st_mode)) return path + " is not a regular file (" + FileKindName(st.st_mode) + ")";
   if (!TrustedOwner(st.st_uid))
     return path + " is owned by uid " + std::to_string(st.st_uid) + " (only root or uid " +
            std::to_string(geteuid()) + " may own it)";
@@ -127,9 +123,11 @@ Result<std::optional<std::string>> ReadTrustedFile(const std::string& path) {
     if (trusted.error().what == "no such directory") return std::optional<std::string>{};
     return Refuse(path, "not trusted: " + trusted.error().what);
   }
+  // What is there decides first: a symlink, a FIFO, a socket (which cannot
+  // even be opened) or a device is named, never opened or waited on.
   struct stat st;
-  if (fstatat(trusted.value().fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
-    return Refuse(path, "not trusted: " + path + " is a symbolic link");
+  if (fstatat(trusted.value().fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
+    return Refuse(path, "not trusted: " + CheckFile(path, st));
   UniqueFd fd(openat(trusted.value().fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (!fd.valid()) {
     if (errno == ENOENT) return std::optional<std::string>{};

@@ -132,7 +132,7 @@ killed_early=0 finished_first=0
 for ((i = 0; i < KILLS; i++)); do
   sig=${kill_signals[i % 3]}
   # A background job of a script starts with SIGINT ignored: give it back.
-  TMPDIR="$SOAK/agent-tmp" env --default-signal=INT,TERM "${RUN_AS[@]}" "$AGENT" run --json "$SOAK/policy.json" -- \
+  TMPDIR="$SOAK/agent-tmp" env --default-signal=INT,TERM "${RUN_AS[@]}" "$AGENT" run --unproven --json "$SOAK/policy.json" -- \
     /bin/sh -c "exec /bin/sleep $MARK" >/dev/null 2>&1 &
   pid=$!
   sleep "$(printf '0.%03d' $((RANDOM % 100)))"
