@@ -13,6 +13,7 @@ packages=(
   libasio-dev iproute2
   podman runc uidmap busybox-static
   libtomlplusplus-dev strace musl-tools lld nettle-dev
+  scdoc man-db
 )
 missing=()
 for p in "${packages[@]}"; do
