@@ -116,3 +116,14 @@ def test_exit_codes_and_environment_are_documented():
     for path in ("battery-attestation.json", "approvals.json", "tools.toml"):
         assert path in page
 
+
+def test_no_test_only_option_in_any_help():
+    """Options whose help says TEST ONLY (run --egress-test-*, egress-proxy
+    --test-*) still work, but the production help does not list them."""
+    texts = {"oarbank-agent": help_text(AGENT), "oarbank-conform": help_text(CONFORM),
+             "oarbank-conform module": help_text(CONFORM, "module")}
+    for sub in subcommands(texts["oarbank-agent"]):
+        texts[f"oarbank-agent {sub}"] = help_text(AGENT, sub)
+    for name, text in texts.items():
+        assert "TEST ONLY" not in text, name
+        assert "--egress-test-" not in text and "--test-" not in text, name

@@ -219,9 +219,11 @@ int AgentMain(int argc, char** argv) {
     run->add_option("--landlock-abi-max", abi_cap, cap_help)->check(CLI::Range(0, 1000));
     run->add_option("--egress-test-public-range", run_egress_public,
                     "TEST ONLY: the job's egress proxy treats this CIDR (inside 198.18.0.0/15) as public (repeatable)")
-        ->allow_extra_args(false);
+        ->allow_extra_args(false)
+        ->group("");  // TEST ONLY options work but are not listed by --help
     run->add_option("--egress-test-resolver", run_egress_resolver,
-                    "TEST ONLY: the job's egress proxy answers lookups from this file");
+                    "TEST ONLY: the job's egress proxy answers lookups from this file")
+        ->group("");
     run->add_option("policy", run_policy, "Policy JSON file")->required();
     run->add_option("argv", run_argv, "Command to run (after --)")->required();
   }
@@ -239,9 +241,11 @@ int AgentMain(int argc, char** argv) {
     proxy->add_option("--max-connections", proxy_options.max_connections, "Connections at once")->check(CLI::Range(1, 1 << 20));
     proxy->add_option("--max-header-bytes", proxy_options.max_header_bytes, "Largest request head")->check(CLI::Range(256, 1 << 20));
     proxy->add_option("--test-public-range", proxy_options.test_public_ranges,
-                      "TEST ONLY: treat this CIDR (inside 198.18.0.0/15) as public (repeatable)");
+                      "TEST ONLY: treat this CIDR (inside 198.18.0.0/15) as public (repeatable)")
+        ->group("");
     proxy->add_option("--test-resolver", proxy_options.test_resolver,
-                      "TEST ONLY: answer lookups from this file (NAME ADDR[,ADDR] [next answer...])");
+                      "TEST ONLY: answer lookups from this file (NAME ADDR[,ADDR] [next answer...])")
+        ->group("");
   }
   broker::BrokerArgs broker_args;
   CLI::App* brk = nullptr;
