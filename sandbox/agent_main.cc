@@ -302,16 +302,17 @@ int AgentMain(int argc, char** argv) {
       }
       run_options.env[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
+    JobEgressOptions egress;
     for (const auto& r : run_egress_public) {
       auto cidr = egress::ParseTestPublicRange(r);
       if (!cidr.ok()) {
         fprintf(stderr, "usage: --egress-test-public-range %s: %s\n", r.c_str(), cidr.error().what.c_str());
         return kExitUsage;
       }
-      run_options.egress.test_public.push_back(cidr.value());
+      egress.test_public.push_back(cidr.value());
     }
-    if (!run_egress_resolver.empty())
-      run_options.egress.resolver = std::make_shared<egress::FileResolver>(run_egress_resolver);
+    if (!run_egress_resolver.empty()) egress.resolver = std::make_shared<egress::FileResolver>(run_egress_resolver);
+    run_options.egress = std::make_shared<const JobEgressOptions>(std::move(egress));
     return SupervisedRun(run_policy, run_argv, run_options, run_json);
   }
   return SandboxReport(report_policy, abi_cap);
