@@ -23,7 +23,7 @@ fail() { echo "package-test: FAIL: $*" >&2; exit 1; }
 
 step "build dependencies"
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-  build-essential debhelper devscripts dpkg-dev lintian fakeroot jq >/dev/null
+  build-essential debhelper dpkg-dev lintian fakeroot jq >/dev/null
 DEBIAN_FRONTEND=noninteractive apt-get build-dep -y -qq ./ >/dev/null
 
 step "dpkg-buildpackage (in $out)"
