@@ -7,12 +7,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 
 #include <CLI/CLI.hpp>
 
 #include "attestation.h"
 #include "battery.h"
 #include "exit_codes.h"
+#include "install_paths.h"
 #include "module_conform.h"
 #include "reports.h"
 #include "sha256.h"
@@ -21,30 +23,77 @@
 namespace oarbank {
 namespace {
 
+namespace fs = std::filesystem;
+
+// Where the battery's files are. Installed (GNUInstallDirs): the agent beside
+// oarbank-conform in bin/, the probes in libexec/oarbank/probes/, the
+// expectations and the battery policies in share/oarbank/, all found
+// relative to this binary (install_paths.h). Otherwise the build tree:
+// build/harness/oarbank-conform with build/sandbox/oarbank-agent,
+// build/probes/, and the tables and policies in the source tree.
+struct Layout {
+  bool installed = false;
+  std::string agent, probes, policies, expectations;
+};
+
+Layout FindLayout(const fs::path& self) {
+  const fs::path data = (self / OARBANK_BIN_TO_DATA).lexically_normal();
+  std::error_code ec;
+  if (fs::is_regular_file(data / "expectations.tsv", ec) && fs::is_regular_file(self / "oarbank-agent", ec))
+    return {true, (self / "oarbank-agent").string(), (self / OARBANK_BIN_TO_PROBES).lexically_normal().string(),
+            (data / "policies" / "battery").string(), (data / "expectations.tsv").string()};
+  return {false, (self.parent_path() / "sandbox" / "oarbank-agent").string(), (self.parent_path() / "probes").string(),
+          std::string(OARBANK_SOURCE_DIR) + "/fixtures/policies/battery",
+          std::string(OARBANK_SOURCE_DIR) + "/escapes/expectations.tsv"};
+}
+
+// Where `f` (a path in the source tree, as the build hashed it) lies in
+// `layout`, or "" when that layout does not carry it.
+std::string BatteryFilePath(const Layout& layout, const BatteryFile& f) {
+  const std::string path = f.path;
+  if (!layout.installed) return std::string(OARBANK_SOURCE_DIR) + "/" + path;
+  if (path == "escapes/expectations.tsv") return layout.expectations;
+  const std::string policies = "fixtures/policies/battery/";
+  if (path.rfind(policies, 0) == 0) return layout.policies + "/" + path.substr(policies.size());
+  // The probes' sources are not installed, only the probes the package built
+  // from them: an installed battery checks the expectations and policies it
+  // runs, and its probes are as much the package's as oarbank-agent is.
+  return "";
+}
+
 // "" for a complete run of the battery this build ships, else what makes it
-// partial. The battery's files must be the ones this build hashed.
-std::string PartialRun(const CLI::App& app, const BatteryOptions& o, const std::vector<int>& uids) {
+// partial. The battery's files must be the ones this build hashed, and its
+// policy directory may hold no policy the build did not hash.
+std::string PartialRun(const CLI::App& app, const BatteryOptions& o, const std::vector<int>& uids,
+                       const Layout& layout) {
   for (const char* option : {"--probes", "--policies", "--expectations", "--probe", "--policy", "--landlock-abi-max"})
     if (app.get_option(option)->count() > 0) return std::string("a partial run (") + option + ") proves nothing";
   if (o.abi_cap >= 0) return "a run with a capped Landlock ABI proves nothing";
   if (std::vector<int>(uids) != std::vector<int>{0, 65534}) return "the battery runs as uids 0 and 65534 (--uids)";
+  std::set<std::string> hashed;
   for (const BatteryFile& f : BatteryFiles()) {
-    const std::string path = std::string(OARBANK_SOURCE_DIR) + "/" + f.path;
+    const std::string path = BatteryFilePath(layout, f);
+    if (path.empty()) continue;
+    hashed.insert(fs::path(path).lexically_normal().string());
     UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd.valid() || Sha256HexOfFd(fd.get()).value_or("") != f.sha256)
       return path + " changed since this build: rebuild, then run the battery";
   }
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(o.policy_dir, ec))
+    if (entry.path().extension() == ".json" && !hashed.count(entry.path().lexically_normal().string()))
+      return entry.path().string() + " is not a policy this build hashed: rebuild, then run the battery";
+  if (ec) return o.policy_dir + ": " + ec.message();
   return "";
 }
 
 int ConformMain(int argc, char** argv) {
-  namespace fs = std::filesystem;
-  const fs::path self = fs::canonical("/proc/self/exe").parent_path();
+  const Layout layout = FindLayout(fs::canonical("/proc/self/exe").parent_path());
   BatteryOptions o;
-  o.agent = (self.parent_path() / "sandbox" / "oarbank-agent").string();
-  o.probe_dir = (self.parent_path() / "probes").string();
-  o.policy_dir = std::string(OARBANK_SOURCE_DIR) + "/fixtures/policies/battery";
-  o.expectations = std::string(OARBANK_SOURCE_DIR) + "/escapes/expectations.tsv";
+  o.agent = layout.agent;
+  o.probe_dir = layout.probes;
+  o.policy_dir = layout.policies;
+  o.expectations = layout.expectations;
   std::string out = "conform-report";
   std::string attest = AttestationPath();
   std::vector<int> uids = {0, 65534};
@@ -125,7 +174,7 @@ int ConformMain(int argc, char** argv) {
   std::cout << "reports: " << out << "/battery.{json,xml,md,html}\n";
   // Only a complete run of the shipped battery, on the kernel as it is,
   // proves anything; any other run says why it wrote no attestation.
-  if (const std::string partial = PartialRun(app, o, uids); !partial.empty()) {
+  if (const std::string partial = PartialRun(app, o, uids, layout); !partial.empty()) {
     std::cout << "attestation: not written: " << partial << "\n";
   } else {
     // A class is proven when every cell of its policies passed (ProvenClasses).

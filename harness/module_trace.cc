@@ -9,6 +9,7 @@
 #include <functional>
 #include <set>
 
+#include "install_paths.h"
 #include "landlock_abi.h"
 
 namespace oarbank {
@@ -258,7 +259,7 @@ class Explainer {
         d.why = "inside the base system (" + rule.path + "), which no module may write: write into work, data or tmp ($TMPDIR)";
         return d;
       }
-    for (const char* state : {"/var/lib/oarbank", "/etc/oarbank", "/run", "/var/run"})
+    for (const char* state : {OARBANK_STATE_DIR, OARBANK_CONFIG_DIR, "/run", "/var/run"})
       if (IsWithin(path, state)) {
         d.why = std::string("the agent's and the system's state (") + state + ") is never granted";
         return d;

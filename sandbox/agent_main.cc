@@ -251,6 +251,7 @@ int AgentMain(int argc, char** argv) {
   std::string run_policy;
   std::vector<std::string> run_argv;
   cage::RunOptions run_options;
+  JobEgressOptions run_egress;  // becomes run_options.egress once parsed
   double timeout_s = 0;
   std::string run_stdout_max = "1M", run_stderr_max = "1M";
   SpoolFiles run_spool;
@@ -279,10 +280,12 @@ int AgentMain(int argc, char** argv) {
     run->add_option("--landlock-abi-max", abi_cap, cap_help)->check(CLI::Range(0, 1000));
     run->add_option("--egress-test-public-range", run_egress_public,
                     "TEST ONLY: the job's egress proxy treats this CIDR (inside 198.18.0.0/15) as public (repeatable)")
-        ->allow_extra_args(false);
+        ->allow_extra_args(false)
+        ->group("");  // TEST ONLY options work but are not listed by --help
     run->add_option("--egress-test-resolver", run_egress_resolver,
-                    "TEST ONLY: the job's egress proxy answers lookups from this file");
-    run->add_option("--egress-max-connections", run_options.egress.max_connections,
+                    "TEST ONLY: the job's egress proxy answers lookups from this file")
+        ->group("");
+    run->add_option("--egress-max-connections", run_egress.max_connections,
                     "Connections the job may hold through its egress proxy at once (64)")
         ->check(CLI::Range(1, 1 << 20));
     run->add_option("policy", run_policy, "Policy JSON file")->required();
@@ -308,9 +311,11 @@ int AgentMain(int argc, char** argv) {
         ->check(CLI::Range(0.0, 1e6));
     proxy->add_option("--max-header-bytes", proxy_options.max_header_bytes, "Largest request head")->check(CLI::Range(256, 1 << 20));
     proxy->add_option("--test-public-range", proxy_options.test_public_ranges,
-                      "TEST ONLY: treat this CIDR (inside 198.18.0.0/15) as public (repeatable)");
+                      "TEST ONLY: treat this CIDR (inside 198.18.0.0/15) as public (repeatable)")
+        ->group("");
     proxy->add_option("--test-resolver", proxy_options.test_resolver,
-                      "TEST ONLY: answer lookups from this file (NAME ADDR[,ADDR] [next answer...])");
+                      "TEST ONLY: answer lookups from this file (NAME ADDR[,ADDR] [next answer...])")
+        ->group("");
   }
   broker::BrokerArgs broker_args;
   CLI::App* brk = nullptr;
@@ -394,16 +399,17 @@ int AgentMain(int argc, char** argv) {
       }
       run_options.env[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
+    JobEgressOptions egress = run_egress;
     for (const auto& r : run_egress_public) {
       auto cidr = egress::ParseTestPublicRange(r);
       if (!cidr.ok()) {
         fprintf(stderr, "usage: --egress-test-public-range %s: %s\n", r.c_str(), cidr.error().what.c_str());
         return kExitUsage;
       }
-      run_options.egress.test_public.push_back(cidr.value());
+      egress.test_public.push_back(cidr.value());
     }
-    if (!run_egress_resolver.empty())
-      run_options.egress.resolver = std::make_shared<egress::FileResolver>(run_egress_resolver);
+    if (!run_egress_resolver.empty()) egress.resolver = std::make_shared<egress::FileResolver>(run_egress_resolver);
+    run_options.egress = std::make_shared<const JobEgressOptions>(std::move(egress));
     return SupervisedRun(run_policy, run_argv, run_options, run_json, run_spool);
   }
   return SandboxReport(report_policy, abi_cap);

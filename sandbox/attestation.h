@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "host_facts.h"
+#include "install_paths.h"
 #include "policy.h"
 
 namespace oarbank {
@@ -34,7 +35,7 @@ inline constexpr const char* kAttestationFormat = "oarbank.attestation/1";
 
 // Where the attestation lives: $OARBANK_BATTERY_ATTESTATION, else this.
 // A path from the environment passes the same trust checks.
-inline constexpr const char* kDefaultAttestationPath = "/var/lib/oarbank/battery-attestation.json";
+inline constexpr const char* kDefaultAttestationPath = OARBANK_STATE_DIR "/battery-attestation.json";
 std::string AttestationPath();
 
 // The features that decide which cage a policy gets: role, network mode,

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "broker_protocol.h"
+#include "install_paths.h"
 #include "container_runtime.h"
 
 namespace oarbank::broker {
@@ -37,7 +38,7 @@ struct BrokerArgs {
   double mem_gb = 1;
   double max_timeout_s = 3600;
   bool network_granted = false;
-  std::string state_dir = "/var/lib/oarbank/containers";
+  std::string state_dir = OARBANK_STATE_DIR "/containers";
   long job_uid = -1;  // default: the work directory's owner
   long job_gid = -1;
   std::vector<std::string> job_argv;  // after --: run it, stop when it exits

@@ -11,6 +11,7 @@
 #include "approval.h"
 #include "exit_codes.h"
 #include "host_facts.h"
+#include "install_paths.h"
 #include "manifest.h"
 #include "manifest_policy.h"
 #include "portability.h"
@@ -19,7 +20,7 @@
 namespace oarbank {
 namespace {
 
-inline constexpr const char* kDefaultApprovals = "/var/lib/oarbank/approvals.json";
+inline constexpr const char* kDefaultApprovals = OARBANK_STATE_DIR "/approvals.json";
 
 std::string FromEnv(const char* name, const char* fallback) {
   const char* v = getenv(name);

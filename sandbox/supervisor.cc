@@ -884,7 +884,7 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   if (ns.egress_listener) {
     cp.egress_port = policy.net().proxy_port;
     s.egress_allow = policy.net().allow;
-    s.egress_options = options.egress;
+    if (options.egress) s.egress_options = *options.egress;
   }
 
   JobFds f;

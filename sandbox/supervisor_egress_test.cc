@@ -150,7 +150,7 @@ class SupervisorEgressTest : public ::testing::TestWithParam<uid_t> {
       } else {
         cage::RunOptions o = UnprovenOptions();
         o.cwd = tree_.Path("work");
-        o.egress.log = [](const std::string&) {};
+        o.egress = std::make_shared<JobEgressOptions>(JobEgressOptions{.log = [](const std::string&) {}});
         const auto r = cage::RunPolicy(policy.value(), {"/usr/bin/python3", tree_.Path("bundle/job.py")}, o);
         text = r.fault == cage::Fault::kNone && r.exit_code == 0
                    ? r.stdout_text
@@ -284,7 +284,7 @@ TEST(SupervisorEgressLeakTest, RepeatedEgressJobsLeaveNoThreadOrFd) {
   cage::RunOptions o = UnprovenOptions();
   o.cwd = tree.Path("work");
   std::atomic<int> logged{0};
-  o.egress.log = [&logged](const std::string&) { ++logged; };
+  o.egress = std::make_shared<JobEgressOptions>(JobEgressOptions{.log = [&logged](const std::string&) { ++logged; }});
   // A connection to the job's proxy, refused by it (logged), then exit 0.
   const std::vector<std::string> probe = {
       "/usr/bin/python3", "-c",

@@ -23,13 +23,14 @@
 #include <string_view>
 #include <vector>
 
+#include "install_paths.h"
 #include "manifest.h"
 #include "result.h"
 
 namespace oarbank {
 
 inline constexpr const char* kToolsFileEnv = "OARBANK_TOOLS_FILE";
-inline constexpr const char* kDefaultToolRegistry = "/etc/oarbank/tools.toml";
+inline constexpr const char* kDefaultToolRegistry = OARBANK_CONFIG_DIR "/tools.toml";
 
 struct RegistryTool {
   std::string id;

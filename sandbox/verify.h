@@ -29,18 +29,9 @@
 #include <string_view>
 #include <vector>
 
-namespace oarbank {
+#include "oarbank/cage.h"  // GateReading
 
-struct GateReading {
-  std::string no_new_privs;
-  std::string seccomp;
-  std::string seccomp_filters;
-  std::string cap_eff;
-  std::string cap_prm;
-  std::string cap_inh;
-  std::string cap_amb;
-  std::string ppid;
-};
+namespace oarbank {
 
 // Pure: the fields the gate reads, from the text of /proc/<pid>/status.
 GateReading ParseProcStatus(std::string_view status_text);

@@ -1,0 +1,185 @@
+// oarbank-sandbox's public API: run a command in the cage and get its
+// result. Installed as <oarbank/cage.h>; link oarbank::sandbox (CMake:
+// find_package(oarbank_sandbox CONFIG)) or `pkg-config --libs
+// oarbank-sandbox`. This header pulls in nothing but the standard library.
+//
+//   oarbank::cage::Spec spec;
+//   spec.argv = {"/bin/sh", "-c", "make test"};
+//   spec.worktree = "/srv/checkout";
+//   spec.scratch = "/srv/scratch";
+//   oarbank::cage::Result r = oarbank::cage::Run(spec);
+//   if (r.fault == oarbank::cage::Fault::kRefused) ...  // r.reason says why
+//
+// Cage-before-capability: a job runs only when the battery attestation
+// (written by `oarbank-conform`) proves its policy class for this kernel,
+// this battery and the running executable, which is the launcher of every
+// job it starts. A program that links this library is not the oarbank-agent
+// the battery drove, so its jobs are refused (Fault::kRefused, naming
+// battery.proven) unless the attestation was made for it or it sets
+// RunOptions::unproven, whose results say "unproven (operator override)".
+//
+// Caller obligations: the thread that starts a job must outlive it, and
+// nothing else in the program may reap the job's processes (no waitpid(-1)).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace oarbank {
+
+// What the supervisor's gate read in the launcher's /proc/<pid>/status
+// before it let it exec (the fields verbatim).
+struct GateReading {
+  std::string no_new_privs;
+  std::string seccomp;
+  std::string seccomp_filters;
+  std::string cap_eff;
+  std::string cap_prm;
+  std::string cap_inh;
+  std::string cap_amb;
+  std::string ppid;
+};
+
+// The egress proxy's test and logging hooks for an egress-allowlist job
+// (defined with the proxy, in the build tree only).
+struct JobEgressOptions;
+
+namespace cage {
+
+// The cage configuration. All paths are absolute.
+struct Spec {
+  std::vector<std::string> argv;        // run inside the cage, e.g. {"/bin/sh", "-c", cmd}
+  std::string worktree;                 // the working directory; read-only unless worktree_writable
+  bool worktree_writable = false;
+  std::string scratch;                  // always writable; also HOME and TMPDIR
+  std::vector<std::string> read_dirs;   // extra read-only (and executable) directories
+  std::vector<std::string> read_files;  // extra read-only (and executable) files
+  int abi_floor = 1;                    // minimum Landlock ABI, else refused (>= 1)
+};
+
+// Why a job ended other than by itself. `refused` is never a job that ran:
+// the cage could not be set up (or the gate refused the launcher), and no
+// module instruction ran.
+enum class Fault {
+  kNone,
+  kRefused,  // the cage could not be set up in full; reason says what
+  kExec,     // the cage was in place but exec failed (exit 71)
+  kTimeout,  // killed at the timeout
+  kOom,      // killed by the kernel at memory.max
+};
+const char* FaultName(Fault fault);  // "none", "refused", "exec", "timeout", "oom"
+
+// What the job ran in, for the result and the report.
+struct Container {
+  std::string namespaces;     // "user,pid,ipc,uts,mnt,net"
+  std::string net;            // the network namespace and why
+  std::string cgroup;         // the leaf, or empty
+  std::string cgroup_detail;  // why there is none, or its controllers
+  std::string limits;         // "memory.max=... cpu.max=..." or "none"
+  // Cage-before-capability: "proven (<attestation path>)", or
+  // "unproven (operator override)" for a job started with
+  // RunOptions::unproven.
+  std::string proof;
+  GateReading verified;       // what the gate read in /proc/<pid>/status
+};
+
+struct Result {
+  std::string stdout_text;
+  std::string stderr_text;
+  int exit_code = -1;  // the module's exit status, -1 when it did not exit by itself
+  int signal = 0;      // the signal that killed it (SIGSYS from a seccomp kill; SIGKILL at a timeout or OOM)
+  bool refused = false;
+  Fault fault = Fault::kNone;
+  std::string reason;  // for a fault: what, naming the step, capability or file
+  bool stdout_truncated = false;  // output beyond the cap is read and dropped, never kept
+  bool stderr_truncated = false;
+  uint64_t stdout_dropped = 0;
+  uint64_t stderr_dropped = 0;
+  // Bytes kept (up to the cap). With a spool file (RunOptions::stdout_fd)
+  // they are all in the file and stdout_text is its first kSpoolWindow.
+  uint64_t stdout_bytes = 0;
+  uint64_t stderr_bytes = 0;
+  bool stdout_spooled = false;
+  bool stderr_spooled = false;
+  std::string spool_error;  // a write to a spool file failed: which and why (the job still ran)
+  Container container;
+  double seconds = 0;
+};
+
+// With a spool file, the bytes of a stream kept in memory (the rest of it
+// goes only to the file).
+inline constexpr size_t kSpoolWindow = 64 << 10;
+
+struct RunOptions {
+  std::chrono::milliseconds timeout{0};  // 0: none
+  size_t stdout_max = 1 << 20;
+  size_t stderr_max = 1 << 20;
+  // The caller's files (open for writing; not closed here): every byte kept
+  // of the stream is written there, and only the first kSpoolWindow is kept
+  // in memory, so a large cap costs no memory.
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  // The node turns the policy's limits into memory.max and cpu.max; the
+  // job is refused where they cannot be enforced.
+  bool hard_limits = false;
+  // Variables the job gets besides the built ones (OARBANK_*, the job's own).
+  std::map<std::string, std::string> env;
+  std::optional<std::string> cwd;  // default: the agent's
+  // Root only: the job's uid and gid (mapped into its user namespace).
+  std::optional<uid_t> run_as_uid;
+  std::optional<gid_t> run_as_gid;
+  int abi_floor = 0;            // refused below this Landlock ABI
+  int landlock_abi_cap = -1;    // testing: lower the Landlock ABI used
+  // egress-allowlist: the proxy the supervisor serves as the only listener
+  // of the job's network namespace (job_egress.h), for the job's lifetime.
+  // Null: the system's resolver, a line on stderr per event.
+  std::shared_ptr<const JobEgressOptions> egress;
+  // Cage-before-capability: a job runs only when the battery attestation
+  // (attestation.h) proves its policy class for this kernel, this launcher
+  // (the running executable) and this battery; otherwise it is refused,
+  // naming battery.proven, before anything is spawned. `unproven` runs it
+  // anyway, and the result says so (Container::proof): for the battery's
+  // own supervised probes and for tests of the cage itself. It is an option
+  // only; no environment variable sets it.
+  bool unproven = false;
+  // Where the attestation is read; empty: $OARBANK_BATTERY_ATTESTATION, else
+  // the installed default (/var/lib/oarbank/battery-attestation.json).
+  std::string attestation_path;
+};
+
+// The capability gate: whether the cage, namespaces included, can be
+// enforced in full on this host. Where user namespaces are refused it says
+// so; there is no fallback to a launch without them. The proof says which
+// policy classes the battery attestation proves here (a job of any other
+// class is refused unless started with RunOptions::unproven).
+struct Availability {
+  bool available = false;
+  std::string reason;  // "" when available
+  bool attested = false;                    // a valid attestation applies here
+  std::vector<std::string> proven_classes;  // what it proves
+  std::string proof_detail;                 // why none applies, when none does
+};
+Availability CheckAvailability();
+// True when the cage can be enforced here and the battery has proven the
+// class of Run(Spec)'s policies (a runner with no network, nothing written
+// executable, no GPU, no broker), so Run(Spec) would not be refused.
+bool Available();
+
+// The Spec as a runner policy (a read-only worktree is the bundle and
+// scratch the work directory; a writable worktree is work and scratch data;
+// read_dirs and read_files are tools), run under the supervisor: fresh
+// user, pid, ipc, uts, mount and network namespaces, the launcher verified
+// from outside before it may exec. Returns once nothing of the job is left.
+Result Run(const Spec& spec, const RunOptions& options);
+Result Run(const Spec& spec);
+
+}  // namespace cage
+}  // namespace oarbank
