@@ -75,7 +75,8 @@ def store(tmp_path_factory):
     s = Store(str(root))
     # The broker writes the configuration; a run with no request makes it.
     sock = str(root / "prepare.sock")
-    r = subprocess.run([AGENT, "broker", "--socket", sock, "--work", str(root), "--job", "broker-prepare",
+    (root / "prepare-work").mkdir()
+    r = subprocess.run([AGENT, "broker", "--socket", sock, "--work", str(root / "prepare-work"), "--job", "broker-prepare",
                         "--state-dir", s.state, "--", "true"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     image = root / "image"

@@ -254,6 +254,8 @@ int AgentMain(int argc, char** argv) {
     brk->add_option("--max-timeout", broker_args.max_timeout_s, "The longest timeout_s a request may ask");
     brk->add_flag("--network-granted", broker_args.network_granted, "The job's policy has an egress grant");
     brk->add_option("--state-dir", broker_args.state_dir, "Podman's storage and configuration for the broker");
+    brk->add_option("--subid-registry", broker_args.subid_registry,
+                    "Which subordinate id range each live job holds (a root-owned trust file)");
     brk->add_option("--job-uid", broker_args.job_uid, "Owner of what containers write (default: the work dir's)");
     brk->add_option("--job-gid", broker_args.job_gid, "Group of what containers write (default: the work dir's)");
     brk->add_option("job-argv", broker_args.job_argv, "Run this job (after --); the broker stops when it exits");
