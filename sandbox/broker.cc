@@ -73,6 +73,11 @@ nlohmann::ordered_json Status(const Broker& broker) {
     s["images"].push_back({{"image", img.reference}, {"platform", img.platform},
                            {"present", ImagePresent(broker.runtime, img.reference)}});
   s["runtime"] = broker.probe.detail;
+  if (broker.ledger != nullptr) {
+    const auto [quota, memory] = Reserved(broker.ledger);
+    s["reserved"] = {{"cpus", static_cast<double>(quota) / kCpuPeriodUs},
+                     {"mem_gb", static_cast<double>(memory) / (1 << 30)}};
+  }
   return s;
 }
 
@@ -137,8 +142,8 @@ std::variant<Broker, std::string> MakeBroker(const BrokerArgs& args) {
   b.runtime.state_dir = Canonical(args.state_dir, "--state-dir", &error);
   if (!error.empty()) return error;
   // Podman refuses a runroot longer than 50 bytes (conmon's socket paths).
-  if (b.runtime.state_dir.size() + 4 > 50)
-    return "--state-dir: " + b.runtime.state_dir + " is too long: podman needs <state>/run within 50 bytes";
+  if (b.runtime.state_dir.size() + 10 > 50)
+    return "--state-dir: " + b.runtime.state_dir + " is too long: podman needs <state>/j<slot>/run within 50 bytes";
   const char* path = getenv("PATH");
   b.probe = ProbeRuntime(path ? path : "");
   b.runtime.podman = b.probe.podman;
@@ -223,6 +228,18 @@ std::string Reserve(Ledger* ledger, pid_t pid, long long cpu_quota_us, long long
   return why;
 }
 
+std::pair<long long, long long> Reserved(Ledger* ledger) {
+  Lock(ledger);
+  long long quota = 0, memory = 0;
+  for (const auto& slot : ledger->slots)
+    if (slot.pid != 0) {
+      quota += slot.quota_us;
+      memory += slot.memory;
+    }
+  pthread_mutex_unlock(&ledger->mutex);
+  return {quota, memory};
+}
+
 void Release(Ledger* ledger, pid_t pid) {
   if (ledger == nullptr) return;
   Lock(ledger);
@@ -304,25 +321,31 @@ namespace {
     const ssize_t n = read(watch, &c, 1);
     if (n == 0 || (n < 0 && errno != EINTR)) break;
   }
-  if (broker.probe.available) {
+  // Forked before the lease was taken: the registry says which range (and
+  // so which storage root) is this watchdog's.
+  Broker job = broker;
+  if (auto live = LiveSubidLeases(broker.subid_registry); live.ok())
+    for (const auto& lease : live.value())
+      if (lease.pid == getpid()) job.runtime.subid_base = lease.base();
+  if (job.probe.available && job.runtime.subid_base != 0) {
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(kWatchdogGraceS * 1000));
     // A podman client killed with its handler may still be finishing a
     // container: two passes in a row must find none.
     int empty = 0;
     while (empty < 2 && std::chrono::steady_clock::now() < deadline) {
-      if (JobContainers(broker.runtime).empty()) {
+      if (JobContainers(job.runtime).empty()) {
         ++empty;
       } else {
         empty = 0;
-        if (std::string failed = RemoveJobContainers(broker.runtime); !failed.empty())
+        if (std::string failed = RemoveJobContainers(job.runtime); !failed.empty())
           fprintf(stderr, "broker watchdog: %s\n", failed.c_str());
       }
       if (empty < 2) usleep(200000);
     }
   }
-  RemoveStaging(broker.runtime);
-  if (broker.runtime.subid_base != 0)
+  RemoveStaging(job.runtime);
+  if (job.runtime.subid_base != 0)
     if (std::string failed = ReleaseSubids(broker.subid_registry, getpid()); !failed.empty())
       fprintf(stderr, "broker watchdog: %s\n", failed.c_str());
   _exit(0);
@@ -355,6 +378,10 @@ int BrokerMain(const BrokerArgs& args) {
     auto lease = AcquireSubids(broker.subid_registry, broker.runtime.job_id, watchdog);
     if (lease.ok()) {
       broker.runtime.subid_base = lease.value().base();
+      if (std::string failed = PrepareSlot(broker.runtime); !failed.empty()) {
+        broker.probe.available = false;
+        broker.probe.detail = "job storage: " + failed;
+      }
     } else {
       broker.probe.available = false;
       broker.probe.detail = "subordinate ids: " + lease.error().where + ": " + lease.error().what;

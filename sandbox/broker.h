@@ -68,6 +68,8 @@ Ledger* MakeLedger();
 // already hold too much). "" when taken.
 std::string Reserve(Ledger* ledger, pid_t pid, long long cpu_quota_us, long long memory_bytes,
                     long long total_quota_us, long long total_memory_bytes);
+// What the running requests hold: CPU quota (us per period) and bytes.
+std::pair<long long, long long> Reserved(Ledger* ledger);
 // Frees what `pid` holds (after its request, or when it died).
 void Release(Ledger* ledger, pid_t pid);
 

@@ -1,5 +1,7 @@
 #include "container_runtime.h"
 
+#include "subid_ranges.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -427,16 +429,49 @@ RuntimeProbe ProbeRuntime(const std::string& path_env) {
   return p;
 }
 
+std::string SlotRoot(const RuntimeConfig& rt) {
+  if (rt.subid_base < kSubidBlockBase) return "";
+  return rt.state_dir + "/j" + std::to_string((rt.subid_base - kSubidBlockBase) / kSubidRangeSize);
+}
+
 std::vector<std::string> GlobalArgs(const RuntimeConfig& rt) {
-  return {rt.podman,
-          "--root=" + rt.state_dir + "/storage",
-          "--runroot=" + rt.state_dir + "/run",
-          "--tmpdir=" + rt.state_dir + "/tmp",
-          "--runtime=" + rt.runc,
-          "--storage-driver=vfs",
-          "--cgroup-manager=cgroupfs",
-          "--events-backend=file",
-          "--log-level=error"};
+  const std::string slot = SlotRoot(rt);
+  std::vector<std::string> args = {rt.podman};
+  if (slot.empty()) {
+    args.push_back("--root=" + rt.state_dir + "/storage");
+    args.push_back("--runroot=" + rt.state_dir + "/run");
+  } else {
+    // The job's own containers and layers; the agent's images read-only.
+    args.push_back("--root=" + slot + "/storage");
+    args.push_back("--runroot=" + slot + "/run");
+    args.push_back("--storage-opt=vfs.imagestore=" + rt.state_dir + "/storage");
+  }
+  for (std::string a : {"--tmpdir=" + rt.state_dir + "/tmp", "--runtime=" + rt.runc, std::string("--storage-driver=vfs"),
+                        std::string("--cgroup-manager=cgroupfs"), std::string("--events-backend=file"),
+                        std::string("--log-level=error")})
+    args.push_back(std::move(a));
+  return args;
+}
+
+std::string PrepareSlot(const RuntimeConfig& rt) {
+  const std::string slot = SlotRoot(rt);
+  if (slot.empty()) return "no subordinate id range";
+  // Container root (an id no host account has) must reach its rootfs under
+  // vfs/dir at every create: Podman creates these 0700 and hands dir/ to
+  // the mapped root of whichever container it made last, so they are made
+  // here first, root's and searchable (not listable) by others, and kept so.
+  for (const char* sub : {"", "/storage", "/storage/vfs", "/storage/vfs/dir"}) {
+    const std::string dir = slot + sub;
+    if (mkdir(dir.c_str(), 0711) != 0 && errno != EEXIST) return dir + ": " + strerror(errno);
+    struct stat st {};
+    if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return dir + ": not a directory";
+    if ((st.st_mode & 07777) != 0711 && chmod(dir.c_str(), 0711) != 0) return dir + ": " + strerror(errno);
+  }
+  // The lease is this job's alone: whatever a job that died with this
+  // range left here goes now.
+  const Captured c = RunPodman(rt, {"rm", "--all", "--force", "--time=0"}, 60);
+  if (c.status != 0) return slot + ": podman rm --all: " + c.err;
+  return "";
 }
 
 std::vector<std::string> PodmanEnvironment(const RuntimeConfig& rt, const std::string& path_env) {

@@ -84,6 +84,17 @@ RuntimeProbe ProbeRuntime(const std::string& path_env);
 
 bool IsJobId(const std::string& id);
 
+// Each job's containers live in a storage root of their own,
+// <state>/j<slot> (its id range's slot): Podman chowns its layer directory
+// to the mapped root of whichever container it creates last, so two jobs
+// with different ranges in one root would lock each other out, and one
+// job's container root would own the others' layers. The agent's images
+// are read from <state>/storage (vfs.imagestore), never written.
+std::string SlotRoot(const RuntimeConfig& rt);
+// Makes the job's root and removes whatever a dead job of the same range
+// left in it. "" or what failed.
+std::string PrepareSlot(const RuntimeConfig& rt);
+
 // Podman's global options and environment for this configuration.
 std::vector<std::string> GlobalArgs(const RuntimeConfig& rt);
 std::vector<std::string> PodmanEnvironment(const RuntimeConfig& rt, const std::string& path_env);

@@ -63,8 +63,9 @@ TEST(ContainerRuntime, RunArgvAlwaysHasTheJobsBounds) {
   ASSERT_NE(run, argv.end());
   EXPECT_EQ(*(run + 1), "--rm");
   for (const char* expected :
-       {"--runtime=/usr/sbin/runc", "--root=/var/lib/oarbank/containers/storage",
-        "--runroot=/var/lib/oarbank/containers/run", "--pull=never", "--platform=linux/amd64",
+       {"--runtime=/usr/sbin/runc", "--root=/var/lib/oarbank/containers/j1/storage",
+        "--runroot=/var/lib/oarbank/containers/j1/run",
+        "--storage-opt=vfs.imagestore=/var/lib/oarbank/containers/storage", "--pull=never", "--platform=linux/amd64",
         "--label=oarbank.job=job-7", "--name=oarbank-job-7-1", "--cpu-period=100000", "--cpu-quota=150000",
         "--memory=536870912", "--memory-swap=536870912", "--network=none", "--uidmap=0:100065536:65536",
         "--gidmap=0:100065536:65536", "--timeout=11", "--security-opt=no-new-privileges", "--http-proxy=false",
@@ -132,6 +133,16 @@ TEST(ContainerRuntime, JobIds) {
   EXPECT_FALSE(IsJobId(std::string(65, 'a')));
   EXPECT_FALSE(IsJobId("."));
   EXPECT_FALSE(IsJobId(".."));
+}
+
+TEST(ContainerRuntime, EachRangeHasItsOwnStorageRoot) {
+  RuntimeConfig rt = Config();
+  EXPECT_EQ(SlotRoot(rt), "/var/lib/oarbank/containers/j1");
+  rt.subid_base = 100000000 + 4095 * 65536;
+  EXPECT_EQ(SlotRoot(rt), "/var/lib/oarbank/containers/j4095");
+  rt.subid_base = 0;  // no lease: the agent's image store itself, nothing runs
+  EXPECT_EQ(SlotRoot(rt), "");
+  EXPECT_TRUE(Has(GlobalArgs(rt), "--root=/var/lib/oarbank/containers/storage"));
 }
 
 TEST(ContainerRuntime, StagingIsPerJobAndExact) {
