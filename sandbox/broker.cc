@@ -341,7 +341,7 @@ namespace {
         if (std::string failed = RemoveJobContainers(job.runtime); !failed.empty())
           fprintf(stderr, "broker watchdog: %s\n", failed.c_str());
       }
-      if (empty < 2) usleep(200000);
+      if (empty < 2) usleep(50000);
     }
   }
   RemoveStaging(job.runtime);
@@ -495,14 +495,16 @@ int BrokerMain(const BrokerArgs& args) {
       job_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
   int result = job_status;
+  // Handlers first (their podman clients die with them), so none starts a
+  // container after the removal below.
+  for (pid_t pid : handlers) kill(pid, SIGKILL);
+  for (pid_t pid : handlers) waitpid(pid, nullptr, 0);
   if (broker.probe.available) {
     if (std::string failed = RemoveJobContainers(broker.runtime); !failed.empty()) {
       fprintf(stderr, "broker: %s\n", failed.c_str());
       result = result != 0 ? result : kExitNotEnforced;
     }
   }
-  for (pid_t pid : handlers) kill(pid, SIGKILL);
-  for (pid_t pid : handlers) waitpid(pid, nullptr, 0);
   // Staging points of killed handlers: their binds lived in the handlers'
   // own mount namespaces, so only empty directories and files remain here,
   // in this job's own staging directory.
