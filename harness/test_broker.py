@@ -751,24 +751,28 @@ def test_soak_leaves_nothing_behind(store, job):
     rng = random.Random(20)
     requests = int(os.environ.get("OARBANK_SOAK_REQUESTS", "16"))
     connections = int(os.environ.get("OARBANK_SOAK_CONNECTIONS", "8"))
-    b = Broker(store, job, "broker-soak", cpus="2", mem_gb="1")
+    b = Broker(store, job, "broker-soak", cpus="1", mem_gb="1")  # at most 8 requests run at once
     errors = []
+    outcomes = {"ran": 0, "timed_out": 0, "hung_up": 0, "reservation_exhausted": 0}
 
     def client(n):
         for i in range(requests // connections + (1 if n < requests % connections else 0)):
             kind = rng.choice(["ok", "timeout", "hangup"])
             args = ["true"] if kind == "ok" else ["sleep", "20"]
-            req = run_request(store, args, cpus=0.25, mem_gb=0.1, timeout_s=1 if kind == "timeout" else 30,
+            req = run_request(store, args, cpus=0.125, mem_gb=0.05, timeout_s=1 if kind == "timeout" else 30,
                               mounts=[{"src": "out", "dst": "/out"}])
             try:
                 s = send(b, req)
                 if kind == "hangup":
                     time.sleep(rng.random())
                     s.close()
+                    outcomes["hung_up"] += 1
                     continue
-                a = answer_of(s)
+                a = answer_of(s, timeout=300)
                 if not a["ok"] and a["error"] == "reservation_exhausted":
+                    outcomes["reservation_exhausted"] += 1
                     continue  # hung-up requests still being removed hold their share: refused, never granted
+                outcomes["timed_out" if a.get("timed_out") else "ran"] += 1
                 if not a["ok"] or (kind == "timeout") != a["timed_out"]:
                     errors.append(a)
             except Exception as e:  # noqa: BLE001
@@ -780,6 +784,7 @@ def test_soak_leaves_nothing_behind(store, job):
     for t in threads:
         t.join(timeout=max(1, deadline - time.time()))
     assert not any(t.is_alive() for t in threads), "the soak did not finish in 9 minutes"
+    print(f"soak: {requests} requests over {connections} connections: {outcomes}")
     code, _, err = b.stop()
     assert code == 0, err
     assert errors == []

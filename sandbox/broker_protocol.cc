@@ -137,6 +137,7 @@ std::variant<Mount, Refused> ParseMount(const json& m, size_t i, const BrokerCon
   if (auto* refused = std::get_if<Refused>(&resolved)) return *refused;
   Mount mount = std::get<Mount>(std::move(resolved));
   mount.destination = *dst;
+  while (mount.destination.size() > 1 && mount.destination.back() == '/') mount.destination.pop_back();
   mount.read_only = ro;
   return mount;
 }

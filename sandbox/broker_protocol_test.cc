@@ -200,6 +200,11 @@ TEST_F(BrokerProtocol, RuntimePathsAreNeverDestinations) {
   for (const std::string& dst : std::vector<std::string>{"/procs", "/system", "/devices", "/etc/hosts.d", "/etc",
                                                          "/run", "/out/proc"})
     EXPECT_EQ(Accepted(Run(Mounts("out", dst))).mounts[0].destination, dst);
+  // One destination, however it is spelled.
+  EXPECT_EQ(Accepted(Run(Mounts("out", "/out/"))).mounts[0].destination, "/out");
+  EXPECT_EQ(Refusal(Run({{"mounts", json::array({{{"src", "out"}, {"dst", "/m/"}}, {{"src", "data:cache"}, {"dst", "/m"}}})}}))
+                .error,
+            Refusal::kBadMount);
 }
 
 // Every accepted cpus gives a quota above zero and no larger than asked.
