@@ -730,7 +730,11 @@ nlohmann::ordered_json RunContainer(const RuntimeConfig& rt, const BrokerConfig&
       timed_out = true;
       continue;
     }
-    if (poll(p, 3, static_cast<int>(std::clamp<long long>(left, 1, 1000))) < 0 && errno != EINTR) break;
+    if (poll(p, 3, static_cast<int>(std::clamp<long long>(left, 1, 1000))) < 0 && errno != EINTR) {
+      if (pid < 0) break;
+      hung_up = true;  // nothing more can be watched: the container goes
+      continue;
+    }
     if (p[2].revents & (POLLHUP | POLLERR)) hung_up = true;
     for (int i = 0; i < 2; ++i) {
       if (fds[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
