@@ -207,6 +207,40 @@ TEST_F(BrokerProtocol, RuntimePathsAreNeverDestinations) {
             Refusal::kBadMount);
 }
 
+// Through the parser: whatever number a request carries, an accepted
+// request has a CPU quota above zero and no larger than asked, and a
+// memory limit no larger than asked.
+RC_GTEST_PROP(BrokerLimits, EveryAcceptedRequestHasRealLimitsNoLargerThanAsked, ()) {
+  BrokerConfig config;
+  config.work_dir = "/";
+  config.images = {{kRef, "linux/amd64"}};
+  config.host_platform = "linux/amd64";
+  config.cpus = *rc::gen::inRange(1, 409600) / 100.0;
+  config.mem_gb = *rc::gen::inRange(6, 4096) / 1024.0;
+  config.max_timeout_s = 600;
+  auto number = [] {
+    const double mantissa = *rc::gen::inRange(1, 1000000) / 100000.0;
+    // Mostly near the limits, sometimes down to denormals.
+    const int exponent = *rc::gen::inRange(0, 10) == 0 ? *rc::gen::inRange(-320, -3) : *rc::gen::inRange(-3, 2);
+    return mantissa * std::pow(10.0, exponent);
+  };
+  const double cpus = number(), mem = number();
+  const json req = {{"op", "container.run"}, {"image", kRef}, {"platform", "linux/amd64"},
+                    {"timeout_s", 10}, {"cpus", cpus}, {"mem_gb", mem}};
+  const Parsed parsed = ParseRequest(req.dump(), config);
+  const auto* refused = std::get_if<Refused>(&parsed);
+  RC_CLASSIFY(refused == nullptr, "accepted");
+  if (refused != nullptr) {
+    RC_ASSERT(refused->error == Refusal::kBadRequest);
+    return;
+  }
+  const auto& run = std::get<RunRequest>(std::get<Request>(parsed));
+  RC_ASSERT(run.cpu_quota_us >= kMinCpuQuotaUs);
+  RC_ASSERT(static_cast<double>(run.cpu_quota_us) / kCpuPeriodUs <= cpus);
+  RC_ASSERT(run.memory_bytes >= kMinMemoryBytes);
+  RC_ASSERT(static_cast<double>(run.memory_bytes) / (1ll << 30) <= mem);
+}
+
 // Every accepted cpus gives a quota above zero and no larger than asked.
 RC_GTEST_PROP(BrokerLimits, EveryAcceptedCpusHasARealQuotaNoLargerThanAsked, ()) {
   const int exponent = *rc::gen::inRange(-320, 4);
