@@ -2,8 +2,13 @@
 real Podman of this machine: every refusal over the socket, a run whose
 output lands in the work directory with the job's ownership (root and uid
 65534 jobs), a timeout, containers removed when the job ends, malformed and
-oversized requests, no runtime on PATH, and a confined module that runs a
-container through the broker it inherited.
+oversized requests, no runtime on PATH, a confined module that runs a
+container through the broker it inherited, and what the broker holds for
+the job: limits read from the container's cgroup, time from
+acceptance through hang-ups, one reservation for all connections, no
+container after a SIGKILL of the broker, jobs kept apart, container root on
+the job's own subordinate range, no host socket, no runtime destination,
+and a short soak (scripts/soak-broker.sh runs the long one).
 
 One busybox-static image is imported once per session into a throw-away
 state directory (nothing is pulled from a registry) and referenced by its
@@ -467,7 +472,7 @@ def test_a_launch_whose_broker_is_not_listening_is_refused(job):
     assert r.stderr.startswith(f"sandbox: broker: connect {job / 'broker.sock'}: Connection refused"), r.stderr
 
 
-# Issue #20: the broker holds the job's reservation, time and identity.
+# What the broker holds for the job: its reservation, time and identity.
 REGISTRY = "/run/oarbank/subid-ranges"
 
 
