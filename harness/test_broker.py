@@ -2,8 +2,13 @@
 real Podman of this machine: every refusal over the socket, a run whose
 output lands in the work directory with the job's ownership (root and uid
 65534 jobs), a timeout, containers removed when the job ends, malformed and
-oversized requests, no runtime on PATH, and a confined module that runs a
-container through the broker it inherited.
+oversized requests, no runtime on PATH, a confined module that runs a
+container through the broker it inherited, and what the broker holds for
+the job: limits read from the container's cgroup, time from
+acceptance through hang-ups, one reservation for all connections, no
+container after a SIGKILL of the broker, jobs kept apart, container root on
+the job's own subordinate range, no host socket, no runtime destination,
+and a short soak (scripts/soak-broker.sh runs the long one).
 
 One busybox-static image is imported once per session into a throw-away
 state directory (nothing is pulled from a registry) and referenced by its
@@ -50,17 +55,28 @@ class Store:
                     "CONTAINERS_STORAGE_CONF": self.state + "/storage.conf", "PATH": os.environ["PATH"],
                     "HOME": self.state + "/home", "TMPDIR": self.state + "/tmp"}
 
-    def podman(self, *args, check=True):
-        cmd = ["podman", f"--root={self.state}/storage", f"--runroot={self.state}/run", f"--tmpdir={self.state}/tmp",
+    def podman(self, *args, check=True, root=None):
+        """Podman on the agent's image store, or (root) on one job's own
+        storage root <state>/j<slot>, which reads images from the store."""
+        root = root or self.state
+        extra = [] if root == self.state else [f"--storage-opt=vfs.imagestore={self.state}/storage"]
+        cmd = ["podman", f"--root={root}/storage", f"--runroot={root}/run", f"--tmpdir={self.state}/tmp",
                f"--runtime={shutil.which('runc')}", "--storage-driver=vfs", "--cgroup-manager=cgroupfs",
-               "--events-backend=file", *args]
+               "--events-backend=file", *extra, *args]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=self.env)
         if check and r.returncode != 0:
             raise AssertionError(f"{' '.join(cmd)}: {r.stderr}")
         return r
 
-    def job_containers(self, job):
-        return self.podman("ps", "--all", "--quiet", f"--filter=label=oarbank.job={job}").stdout.split()
+    def roots(self):
+        return [self.state] + sorted(str(p) for p in pathlib.Path(self.state).glob("j[0-9]*"))
+
+    def job_containers(self, job, running_only=False):
+        ids = []
+        for root in self.roots():
+            args = ["ps", "--quiet", f"--filter=label=oarbank.job={job}"] + ([] if running_only else ["--all"])
+            ids += self.podman(*args, root=root).stdout.split()
+        return ids
 
 
 @pytest.fixture(scope="session")
@@ -75,7 +91,8 @@ def store(tmp_path_factory):
     s = Store(str(root))
     # The broker writes the configuration; a run with no request makes it.
     sock = str(root / "prepare.sock")
-    r = subprocess.run([AGENT, "broker", "--socket", sock, "--work", str(root), "--job", "broker-prepare",
+    (root / "prepare-work").mkdir()
+    r = subprocess.run([AGENT, "broker", "--socket", sock, "--work", str(root / "prepare-work"), "--job", "broker-prepare",
                         "--state-dir", s.state, "--", "true"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     image = root / "image"
@@ -90,9 +107,10 @@ def store(tmp_path_factory):
     assert digest.startswith("sha256:") and len(digest) == 71, digest
     s.ref = "localhost/oarbank-broker-test@" + digest
     yield s
-    leftovers = s.podman("ps", "--all", "--quiet", "--filter=label=oarbank.job").stdout.split()
-    if leftovers:
-        s.podman("rm", "--force", "--time=0", *leftovers, check=False)
+    for r in s.roots():
+        leftovers = s.podman("ps", "--all", "--quiet", "--filter=label=oarbank.job", root=r).stdout.split()
+        if leftovers:
+            s.podman("rm", "--force", "--time=0", *leftovers, check=False, root=r)
     shutil.rmtree(root, ignore_errors=True)
 
 
@@ -111,7 +129,7 @@ def job():
 
 
 class Broker:
-    def __init__(self, store, job, job_id, uid=0, extra=(), env=None, argv=()):
+    def __init__(self, store, job, job_id, uid=0, extra=(), env=None, argv=(), cpus="1", mem_gb="0.5"):
         self.socket = str(job / "broker.sock")
         self.job_id = job_id
         if uid:
@@ -119,7 +137,7 @@ class Broker:
                 os.chown(job / d, uid, uid)
         cmd = [AGENT, "broker", "--socket", self.socket, "--work", str(job / "work"), "--data", str(job / "data"),
                "--job", job_id, "--state-dir", store.state, "--image", f"{store.ref}={PLATFORM}",
-               "--cpus", "1", "--mem-gb", "0.5", "--max-timeout", "120", *extra]
+               "--cpus", cpus, "--mem-gb", mem_gb, "--max-timeout", "120", *extra]
         if argv:
             cmd += ["--", *argv]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -414,7 +432,7 @@ def test_a_confined_module_runs_a_container_through_its_broker(store, job, uid):
     assert ("endpoint: fd" in lines and "unix-socket: EPERM" in lines) or \
         (landlock_abi() >= 9 and "endpoint: unix" in lines), out
     assert "escape: bad_mount" in lines, out
-    assert "exit: 0 stdout: 0" in lines, out  # container root, which is the job's uid on the host
+    assert "exit: 0 stdout: 0" in lines, out  # container root: the job's subordinate base on the host
     assert "result: from-container" in lines, out
     assert "log: 0" in lines, out
     assert os.stat(job / "work" / "out" / "result").st_uid == uid
@@ -452,3 +470,336 @@ def test_a_launch_whose_broker_is_not_listening_is_refused(job):
     assert r.returncode == 70, r
     assert r.stdout == ""
     assert r.stderr.startswith(f"sandbox: broker: connect {job / 'broker.sock'}: Connection refused"), r.stderr
+
+
+# What the broker holds for the job: its reservation, time and identity.
+REGISTRY = "/run/oarbank/subid-ranges"
+
+
+def leases(job_id=None):
+    """The live subordinate id leases (slot, base, job) in the registry."""
+    try:
+        lines = open(REGISTRY).read().splitlines()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in lines:
+        slot, pid, start, job_id_ = line.split()
+        try:
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        if fields[19] != start or fields[0] == "Z":
+            continue
+        if job_id is None or job_id_ == job_id:
+            out.append((int(slot), 100000000 + int(slot) * 65536, job_id_))
+    return out
+
+
+def running(store, job_id, timeout=30, conn=None):
+    """(name, host pid) of the job's one running container, once it runs;
+    fails at once when `conn` (the request's connection) answered first."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if conn is not None:
+            conn.setblocking(False)
+            try:
+                early = conn.recv(65536)
+            except BlockingIOError:
+                early = None
+            conn.setblocking(True)
+            if early is not None:
+                import re
+                m = re.search(r"(/tmp/obk-[^ :\\]*)", early.decode())
+                info = ""
+                if m:
+                    parts = m.group(1).split("/")
+                    for i in range(2, len(parts) + 1):
+                        info += subprocess.run(["ls", "-ldn", "/".join(parts[:i])], capture_output=True,
+                                               text=True).stdout
+                assert early is None, "answered before running: " + repr(early) + "\n" + info
+        for root in store.roots():
+            out = store.podman("ps", "--format", "{{.Names}}", f"--filter=label=oarbank.job={job_id}",
+                               check=False, root=root).stdout.split()
+            if out:
+                pid = store.podman("inspect", "--format", "{{.State.Pid}}", out[0], check=False,
+                                   root=root).stdout.strip()
+                if pid.isdigit() and int(pid) > 0:
+                    return out[0], int(pid)
+        time.sleep(0.1)
+    raise AssertionError(f"no running container of {job_id}")
+
+
+def cgroup_file(pid, controller, name):
+    for line in open(f"/proc/{pid}/cgroup"):
+        _, controllers, path = line.rstrip("\n").split(":", 2)
+        if controller in controllers.split(","):
+            return open(f"/sys/fs/cgroup/{controllers}{path}/{name}").read().strip()
+    raise AssertionError(f"no {controller} cgroup for {pid}")
+
+
+def send(b, obj):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(b.socket)
+    s.sendall((json.dumps(obj) + "\n").encode())
+    return s
+
+
+def answer_of(s, timeout=120):
+    s.settimeout(timeout)
+    data = s.makefile("rb").readline()
+    s.close()
+    return json.loads(data)
+
+
+def host_uid(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("Uid:"):
+            return [int(x) for x in line.split()[1:]]
+
+
+def test_limits_below_what_the_runtime_expresses_are_refused_and_the_rest_applied(store, job):
+    b = Broker(store, job, "broker-limits")
+    try:
+        for field, value in (("cpus", 0.0001), ("cpus", 1e-300), ("mem_gb", 1e-6), ("timeout_s", 0.001)):
+            a = b.request(run_request(store, ["true"], **{field: value}))
+            assert a["ok"] is False and a["error"] == "bad_request", a
+            assert a["detail"].startswith(field + ": ") and "smallest allowed value" in a["detail"], a
+        # An accepted value is a real limit, no larger than asked, where the kernel applies it.
+        s = send(b, run_request(store, ["sleep", "30"], cpus=0.0123, mem_gb=0.1, timeout_s=7.2))
+        name, pid = running(store, "broker-limits", conn=s)
+        # conmon's own bound backs up the broker's: whole seconds, never below what was asked.
+        timeouts = [store.podman("inspect", "--format", "{{.Config.Timeout}}", name, root=r, check=False).stdout.strip()
+                    for r in store.roots()]
+        assert "9" in timeouts, timeouts
+        assert cgroup_file(pid, "cpu", "cpu.cfs_period_us") == "100000"
+        assert cgroup_file(pid, "cpu", "cpu.cfs_quota_us") == "1230"
+        limit = int(cgroup_file(pid, "memory", "memory.limit_in_bytes"))
+        assert 0 < limit <= 0.1 * 2**30
+        assert int(cgroup_file(pid, "pids", "pids.max")) == 4096
+        s.close()
+    finally:
+        b.stop()
+
+
+def test_time_holds_from_acceptance_and_through_a_hang_up(store, job):
+    b = Broker(store, job, "broker-time")
+    try:
+        t0 = time.time()
+        a = b.request(run_request(store, ["sleep", "20"], timeout_s=1))
+        assert a["ok"] is True and a["timed_out"] is True, a
+        assert time.time() - t0 < 12
+        assert store.job_containers("broker-time") == []
+        # Hang up at once, and while the container is being created or has
+        # just started: gone well before its 5 s timeout could have done it.
+        for delay in (0, 0.3, 0.8):
+            s = send(b, run_request(store, ["sleep", "40"], timeout_s=5))
+            time.sleep(delay)
+            s.close()
+            closed = time.time()
+            while time.time() < closed + 4.5:
+                time.sleep(0.3)
+                if not store.job_containers("broker-time") and b.request({"op": "status"})["reserved"]["cpus"] == 0:
+                    break
+            assert store.job_containers("broker-time") == [], delay
+            assert b.request({"op": "status"})["reserved"]["cpus"] == 0, delay
+        assert b.proc.poll() is None
+    finally:
+        b.stop()
+
+
+def test_the_reservation_is_the_jobs_not_each_connections(store, job):
+    b = Broker(store, job, "broker-reservation")  # --cpus 1 --mem-gb 0.5
+    try:
+        holder = send(b, run_request(store, ["sleep", "30"]))  # the whole reservation
+        running(store, "broker-reservation", conn=holder)
+        for extra in ({}, {"cpus": 0.5, "mem_gb": 0.1}, {"cpus": 0.01, "mem_gb": 0.01}):
+            a = b.request(run_request(store, ["true"], **extra))
+            assert a["ok"] is False and a["error"] == "reservation_exhausted", a
+            assert a["detail"].startswith("cpus: "), a
+        assert b.request({"op": "status"})["reserved"] == {"cpus": 1, "mem_gb": 0.5}
+        holder.close()
+        deadline = time.time() + 30
+        while b.request({"op": "status"})["reserved"]["cpus"] != 0 and time.time() < deadline:
+            time.sleep(0.2)
+        assert store.job_containers("broker-reservation") == []
+        # Halves fit side by side; a third half does not.
+        halves = [send(b, run_request(store, ["sleep", "3"], cpus=0.5, mem_gb=0.25)) for _ in range(2)]
+        time.sleep(0.5)
+        a = b.request(run_request(store, ["true"], cpus=0.5, mem_gb=0.25))
+        assert a["ok"] is False and a["error"] == "reservation_exhausted", a
+        for s in halves:
+            a = answer_of(s)
+            assert a["ok"] is True and a["exit_code"] == 0, a
+        assert b.request(run_request(store, ["sh", "-c", "exit 0"]))["exit_code"] == 0
+    finally:
+        b.stop()
+
+
+@pytest.mark.parametrize("uid", [0, NOBODY], ids=["root-job", "nobody-job"])
+def test_a_broker_killed_by_sigkill_leaves_no_container_and_no_lease(store, job, uid):
+    b = Broker(store, job, "broker-sigkill", uid=uid)
+    s = send(b, run_request(store, ["sleep", "600"], timeout_s=120, mounts=[{"src": "out", "dst": "/out"}]))
+    _, pid = running(store, "broker-sigkill", conn=s)
+    assert leases("broker-sigkill")
+    b.proc.kill()
+    t0 = time.time()
+    while (store.job_containers("broker-sigkill") or os.path.exists(f"/proc/{pid}")) and time.time() < t0 + 20:
+        time.sleep(0.1)
+    elapsed = time.time() - t0
+    assert store.job_containers("broker-sigkill") == []
+    assert not os.path.exists(f"/proc/{pid}")
+    assert elapsed < 5, elapsed
+    while leases("broker-sigkill") and time.time() < t0 + 20:
+        time.sleep(0.1)
+    assert leases("broker-sigkill") == []
+    s.close()
+    b.proc.communicate(timeout=60)
+
+
+def test_jobs_sharing_a_state_directory_are_kept_apart(store, tmp_path):
+    jobs = {}
+    for job_id, uid in (("X", 0), ("X-y", NOBODY)):
+        d = pathlib.Path(tempfile.mkdtemp(prefix="obk-job-", dir="/tmp"))
+        os.chmod(d, 0o755)
+        for sub in ("work", "work/out", "work/tmp", "data", "data/cache"):
+            (d / sub).mkdir()
+        jobs[job_id] = (d, Broker(store, d, job_id, uid=uid))
+    try:
+        bx, bxy = jobs["X"][1], jobs["X-y"][1]
+        s = send(bxy, run_request(store, ["sh", "-c", "sleep 4; echo after > /out/after"],
+                                  mounts=[{"src": "out", "dst": "/out"}]))
+        _, pid_xy = running(store, "X-y", conn=s)
+        t = send(bx, run_request(store, ["sleep", "30"]))
+        _, pid_x = running(store, "X", conn=t)
+        maps = {tuple(open(f"/proc/{p}/uid_map").read().split()) for p in (pid_x, pid_xy)}
+        assert len(maps) == 2, maps  # container uid N differs between the jobs
+        (lx,), (lxy,) = leases("X"), leases("X-y")
+        assert lx[1] != lxy[1] and abs(lx[1] - lxy[1]) >= 65536
+        for p, base in ((pid_x, lx[1]), (pid_xy, lxy[1])):
+            assert open(f"/proc/{p}/uid_map").read().split() == ["0", str(base), "65536"]
+        t.close()
+        assert bx.stop()[0] == 0
+        a = answer_of(s)
+        assert a["ok"] is True and a["exit_code"] == 0, a  # X-y's mount outlived X's end
+        assert (jobs["X-y"][0] / "work" / "out" / "after").read_text() == "after\n"
+        assert os.stat(jobs["X-y"][0] / "work" / "out" / "after").st_uid == NOBODY
+        assert leases("X") == [] and len(leases("X-y")) == 1
+    finally:
+        for d, b in jobs.values():
+            b.stop()
+            shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.parametrize("uid", [0, NOBODY], ids=["root-job", "nobody-job"])
+def test_container_root_is_never_host_root(store, job, uid):
+    b = Broker(store, job, f"broker-idmap-{uid}", uid=uid)
+    try:
+        s = send(b, run_request(store, ["sh", "-c",
+                                        "echo x > /out/f; chmod 6755 /out/f; mkdir /out/d; chmod 2775 /out/d;"
+                                        "touch /out/d/g; chmod 4755 /out/d/g; mknod /out/dev c 1 3; sleep 2; id -u"],
+                                mounts=[{"src": "out", "dst": "/out"}]))
+        _, pid = running(store, f"broker-idmap-{uid}", conn=s)
+        (lease,) = leases(f"broker-idmap-{uid}")
+        assert host_uid(pid) == [lease[1]] * 4  # container root on the host: the job's subordinate base
+        assert open(f"/proc/{pid}/uid_map").read().split() == ["0", str(lease[1]), "65536"]
+        a = answer_of(s)
+        assert a["ok"] is True and a["stdout_tail"] == "0\n" and a["work_checked"] is True, a
+        out = job / "work" / "out"
+        for name in ("f", "d", "d/g"):
+            st = os.lstat(out / name)
+            assert (st.st_uid, st.st_gid) == (uid, uid), name
+            assert not st.st_mode & 0o6000, (name, oct(st.st_mode))
+        assert not os.path.exists(out / "dev")
+    finally:
+        b.stop()
+
+
+def test_no_host_socket_reaches_a_container(store, job):
+    (job / "work" / "sockets" / "deep").mkdir(parents=True)
+    host = socket.socket(socket.AF_UNIX)
+    host.bind(str(job / "work" / "sockets" / "deep" / "host.sock"))
+    host.listen(1)
+    b = Broker(store, job, "broker-sockets")
+    try:
+        for src in ("sockets", ".", "sockets/deep"):
+            a = b.request(run_request(store, ["true"], mounts=[{"src": src, "dst": "/m"}]))
+            assert a["ok"] is False and a["error"] == "bad_mount", a
+            assert a["detail"].startswith("mounts[0].src: ") and "unix socket" in a["detail"], a
+        assert store.job_containers("broker-sockets") == []
+    finally:
+        b.stop()
+        host.close()
+    r = subprocess.run([AGENT, "broker", "--socket", str(job / "work" / "b.sock"), "--work", str(job / "work"),
+                        "--job", "broker-sock-in-work", "--state-dir", store.state], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 64 and "inside the work or data directory" in r.stderr, r
+
+
+def test_runtime_paths_are_never_destinations(store, job):
+    b = Broker(store, job, "broker-dst")
+    try:
+        for dst in ("/proc", "/proc/sys", "/sys", "/sys/fs/cgroup", "/dev", "/dev/shm", "/etc/hosts",
+                    "/etc/resolv.conf", "/run/.containerenv", "/./proc"):
+            a = b.request(run_request(store, ["true"], mounts=[{"src": "out", "dst": dst}]))
+            assert a["ok"] is False and a["error"] == "bad_mount", (dst, a)
+            assert a["detail"].startswith("mounts[0].dst: "), a
+    finally:
+        b.stop()
+
+
+def test_soak_leaves_nothing_behind(store, job):
+    """A short soak (scripts/soak-broker.sh runs the long one): 16 requests
+    over 8 connections with random hang-ups and timeouts."""
+    import random
+    import threading
+    rng = random.Random(20)
+    requests = int(os.environ.get("OARBANK_SOAK_REQUESTS", "16"))
+    connections = int(os.environ.get("OARBANK_SOAK_CONNECTIONS", "8"))
+    b = Broker(store, job, "broker-soak", cpus="1", mem_gb="1")  # at most 8 requests run at once
+    errors = []
+    outcomes = {"ran": 0, "timed_out": 0, "hung_up": 0, "reservation_exhausted": 0}
+
+    def client(n):
+        for i in range(requests // connections + (1 if n < requests % connections else 0)):
+            kind = rng.choice(["ok", "timeout", "hangup"])
+            args = ["true"] if kind == "ok" else ["sleep", "20"]
+            req = run_request(store, args, cpus=0.125, mem_gb=0.05, timeout_s=1 if kind == "timeout" else 30,
+                              mounts=[{"src": "out", "dst": "/out"}])
+            try:
+                s = send(b, req)
+                if kind == "hangup":
+                    time.sleep(rng.random())
+                    s.close()
+                    outcomes["hung_up"] += 1
+                    continue
+                a = answer_of(s, timeout=300)
+                if not a["ok"] and a["error"] == "reservation_exhausted":
+                    outcomes["reservation_exhausted"] += 1
+                    continue  # hung-up requests still being removed hold their share: refused, never granted
+                outcomes["timed_out" if a.get("timed_out") else "ran"] += 1
+                if not a["ok"] or (kind == "timeout") != a["timed_out"]:
+                    errors.append(a)
+            except Exception as e:  # noqa: BLE001
+                errors.append(repr(e))
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(connections)]
+    for t in threads:
+        t.start()
+    deadline = time.time() + 540
+    for t in threads:
+        t.join(timeout=max(1, deadline - time.time()))
+    assert not any(t.is_alive() for t in threads), "the soak did not finish in 9 minutes"
+    print(f"soak: {requests} requests over {connections} connections: {outcomes}")
+    code, _, err = b.stop()
+    assert code == 0, err
+    assert errors == []
+    assert store.job_containers("broker-soak") == []
+    staging = pathlib.Path(store.state) / "mounts" / "job-broker-soak"
+    assert not staging.exists() or list(staging.iterdir()) == []
+    for mountinfo in pathlib.Path("/proc").glob("[0-9]*/mountinfo"):
+        try:
+            text = mountinfo.read_text()
+        except OSError:
+            continue  # a process that ended meanwhile
+        assert "mounts/job-broker-soak/" not in text, mountinfo
+    assert leases("broker-soak") == []

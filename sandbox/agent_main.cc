@@ -332,6 +332,8 @@ int AgentMain(int argc, char** argv) {
         ->check(FiniteRange(1, 1e7));
     brk->add_flag("--network-granted", broker_args.network_granted, "The job's policy has an egress grant");
     brk->add_option("--state-dir", broker_args.state_dir, "Podman's storage and configuration for the broker");
+    brk->add_option("--subid-registry", broker_args.subid_registry,
+                    "Which subordinate id range each live job holds (a root-owned trust file)");
     brk->add_option("--job-uid", broker_args.job_uid, "Owner of what containers write (default: the work dir's)")
         ->check(CLI::Range(0L, 4294967294L));
     brk->add_option("--job-gid", broker_args.job_gid, "Group of what containers write (default: the work dir's)")

@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sys/mman.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -23,6 +25,10 @@ namespace oarbank::broker {
 namespace {
 
 int g_signal_pipe = -1;
+
+bool Inside(const std::string& path, const std::string& dir) {
+  return !dir.empty() && (path == dir || path.rfind(dir + "/", 0) == 0);
+}
 
 void OnSignal(int sig) {
   const char c = static_cast<char>(sig);
@@ -67,6 +73,11 @@ nlohmann::ordered_json Status(const Broker& broker) {
     s["images"].push_back({{"image", img.reference}, {"platform", img.platform},
                            {"present", ImagePresent(broker.runtime, img.reference)}});
   s["runtime"] = broker.probe.detail;
+  if (broker.ledger != nullptr) {
+    const auto [quota, memory] = Reserved(broker.ledger);
+    s["reserved"] = {{"cpus", static_cast<double>(quota) / kCpuPeriodUs},
+                     {"mem_gb", static_cast<double>(memory) / (1 << 30)}};
+  }
   return s;
 }
 
@@ -92,9 +103,12 @@ std::variant<Broker, std::string> MakeBroker(const BrokerArgs& args) {
     b.config.images.push_back({ref, platform});
   }
   if (!IsJobId(args.job_id)) return "--job: expected 1 to 64 of [A-Za-z0-9_.-], got \"" + args.job_id + "\"";
-  if (!(args.cpus > 0 && args.cpus <= 4096)) return "--cpus: expected a positive number of CPUs";
-  if (!(args.mem_gb > 0 && args.mem_gb <= 1 << 20)) return "--mem-gb: expected a positive number of GB";
-  if (!(args.max_timeout_s > 0)) return "--max-timeout: expected a positive number of seconds";
+  if (!(args.cpus >= kMinCpus && args.cpus <= 4096))
+    return "--cpus: expected a number of CPUs from 0.01 (the smallest CFS quota) to 4096";
+  if (!(args.mem_gb > 0 && args.mem_gb <= 1 << 20) || MemoryBytes(args.mem_gb) == 0)
+    return "--mem-gb: expected a number of GiB from 6 MiB (the least Podman accepts) to 1048576";
+  if (!(args.max_timeout_s >= kMinTimeoutS && args.max_timeout_s <= 1e7))
+    return "--max-timeout: expected a number of seconds from 1 to 10000000";
   b.config.cpus = args.cpus;
   b.config.mem_gb = args.mem_gb;
   b.config.max_timeout_s = args.max_timeout_s;
@@ -103,6 +117,20 @@ std::variant<Broker, std::string> MakeBroker(const BrokerArgs& args) {
       args.socket_path.size() >= sizeof(sockaddr_un::sun_path))
     return "--socket: expected an absolute path shorter than " + std::to_string(sizeof(sockaddr_un::sun_path)) +
            " bytes";
+  {
+    // The broker's own socket is never inside what a container may mount.
+    const auto slash = args.socket_path.rfind('/');
+    char parent[PATH_MAX];
+    const std::string dir = slash == 0 ? "/" : args.socket_path.substr(0, slash);
+    if (realpath(dir.c_str(), parent) == nullptr)
+      return "--socket: " + dir + ": " + strerror(errno);
+    const std::string where = std::string(parent) + "/" + args.socket_path.substr(slash + 1);
+    if (Inside(where, b.config.work_dir) || Inside(where, b.config.data_dir))
+      return "--socket: " + where + " is inside the work or data directory, which containers may mount";
+  }
+  if (args.subid_registry.empty() || args.subid_registry.front() != '/')
+    return "--subid-registry: expected an absolute path";
+  b.subid_registry = args.subid_registry;
 
   struct stat work {};
   stat(b.config.work_dir.c_str(), &work);
@@ -114,8 +142,8 @@ std::variant<Broker, std::string> MakeBroker(const BrokerArgs& args) {
   b.runtime.state_dir = Canonical(args.state_dir, "--state-dir", &error);
   if (!error.empty()) return error;
   // Podman refuses a runroot longer than 50 bytes (conmon's socket paths).
-  if (b.runtime.state_dir.size() + 4 > 50)
-    return "--state-dir: " + b.runtime.state_dir + " is too long: podman needs <state>/run within 50 bytes";
+  if (b.runtime.state_dir.size() + 10 > 50)
+    return "--state-dir: " + b.runtime.state_dir + " is too long: podman needs <state>/j<slot>/run within 50 bytes";
   const char* path = getenv("PATH");
   b.probe = ProbeRuntime(path ? path : "");
   b.runtime.podman = b.probe.podman;
@@ -129,12 +157,113 @@ std::variant<Broker, std::string> MakeBroker(const BrokerArgs& args) {
   return b;
 }
 
+struct Ledger {
+  pthread_mutex_t mutex;
+  struct Slot {
+    pid_t pid;
+    long long quota_us;
+    long long memory;
+  } slots[kMaxConnections * 2];
+};
+
+Ledger* MakeLedger() {
+  void* p = mmap(nullptr, sizeof(Ledger), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  auto* ledger = static_cast<Ledger*>(p);
+  memset(ledger, 0, sizeof *ledger);
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
+  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
+  const bool ok = pthread_mutex_init(&ledger->mutex, &attr) == 0;
+  pthread_mutexattr_destroy(&attr);
+  if (!ok) {
+    munmap(p, sizeof(Ledger));
+    return nullptr;
+  }
+  return ledger;
+}
+
+namespace {
+void Lock(Ledger* ledger) {
+  // A handler killed while holding it leaves it consistent: every update is
+  // one slot, written whole.
+  if (pthread_mutex_lock(&ledger->mutex) == EOWNERDEAD) pthread_mutex_consistent(&ledger->mutex);
+}
+}  // namespace
+
+std::string Reserve(Ledger* ledger, pid_t pid, long long cpu_quota_us, long long memory_bytes,
+                    long long total_quota_us, long long total_memory_bytes) {
+  Lock(ledger);
+  long long quota = 0, memory = 0;
+  int running = 0;
+  Ledger::Slot* free_slot = nullptr;
+  for (auto& slot : ledger->slots) {
+    if (slot.pid == 0) {
+      if (free_slot == nullptr) free_slot = &slot;
+      continue;
+    }
+    quota += slot.quota_us;
+    memory += slot.memory;
+    ++running;
+  }
+  std::string why;
+  char buf[256];
+  if (quota + cpu_quota_us > total_quota_us) {
+    snprintf(buf, sizeof buf, "cpus: %.5g asked, %.5g of the job's %.5g free (%d request(s) running)",
+             static_cast<double>(cpu_quota_us) / kCpuPeriodUs, static_cast<double>(total_quota_us - quota) / kCpuPeriodUs,
+             static_cast<double>(total_quota_us) / kCpuPeriodUs, running);
+    why = buf;
+  } else if (memory + memory_bytes > total_memory_bytes) {
+    snprintf(buf, sizeof buf, "mem_gb: %.6g asked, %.6g of the job's %.6g free (%d request(s) running)",
+             static_cast<double>(memory_bytes) / (1 << 30), static_cast<double>(total_memory_bytes - memory) / (1 << 30),
+             static_cast<double>(total_memory_bytes) / (1 << 30), running);
+    why = buf;
+  } else if (free_slot == nullptr) {
+    why = "connections: every reservation slot is taken";
+  } else {
+    *free_slot = {pid, cpu_quota_us, memory_bytes};
+  }
+  pthread_mutex_unlock(&ledger->mutex);
+  return why;
+}
+
+std::pair<long long, long long> Reserved(Ledger* ledger) {
+  Lock(ledger);
+  long long quota = 0, memory = 0;
+  for (const auto& slot : ledger->slots)
+    if (slot.pid != 0) {
+      quota += slot.quota_us;
+      memory += slot.memory;
+    }
+  pthread_mutex_unlock(&ledger->mutex);
+  return {quota, memory};
+}
+
+void Release(Ledger* ledger, pid_t pid) {
+  if (ledger == nullptr) return;
+  Lock(ledger);
+  for (auto& slot : ledger->slots)
+    if (slot.pid == pid) slot = {0, 0, 0};
+  pthread_mutex_unlock(&ledger->mutex);
+}
+
 nlohmann::ordered_json Answer(const Broker& broker, std::string_view line, int client_fd) {
+  const auto accepted = std::chrono::steady_clock::now();
   Parsed parsed = ParseRequest(line, broker.config);
   if (auto* refused = std::get_if<Refused>(&parsed)) return RefusalJson(*refused);
   if (!broker.probe.available) return RefusalJson({Refusal::kRuntimeUnavailable, broker.probe.detail});
   Request& request = std::get<Request>(parsed);
-  if (auto* run = std::get_if<RunRequest>(&request)) return RunContainer(broker.runtime, broker.config, *run, client_fd);
+  if (auto* run = std::get_if<RunRequest>(&request)) {
+    if (broker.ledger == nullptr)
+      return RefusalJson({Refusal::kRuntimeUnavailable, "the broker keeps no reservation ledger"});
+    const std::string why = Reserve(broker.ledger, getpid(), run->cpu_quota_us, run->memory_bytes,
+                                    CpuQuotaUs(broker.config.cpus), MemoryBytes(broker.config.mem_gb));
+    if (!why.empty()) return RefusalJson({Refusal::kReservationExhausted, why});
+    auto answer = RunContainer(broker.runtime, broker.config, *run, client_fd, accepted);
+    Release(broker.ledger, getpid());
+    return answer;
+  }
   if (auto* pull = std::get_if<PullRequest>(&request)) {
     if (ImagePresent(broker.runtime, pull->image)) return {{"ok", true}};
     return RefusalJson({Refusal::kRuntimeUnavailable,
@@ -171,13 +300,94 @@ void ServeConnection(const Broker& broker, int fd) {
   }
 }
 
+namespace {
+
+// The watchdog (broker.h): waits for the broker's end, then removes what
+// the job left. Never returns.
+[[noreturn]] void Watchdog(const Broker& broker, int watch) {
+  setsid();
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGPIPE, SIGUSR1, SIGUSR2}) signal(sig, SIG_IGN);
+  signal(SIGCHLD, SIG_DFL);
+  const int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null >= 0) {
+    dup2(null, 0);
+    dup2(null, 1);
+  }
+  // stderr stays, for what fails; nothing else of the broker's.
+  for (int fd = 3; fd < 1024; ++fd)
+    if (fd != watch) close(fd);
+  char c;
+  for (;;) {
+    const ssize_t n = read(watch, &c, 1);
+    if (n == 0 || (n < 0 && errno != EINTR)) break;
+  }
+  // Forked before the lease was taken: the registry says which range (and
+  // so which storage root) is this watchdog's.
+  Broker job = broker;
+  if (auto live = LiveSubidLeases(broker.subid_registry); live.ok())
+    for (const auto& lease : live.value())
+      if (lease.pid == getpid()) job.runtime.subid_base = lease.base();
+  if (job.probe.available && job.runtime.subid_base != 0) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(kWatchdogGraceS * 1000));
+    // A podman client killed with its handler may still be finishing a
+    // container: two passes in a row must find none.
+    int empty = 0;
+    while (empty < 2 && std::chrono::steady_clock::now() < deadline) {
+      if (JobContainers(job.runtime).empty()) {
+        ++empty;
+      } else {
+        empty = 0;
+        if (std::string failed = RemoveJobContainers(job.runtime); !failed.empty())
+          fprintf(stderr, "broker watchdog: %s\n", failed.c_str());
+      }
+      if (empty < 2) usleep(50000);
+    }
+  }
+  RemoveStaging(job.runtime);
+  if (job.runtime.subid_base != 0)
+    if (std::string failed = ReleaseSubids(broker.subid_registry, getpid()); !failed.empty())
+      fprintf(stderr, "broker watchdog: %s\n", failed.c_str());
+  _exit(0);
+}
+
+}  // namespace
+
 int BrokerMain(const BrokerArgs& args) {
   auto made = MakeBroker(args);
   if (auto* error = std::get_if<std::string>(&made)) {
     fprintf(stderr, "broker: %s\n", error->c_str());
     return kExitUsage;
   }
-  const Broker& broker = std::get<Broker>(made);
+  Broker& broker = std::get<Broker>(made);
+
+  // The watchdog first, before any other fd exists: it must hold nothing
+  // but its end of this pipe.
+  int watch[2];
+  if (pipe2(watch, O_CLOEXEC) != 0) return kExitNotEnforced;
+  fflush(stdout);
+  fflush(stderr);
+  const pid_t watchdog = fork();
+  if (watchdog < 0) return kExitNotEnforced;
+  if (watchdog == 0) {
+    close(watch[1]);
+    Watchdog(broker, watch[0]);
+  }
+  close(watch[0]);
+  if (broker.probe.available) {
+    auto lease = AcquireSubids(broker.subid_registry, broker.runtime.job_id, watchdog);
+    if (lease.ok()) {
+      broker.runtime.subid_base = lease.value().base();
+      if (std::string failed = PrepareSlot(broker.runtime); !failed.empty()) {
+        broker.probe.available = false;
+        broker.probe.detail = "job storage: " + failed;
+      }
+    } else {
+      broker.probe.available = false;
+      broker.probe.detail = "subordinate ids: " + lease.error().where + ": " + lease.error().what;
+    }
+  }
+  broker.ledger = MakeLedger();
   if (!broker.probe.available) fprintf(stderr, "broker: runtime_unavailable: %s\n", broker.probe.detail.c_str());
 
   // The parent (the agent) dying stops the broker, and with it the containers.
@@ -244,6 +454,7 @@ int BrokerMain(const BrokerArgs& args) {
       int status = 0;
       for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) {
         handlers.erase(pid);
+        Release(broker.ledger, pid);
         if (pid == job) {
           job_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
           job = -1;
@@ -284,34 +495,33 @@ int BrokerMain(const BrokerArgs& args) {
       job_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
   int result = job_status;
+  // Handlers first (their podman clients die with them), so none starts a
+  // container after the removal below.
+  for (pid_t pid : handlers) kill(pid, SIGKILL);
+  for (pid_t pid : handlers) waitpid(pid, nullptr, 0);
   if (broker.probe.available) {
     if (std::string failed = RemoveJobContainers(broker.runtime); !failed.empty()) {
       fprintf(stderr, "broker: %s\n", failed.c_str());
       result = result != 0 ? result : kExitNotEnforced;
     }
   }
-  for (pid_t pid : handlers) kill(pid, SIGKILL);
-  for (pid_t pid : handlers) waitpid(pid, nullptr, 0);
   // Staging points of killed handlers: their binds lived in the handlers'
-  // own mount namespaces, so only empty directories and files remain here.
-  // Never recursive: a staging point is removed only if it is empty.
-  const std::string mounts = broker.runtime.state_dir + "/mounts";
-  const std::string prefix = "oarbank-" + broker.runtime.job_id + "-";
-  if (DIR* dir = opendir(mounts.c_str())) {
-    while (dirent* e = readdir(dir)) {
-      if (std::string(e->d_name).rfind(prefix, 0) != 0) continue;
-      const std::string staging = mounts + "/" + e->d_name;
-      if (DIR* inner = opendir(staging.c_str())) {
-        while (dirent* point = readdir(inner)) {
-          if (point->d_name[0] == '.') continue;
-          const std::string path = staging + "/" + point->d_name;
-          if (rmdir(path.c_str()) != 0) unlink(path.c_str());
-        }
-        closedir(inner);
-      }
-      rmdir(staging.c_str());
+  // own mount namespaces, so only empty directories and files remain here,
+  // in this job's own staging directory.
+  RemoveStaging(broker.runtime);
+  // The watchdog sees the pipe close, checks again, and frees the job's
+  // subordinate ids; waited for (bounded), so they are free on exit.
+  close(watch[1]);
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<long long>((kWatchdogGraceS + 30) * 1000));
+  for (;;) {
+    const pid_t r = waitpid(watchdog, nullptr, WNOHANG);
+    if (r == watchdog || (r < 0 && errno != EINTR)) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      fprintf(stderr, "broker: the watchdog did not finish within %g s\n", kWatchdogGraceS + 30);
+      break;
     }
-    closedir(dir);
+    usleep(20000);
   }
   return result;
 }

@@ -11,6 +11,19 @@
 // (and when its parent dies). Stopping removes every container labelled
 // oarbank.job=<job>, running or not, before the broker exits.
 //
+// Whatever the broker's end, SIGKILL included, a watchdog finishes the job:
+// a process the broker forks first, in a session of its own, ignoring
+// termination signals and holding nothing but a pipe whose other end only
+// the broker (and its connection handlers, which die with it) holds. When
+// that pipe closes, the watchdog removes every container of the job
+// (podman rm --force by label, repeated until two passes find none, within
+// kWatchdogGraceS) and the job's staging points, then releases the job's
+// subordinate id range, which it owns (subid_ranges.h).
+//
+// The reservation (--cpus, --mem-gb) is the job's: the sum over the
+// requests being run at once never exceeds it. A request that would go
+// beyond answers reservation_exhausted; it is never granted.
+//
 // Where no runtime works (podman or runc missing, not root), every valid
 // request answers runtime_unavailable with the reason; malformed ones still
 // answer bad_request.
@@ -22,11 +35,13 @@
 #include "broker_protocol.h"
 #include "install_paths.h"
 #include "container_runtime.h"
+#include "subid_ranges.h"
 
 namespace oarbank::broker {
 
 // Connections served at once; beyond, a connection gets one refusal line.
 inline constexpr size_t kMaxConnections = 32;
+inline constexpr double kWatchdogGraceS = 20;
 
 struct BrokerArgs {
   std::string socket_path;
@@ -41,14 +56,31 @@ struct BrokerArgs {
   std::string state_dir = OARBANK_STATE_DIR "/containers";
   long job_uid = -1;  // default: the work directory's owner
   long job_gid = -1;
+  std::string subid_registry = kDefaultSubidRegistry;
   std::vector<std::string> job_argv;  // after --: run it, stop when it exits
 };
+
+// What the job's running requests hold, shared by the connection handlers
+// (an anonymous shared mapping made before they fork, under a robust
+// process-shared mutex): one slot per connection.
+struct Ledger;
+Ledger* MakeLedger();
+// Takes quota/memory for `pid`, or says why not (the job's running requests
+// already hold too much). "" when taken.
+std::string Reserve(Ledger* ledger, pid_t pid, long long cpu_quota_us, long long memory_bytes,
+                    long long total_quota_us, long long total_memory_bytes);
+// What the running requests hold: CPU quota (us per period) and bytes.
+std::pair<long long, long long> Reserved(Ledger* ledger);
+// Frees what `pid` holds (after its request, or when it died).
+void Release(Ledger* ledger, pid_t pid);
 
 // Everything a connection handler needs, decided once at start.
 struct Broker {
   BrokerConfig config;
   RuntimeConfig runtime;
   RuntimeProbe probe;
+  Ledger* ledger = nullptr;  // none: every run refused (see BrokerMain)
+  std::string subid_registry;
 };
 
 // Validates the arguments (one line naming what is wrong, exit 64).

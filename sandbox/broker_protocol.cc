@@ -40,13 +40,19 @@ std::optional<Refused> CheckKeys(const json& obj, const std::set<std::string>& a
   return std::nullopt;
 }
 
-// A positive finite number no larger than `max`.
-std::variant<double, Refused> Number(const json& v, const std::string& field, double max, const char* what) {
+// A positive finite number within [min, max]; `min_what` says why the
+// minimum is what it is.
+std::variant<double, Refused> Number(const json& v, const std::string& field, double min, double max,
+                                     const char* what, const char* min_what) {
   if (!v.is_number()) return Bad(field + ": expected a number");
   const double d = v.get<double>();
   if (!std::isfinite(d) || d <= 0) return Bad(field + ": expected a positive number");
+  char buf[256];
+  if (d < min) {
+    snprintf(buf, sizeof buf, "%s: %g is below the smallest allowed value %g (%s)", field.c_str(), d, min, min_what);
+    return Bad(buf);
+  }
   if (d > max) {
-    char buf[160];
     snprintf(buf, sizeof buf, "%s: %g exceeds %s of %g", field.c_str(), d, what, max);
     return Bad(buf);
   }
@@ -108,20 +114,7 @@ std::optional<std::string> CheckPortablePath(const std::string& p) {
 }
 
 std::optional<Refused> CheckDestination(const std::string& dst, const std::string& field) {
-  if (dst.empty() || dst.front() != '/') return BadMount(field + ": expected a POSIX absolute path");
-  if (dst == "/") return BadMount(field + ": cannot mount over the container's root");
-  if (dst.size() > 4096) return BadMount(field + ": longer than 4096 bytes");
-  for (unsigned char c : dst)
-    if (c < 0x20 || c == 0x7f || c == ':' || c == ',' || c == '\\')
-      return BadMount(field + ": contains a control character, ':', ',' or '\\'");
-  size_t start = 1;
-  while (start <= dst.size()) {
-    const size_t end = std::min(dst.find('/', start), dst.size());
-    const std::string part = dst.substr(start, end - start);
-    if (part == "..") return BadMount(field + ": has a '..' component");
-    if (part.empty() && end != dst.size()) return BadMount(field + ": has an empty component");
-    start = end + 1;
-  }
+  if (std::string why = DestinationProblem(dst); !why.empty()) return BadMount(field + ": " + why);
   return std::nullopt;
 }
 
@@ -144,6 +137,7 @@ std::variant<Mount, Refused> ParseMount(const json& m, size_t i, const BrokerCon
   if (auto* refused = std::get_if<Refused>(&resolved)) return *refused;
   Mount mount = std::get<Mount>(std::move(resolved));
   mount.destination = *dst;
+  while (mount.destination.size() > 1 && mount.destination.back() == '/') mount.destination.pop_back();
   mount.read_only = ro;
   return mount;
 }
@@ -232,21 +226,29 @@ std::variant<Request, Refused> ParseRun(const json& req, const BrokerConfig& con
     run.network = mode == "egress";
   }
   if (!req.contains("timeout_s")) return Bad("timeout_s: required");
-  auto t = Number(req["timeout_s"], "timeout_s", config.max_timeout_s, "the broker's maximum");
+  auto t = Number(req["timeout_s"], "timeout_s", kMinTimeoutS, config.max_timeout_s, "the broker's maximum",
+                  "the runtime's timeout counts whole seconds");
   if (auto* r = std::get_if<Refused>(&t)) return *r;
   run.timeout_s = std::get<double>(t);
   run.cpus = config.cpus;
   run.mem_gb = config.mem_gb;
   if (req.contains("cpus") && !req["cpus"].is_null()) {
-    auto c = Number(req["cpus"], "cpus", config.cpus, "the job's reservation");
+    auto c = Number(req["cpus"], "cpus", kMinCpus, config.cpus, "the job's reservation",
+                    "a CFS quota of 1000 us per 100000 us period");
     if (auto* r = std::get_if<Refused>(&c)) return *r;
     run.cpus = std::get<double>(c);
   }
   if (req.contains("mem_gb") && !req["mem_gb"].is_null()) {
-    auto m = Number(req["mem_gb"], "mem_gb", config.mem_gb, "the job's reservation");
+    auto m = Number(req["mem_gb"], "mem_gb", static_cast<double>(kMinMemoryBytes) / (1 << 30), config.mem_gb,
+                    "the job's reservation", "6 MiB, the least Podman accepts");
     if (auto* r = std::get_if<Refused>(&m)) return *r;
     run.mem_gb = std::get<double>(m);
   }
+  run.cpu_quota_us = CpuQuotaUs(run.cpus);
+  run.memory_bytes = MemoryBytes(run.mem_gb);
+  // Never reached past the minimums above; a limit of 0 would be no limit.
+  if (run.cpu_quota_us <= 0) return Bad("cpus: below the smallest allowed value 0.01");
+  if (run.memory_bytes <= 0) return Bad("mem_gb: below the smallest allowed value (6 MiB)");
   return Request{std::move(run)};
 }
 
@@ -260,8 +262,57 @@ const char* RefusalName(Refusal refusal) {
     case Refusal::kNetworkNotGranted: return "network_not_granted";
     case Refusal::kRuntimeUnavailable: return "runtime_unavailable";
     case Refusal::kPlatformUnavailable: return "platform_unavailable";
+    case Refusal::kReservationExhausted: return "reservation_exhausted";
   }
   return "?";
+}
+
+long long CpuQuotaUs(double cpus) {
+  if (!std::isfinite(cpus) || cpus <= 0 || cpus > 1e6) return 0;
+  // floor, then one step down if rounding of the product went up.
+  long long q = static_cast<long long>(std::floor(cpus * kCpuPeriodUs));
+  while (q > 0 && static_cast<double>(q) / kCpuPeriodUs > cpus) --q;
+  return q >= kMinCpuQuotaUs ? q : 0;
+}
+
+long long MemoryBytes(double mem_gb) {
+  if (!std::isfinite(mem_gb) || mem_gb <= 0 || mem_gb > (1 << 20)) return 0;
+  long long b = static_cast<long long>(std::floor(mem_gb * (1ll << 30)));
+  b -= b % 4096;
+  while (b > 0 && static_cast<double>(b) / (1ll << 30) > mem_gb) b -= 4096;
+  return b >= kMinMemoryBytes ? b : 0;
+}
+
+std::string DestinationProblem(const std::string& dst) {
+  if (dst.empty() || dst.front() != '/') return "expected a POSIX absolute path";
+  if (dst.size() > 4096) return "longer than 4096 bytes";
+  for (unsigned char c : dst)
+    if (c < 0x20 || c == 0x7f || c == ':' || c == ',' || c == '\\')
+      return "contains a control character, ':', ',' or '\\'";
+  std::vector<std::string> parts;
+  size_t start = 1;
+  while (start <= dst.size()) {
+    const size_t end = std::min(dst.find('/', start), dst.size());
+    const std::string part = dst.substr(start, end - start);
+    if (part == "..") return "has a '..' component";
+    if (part == ".") return "has a '.' component";
+    if (part.empty() && end != dst.size()) return "has an empty component";
+    if (!part.empty()) parts.push_back(part);
+    start = end + 1;
+  }
+  if (parts.empty()) return "cannot mount over the container's root";
+  std::string normal;
+  for (const auto& p : parts) normal += "/" + p;
+  for (const char* tree : {"proc", "sys", "dev"})
+    if (parts[0] == tree)
+      return normal + " is " + (parts.size() == 1 ? "" : "below ") + "/" + tree +
+             ", which the runtime provides: /proc, /sys, /dev and anything below them are never mount destinations";
+  for (const char* own : kRuntimeDestinations) {
+    const std::string o = own;
+    if (normal == o || normal.rfind(o + "/", 0) == 0)
+      return normal + " is a path the runtime provides itself (" + o + ")";
+  }
+  return "";
 }
 
 bool IsDigestPinned(std::string_view reference) {

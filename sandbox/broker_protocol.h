@@ -12,12 +12,18 @@
 //     `data:<PortablePath>` inside the data directory: relative, `/`
 //     separated, no `..`, no symlink anywhere below the base (openat2
 //     RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), a directory or regular file
-//     (never a socket, fifo or device). The destination is a POSIX absolute
-//     path other than `/`;
+//     (never a socket, fifo or device). The destination (IsAllowedDestination)
+//     is a POSIX absolute path without `.` or `..` components that is not
+//     `/`, not /proc, /sys or /dev or anything below them, and none of the
+//     paths the runtime itself provides (kRuntimeDestinations);
 //   - `network` other than "none" needs the job's egress grant; "host" is
 //     never granted;
 //   - cpus and mem_gb are within the job's reservation, timeout_s within
-//     the broker's maximum;
+//     the broker's maximum, and each at least what the runtime can express
+//     (kMinCpus, kMinMemoryBytes, kMinTimeoutS): a value below is refused,
+//     never rounded to "no limit". What is applied is never more than asked:
+//     the CPU quota is floor(cpus * kCpuPeriodUs) microseconds per period,
+//     the memory limit mem_gb GiB rounded down to a 4 KiB page;
 //   - a line is at most kMaxRequestBytes, with bounded counts of args,
 //     mounts and env entries.
 // Anything else is `bad_request`. The first fault wins.
@@ -41,6 +47,29 @@ inline constexpr size_t kMaxMounts = 32;
 inline constexpr size_t kMaxEnv = 256;
 inline constexpr size_t kMaxStringBytes = 16 * 1024;
 
+// The smallest limits the runtime can express. The kernel's CFS bandwidth
+// control takes a quota of at least 1 ms per period: with Podman's 100 ms
+// period that is 0.01 CPU. Podman refuses less than 6 MiB of memory, and its
+// --timeout counts whole seconds.
+inline constexpr long long kCpuPeriodUs = 100000;
+inline constexpr long long kMinCpuQuotaUs = 1000;
+inline constexpr double kMinCpus = 0.01;
+inline constexpr long long kMinMemoryBytes = 6ll << 20;
+inline constexpr double kMinTimeoutS = 1;
+
+// The quota in microseconds per kCpuPeriodUs for `cpus`: never more than
+// asked, 0 when below what the kernel can express.
+long long CpuQuotaUs(double cpus);
+// The memory limit in bytes for `mem_gb` GiB: rounded down to 4 KiB, 0 when
+// below kMinMemoryBytes.
+long long MemoryBytes(double mem_gb);
+
+// Container paths the runtime provides itself; a mount never replaces them.
+inline constexpr const char* kRuntimeDestinations[] = {"/etc/hosts", "/etc/resolv.conf", "/etc/hostname",
+                                                       "/run/.containerenv", "/.containerenv", "/run/secrets"};
+// "" when `dst` may be a mount destination, else why not.
+std::string DestinationProblem(const std::string& dst);
+
 enum class Refusal {
   kBadRequest,           // malformed, oversized, unknown field, wrong type, beyond the reservation
   kImageNotApproved,     // not one of the job's digest-pinned references
@@ -48,6 +77,7 @@ enum class Refusal {
   kNetworkNotGranted,    // network asked without an egress grant (or "host", never granted)
   kRuntimeUnavailable,   // no container runtime works here, or the image is not present
   kPlatformUnavailable,  // the platform is not the approved one, or does not run on this host
+  kReservationExhausted, // the job's running containers already hold what this one asks
 };
 const char* RefusalName(Refusal refusal);  // "bad_request", "image_not_approved", ...
 
@@ -101,6 +131,8 @@ struct RunRequest {
   double timeout_s = 0;
   double cpus = 0;       // resolved: the request's, else the reservation
   double mem_gb = 0;
+  long long cpu_quota_us = 0;  // CpuQuotaUs(cpus), > 0
+  long long memory_bytes = 0;  // MemoryBytes(mem_gb), > 0
 };
 
 struct PullRequest {

@@ -5,10 +5,13 @@
 #include "broker_protocol.h"
 
 #include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "test_util.h"
@@ -164,6 +167,97 @@ TEST_F(BrokerProtocol, LimitsStayWithinTheReservation) {
   json no_timeout = Run();
   no_timeout.erase("timeout_s");
   EXPECT_EQ(Refusal(no_timeout).detail, "timeout_s: required");
+}
+
+TEST_F(BrokerProtocol, LimitsBelowWhatTheRuntimeExpressesAreRefused) {
+  // 0.0001 CPU once became --cpus=0.000: no quota at all.
+  for (const json& extra : {json{{"cpus", 0.0001}}, json{{"cpus", 1e-300}}, json{{"cpus", 0.00999}},
+                            json{{"mem_gb", 1e-9}}, json{{"mem_gb", 0.005}}, json{{"timeout_s", 0.001}},
+                            json{{"timeout_s", 0.999}}, json{{"cpus", 5e-324}}}) {
+    const Refused r = Refusal(Run(extra));
+    EXPECT_EQ(r.error, Refusal::kBadRequest) << extra.dump();
+    EXPECT_EQ(r.detail.rfind(extra.begin().key() + ": ", 0), 0u) << r.detail;
+    EXPECT_NE(r.detail.find("smallest allowed value"), std::string::npos) << r.detail;
+  }
+  const RunRequest least = Accepted(Run({{"cpus", 0.01}, {"mem_gb", 6.0 / 1024}, {"timeout_s", 1}}));
+  EXPECT_EQ(least.cpu_quota_us, 1000);
+  EXPECT_EQ(least.memory_bytes, 6ll << 20);
+  const RunRequest some = Accepted(Run({{"cpus", 0.123456}, {"mem_gb", 0.3}}));
+  EXPECT_EQ(some.cpu_quota_us, 12345);
+  EXPECT_EQ(some.memory_bytes % 4096, 0);
+  EXPECT_LE(static_cast<double>(some.memory_bytes), 0.3 * (1 << 30));
+}
+
+TEST_F(BrokerProtocol, RuntimePathsAreNeverDestinations) {
+  for (const std::string& dst :
+       std::vector<std::string>{"/proc", "/proc/", "/proc/self", "/sys", "/sys/fs/cgroup", "/dev", "/dev/shm",
+                                "/dev/null", "/etc/hosts", "/etc/resolv.conf", "/etc/hostname", "/run/.containerenv",
+                                "/run/secrets", "/run/secrets/x", "/./proc", "/a/./b"}) {
+    const Refused r = Refusal(Run(Mounts("out", dst)));
+    EXPECT_EQ(r.error, Refusal::kBadMount) << dst << ": " << r.detail;
+    EXPECT_EQ(r.detail.rfind("mounts[0].dst: ", 0), 0u) << r.detail;
+  }
+  for (const std::string& dst : std::vector<std::string>{"/procs", "/system", "/devices", "/etc/hosts.d", "/etc",
+                                                         "/run", "/out/proc"})
+    EXPECT_EQ(Accepted(Run(Mounts("out", dst))).mounts[0].destination, dst);
+  // One destination, however it is spelled.
+  EXPECT_EQ(Accepted(Run(Mounts("out", "/out/"))).mounts[0].destination, "/out");
+  EXPECT_EQ(Refusal(Run({{"mounts", json::array({{{"src", "out"}, {"dst", "/m/"}}, {{"src", "data:cache"}, {"dst", "/m"}}})}}))
+                .error,
+            Refusal::kBadMount);
+}
+
+// Through the parser: whatever number a request carries, an accepted
+// request has a CPU quota above zero and no larger than asked, and a
+// memory limit no larger than asked.
+RC_GTEST_PROP(BrokerLimits, EveryAcceptedRequestHasRealLimitsNoLargerThanAsked, ()) {
+  BrokerConfig config;
+  config.work_dir = "/";
+  config.images = {{kRef, "linux/amd64"}};
+  config.host_platform = "linux/amd64";
+  config.cpus = *rc::gen::inRange(1, 409600) / 100.0;
+  config.mem_gb = *rc::gen::inRange(6, 4096) / 1024.0;
+  config.max_timeout_s = 600;
+  auto number = [] {
+    const double mantissa = *rc::gen::inRange(1, 1000000) / 100000.0;
+    // Mostly near the limits, sometimes down to denormals.
+    const int exponent = *rc::gen::inRange(0, 10) == 0 ? *rc::gen::inRange(-320, -3) : *rc::gen::inRange(-3, 2);
+    return mantissa * std::pow(10.0, exponent);
+  };
+  const double cpus = number(), mem = number();
+  const json req = {{"op", "container.run"}, {"image", kRef}, {"platform", "linux/amd64"},
+                    {"timeout_s", 10}, {"cpus", cpus}, {"mem_gb", mem}};
+  const Parsed parsed = ParseRequest(req.dump(), config);
+  const auto* refused = std::get_if<Refused>(&parsed);
+  RC_CLASSIFY(refused == nullptr, "accepted");
+  if (refused != nullptr) {
+    RC_ASSERT(refused->error == Refusal::kBadRequest);
+    return;
+  }
+  const auto& run = std::get<RunRequest>(std::get<Request>(parsed));
+  RC_ASSERT(run.cpu_quota_us >= kMinCpuQuotaUs);
+  RC_ASSERT(static_cast<double>(run.cpu_quota_us) / kCpuPeriodUs <= cpus);
+  RC_ASSERT(run.memory_bytes >= kMinMemoryBytes);
+  RC_ASSERT(static_cast<double>(run.memory_bytes) / (1ll << 30) <= mem);
+}
+
+// Every accepted cpus gives a quota above zero and no larger than asked.
+RC_GTEST_PROP(BrokerLimits, EveryAcceptedCpusHasARealQuotaNoLargerThanAsked, ()) {
+  const int exponent = *rc::gen::inRange(-320, 4);
+  const double mantissa = *rc::gen::inRange(1, 1000000) / 100000.0;
+  const double cpus = mantissa * std::pow(10.0, exponent);
+  const long long q = CpuQuotaUs(cpus);
+  if (cpus >= kMinCpus && std::isfinite(cpus) && cpus <= 4096) {
+    RC_ASSERT(q >= kMinCpuQuotaUs);
+    RC_ASSERT(static_cast<double>(q) / kCpuPeriodUs <= cpus);
+  } else if (cpus < kMinCpus) {
+    RC_ASSERT(q == 0);
+  }
+  const long long m = MemoryBytes(cpus);
+  if (m > 0) {
+    RC_ASSERT(m >= kMinMemoryBytes);
+    RC_ASSERT(static_cast<double>(m) / (1ll << 30) <= cpus);
+  }
 }
 
 TEST_F(BrokerProtocol, MalformedRequests) {

@@ -6,29 +6,38 @@
 // ulimits empty (they cannot be raised there).
 //
 // Every container the broker starts is, always:
-//   run --rm --pull=never --platform P --cpus C --memory M --pids-limit
-//   --label oarbank.job=<job> --name oarbank-<job>-<n>
-//   --uidmap 0:<job uid>:1 --uidmap 1:<base>:<count> (and gids alike)
+//   run --rm --pull=never --platform P --cpu-period 100000 --cpu-quota Q
+//   --memory M --memory-swap M --pids-limit 4096 --timeout T
+//   --label oarbank.job=<job> --name oarbank-<job>-<pid>-<n>
+//   --uidmap 0:<base>:65536 --gidmap 0:<base>:65536, <base> the job's own
+//   subordinate range (subid_ranges.h)
 //   --network none (or Podman's bridge network with --network-granted:
 //   unfiltered, so only for egress-any jobs; an allowlist-proxied
 //   container network does not exist yet)
 //   --security-opt no-new-privileges --http-proxy=false --systemd=false
-//   -v <pinned source>:<dst>[:ro] for the validated mounts only
+//   -v <pinned source>:<dst>:{ro|rw},nosuid,nodev for the validated mounts
 // and never --privileged, --network host, --device, --volumes-from, an
-// extra socket or the host's IPC/PID/UTS namespaces. Container root is the
-// job's uid on the host, so whatever a container writes into the work
-// directory belongs to the job (uid 65534 jobs included); the rest of the
-// container's ids map to a range no host account uses.
+// extra socket or the host's IPC/PID/UTS namespaces. Container root is
+// <base>, an id no host account has, for every job (root jobs included).
 //
 // Mount sources are pinned: the request's process enters a private mount
 // namespace, opens each validated source with openat2(RESOLVE_BENEATH |
-// RESOLVE_NO_SYMLINKS) and bind-mounts that very fd onto a staging path in
-// the broker's state directory, which is what Podman mounts. A module that
-// swaps a directory for a symlink after validation changes nothing.
+// RESOLVE_NO_SYMLINKS), checks that tree for unix sockets (a bounded walk:
+// a tree holding one, or too large or deep to check, is refused) and mounts
+// a detached clone of that very fd, idmapped (the job's uid and gid on disk
+// are <base>, container root, through it; nothing else is mapped) and
+// nosuid,nodev (read-only for ro), onto a staging path under
+// <state>/mounts/job-<job>/, which is what Podman mounts. A module that
+// swaps a directory for a symlink after validation changes nothing, and
+// what container root writes there belongs to the job's uid on disk. After
+// the run a bounded walk of every writable mount clears setuid and setgid
+// bits and removes device nodes (the answer's work_checked says whether the
+// walk finished).
 #pragma once
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -39,8 +48,10 @@
 
 namespace oarbank::broker {
 
-inline constexpr uint32_t kDefaultSubidBase = 100000000;  // container ids 1.. on the host
-inline constexpr uint32_t kSubidCount = 65536;
+inline constexpr uint32_t kSubidCount = 65536;              // container ids 0..65535
+inline constexpr size_t kMaxWalkEntries = 100000;          // mount trees checked before and after a run
+inline constexpr int kMaxWalkDepth = 64;
+inline constexpr double kMaxWalkSeconds = 5;
 inline constexpr size_t kTailBytes = 4096;                 // stdout_tail / stderr_tail
 inline constexpr uint64_t kMaxOutputBytes = 256ull << 20;  // per stream, written to the work directory
 inline constexpr long kPidsLimit = 4096;
@@ -52,8 +63,14 @@ struct RuntimeConfig {
   std::string job_id;     // [A-Za-z0-9_.-]{1,64}
   uid_t job_uid = 0;
   gid_t job_gid = 0;
-  uint32_t subid_base = kDefaultSubidBase;
+  uint32_t subid_base = 0;  // the job's leased range (subid_ranges.h); 0: none, nothing runs
 };
+
+// <state>/mounts/job-<job>: the job's staging points, and nobody else's.
+std::string StagingDir(const RuntimeConfig& rt);
+// Removes what killed handlers left in StagingDir (empty directories and
+// files; never recursive into a mount).
+void RemoveStaging(const RuntimeConfig& rt);
 
 // Whether a runtime works here: podman and runc on `path_env`, and this
 // process runs as root (the id maps need it). `detail` says what is missing.
@@ -66,6 +83,17 @@ struct RuntimeProbe {
 RuntimeProbe ProbeRuntime(const std::string& path_env);
 
 bool IsJobId(const std::string& id);
+
+// Each job's containers live in a storage root of their own,
+// <state>/j<slot> (its id range's slot): Podman chowns its layer directory
+// to the mapped root of whichever container it creates last, so two jobs
+// with different ranges in one root would lock each other out, and one
+// job's container root would own the others' layers. The agent's images
+// are read from <state>/storage (vfs.imagestore), never written.
+std::string SlotRoot(const RuntimeConfig& rt);
+// Makes the job's root and removes whatever a dead job of the same range
+// left in it. "" or what failed.
+std::string PrepareSlot(const RuntimeConfig& rt);
 
 // Podman's global options and environment for this configuration.
 std::vector<std::string> GlobalArgs(const RuntimeConfig& rt);
@@ -95,10 +123,19 @@ std::vector<std::string> JobContainers(const RuntimeConfig& rt, bool running_onl
 // Kills and removes every container of the job; "" or what failed.
 std::string RemoveJobContainers(const RuntimeConfig& rt);
 
-// Runs a validated request to its end (or timeout_s, or the client hanging
-// up on `client_fd`): the answer of container.run. The full output is in
-// <work>/.oarbank-broker/<name>.{stdout,stderr}, owned by the job.
+// Why the tree at `fd` cannot be mounted into a container: it holds a unix
+// socket, or it is larger (kMaxWalkEntries) or deeper (kMaxWalkDepth) than
+// the broker checks, or took longer than kMaxWalkSeconds. "" when none.
+std::string SocketInTree(int fd);
+
+// Runs a validated request to its end (or timeout_s counted from
+// `accepted`, or the client hanging up on `client_fd`): the answer of
+// container.run. The full output is in <work>/.oarbank-broker/<name>.
+// {stdout,stderr}, owned by the job. On a timeout or hang-up the container
+// is removed whatever state it is in (being created, started or running),
+// retried until Podman no longer knows it, within kKillGraceS.
+inline constexpr double kKillGraceS = 30;
 nlohmann::ordered_json RunContainer(const RuntimeConfig& rt, const BrokerConfig& config, const RunRequest& req,
-                                    int client_fd);
+                                    int client_fd, std::chrono::steady_clock::time_point accepted);
 
 }  // namespace oarbank::broker

@@ -6,7 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 
 namespace oarbank::broker {
 namespace {
@@ -19,6 +26,7 @@ RuntimeConfig Config() {
   rt.job_id = "job-7";
   rt.job_uid = 65534;
   rt.job_gid = 65534;
+  rt.subid_base = 100065536;
   return rt;
 }
 
@@ -30,6 +38,8 @@ RunRequest Request() {
   r.timeout_s = 10;
   r.cpus = 1.5;
   r.mem_gb = 0.5;
+  r.cpu_quota_us = CpuQuotaUs(r.cpus);
+  r.memory_bytes = MemoryBytes(r.mem_gb);
   Mount m;
   m.source = "/srv/work/out";
   m.destination = "/out";
@@ -53,12 +63,13 @@ TEST(ContainerRuntime, RunArgvAlwaysHasTheJobsBounds) {
   ASSERT_NE(run, argv.end());
   EXPECT_EQ(*(run + 1), "--rm");
   for (const char* expected :
-       {"--runtime=/usr/sbin/runc", "--root=/var/lib/oarbank/containers/storage",
-        "--runroot=/var/lib/oarbank/containers/run", "--pull=never", "--platform=linux/amd64",
-        "--label=oarbank.job=job-7", "--name=oarbank-job-7-1", "--cpus=1.500", "--memory=536870912",
-        "--memory-swap=536870912", "--network=none", "--uidmap=0:65534:1", "--gidmap=0:65534:1",
-        "--uidmap=1:100000000:65535", "--security-opt=no-new-privileges", "--http-proxy=false",
-        "--volume=/state/mounts/c/0:/out:rw", "--volume=/state/mounts/c/1:/cache:ro"})
+       {"--runtime=/usr/sbin/runc", "--root=/var/lib/oarbank/containers/j1/storage",
+        "--runroot=/var/lib/oarbank/containers/j1/run",
+        "--storage-opt=vfs.imagestore=/var/lib/oarbank/containers/storage", "--pull=never", "--platform=linux/amd64",
+        "--label=oarbank.job=job-7", "--name=oarbank-job-7-1", "--cpu-period=100000", "--cpu-quota=150000",
+        "--memory=536870912", "--memory-swap=536870912", "--network=none", "--uidmap=0:100065536:65536",
+        "--gidmap=0:100065536:65536", "--timeout=11", "--security-opt=no-new-privileges", "--http-proxy=false",
+        "--volume=/state/mounts/c/0:/out:rw,nosuid,nodev", "--volume=/state/mounts/c/1:/cache:ro,nosuid,nodev"})
     EXPECT_TRUE(Has(argv, expected)) << expected;
   // The image, then the request's args, last.
   const auto image = std::find(argv.begin(), argv.end(), Request().image);
@@ -66,6 +77,8 @@ TEST(ContainerRuntime, RunArgvAlwaysHasTheJobsBounds) {
   EXPECT_EQ(std::vector<std::string>(image + 1, argv.end()), Request().args);
   // The request's own mount sources never reach podman: only the pinned ones.
   for (const auto& a : argv) EXPECT_EQ(a.find("/srv/"), std::string::npos) << a;
+  // No --cpus (whose three decimals once turned 0.0001 into no quota at all).
+  for (const auto& a : argv) EXPECT_NE(a.rfind("--cpus", 0), 0u) << a;
 }
 
 TEST(ContainerRuntime, RunArgvNeverWidens) {
@@ -95,7 +108,10 @@ TEST(ContainerRuntime, EgressAndRootJobs) {
   const auto argv = BuildRunArgv(rt, r, {"/s/0", "/s/1"}, "n");
   EXPECT_TRUE(Has(argv, "--network=bridge"));
   EXPECT_FALSE(Has(argv, "--network=none"));
-  EXPECT_TRUE(Has(argv, "--uidmap=0:0:1"));
+  // Container root is the job's subordinate base, never host root.
+  EXPECT_TRUE(Has(argv, "--uidmap=0:100065536:65536"));
+  EXPECT_TRUE(Has(argv, "--gidmap=0:100065536:65536"));
+  for (const auto& a : argv) EXPECT_EQ(a.rfind("--uidmap=0:0:", 0), std::string::npos) << a;
   EXPECT_TRUE(Has(argv, "--env=A=1"));
   EXPECT_TRUE(Has(argv, "--workdir=/out"));
   EXPECT_TRUE(Has(argv, "--entrypoint=[\"/bin/sh\",\"-c\"]"));
@@ -115,6 +131,55 @@ TEST(ContainerRuntime, JobIds) {
   EXPECT_FALSE(IsJobId("a b"));
   EXPECT_FALSE(IsJobId("x,label=y"));
   EXPECT_FALSE(IsJobId(std::string(65, 'a')));
+  EXPECT_FALSE(IsJobId("."));
+  EXPECT_FALSE(IsJobId(".."));
+}
+
+TEST(ContainerRuntime, EachRangeHasItsOwnStorageRoot) {
+  RuntimeConfig rt = Config();
+  EXPECT_EQ(SlotRoot(rt), "/var/lib/oarbank/containers/j1");
+  rt.subid_base = 100000000 + 4095 * 65536;
+  EXPECT_EQ(SlotRoot(rt), "/var/lib/oarbank/containers/j4095");
+  rt.subid_base = 0;  // no lease: the agent's image store itself, nothing runs
+  EXPECT_EQ(SlotRoot(rt), "");
+  EXPECT_TRUE(Has(GlobalArgs(rt), "--root=/var/lib/oarbank/containers/storage"));
+}
+
+TEST(ContainerRuntime, StagingIsPerJobAndExact) {
+  RuntimeConfig x = Config(), xy = Config();
+  x.job_id = "X";
+  xy.job_id = "X-y";
+  EXPECT_EQ(StagingDir(x), "/var/lib/oarbank/containers/mounts/job-X");
+  EXPECT_EQ(StagingDir(xy), "/var/lib/oarbank/containers/mounts/job-X-y");
+  EXPECT_NE(StagingDir(xy).rfind(StagingDir(x) + "/", 0), 0u);
+}
+
+TEST(ContainerRuntime, SocketWalkRefusesSocketsAndWhatItCannotCheck) {
+  char tmpl[] = "/tmp/obk-walk-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  ASSERT_EQ(mkdir((root + "/a").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((root + "/a/b").c_str(), 0755), 0);
+  const int dir = open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dir, 0);
+  EXPECT_EQ(SocketInTree(dir), "");
+  const int s = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr {};
+  addr.sun_family = AF_UNIX;
+  snprintf(addr.sun_path, sizeof addr.sun_path, "%s/a/b/host.sock", root.c_str());
+  ASSERT_EQ(bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  EXPECT_NE(SocketInTree(dir).find("holds a unix socket (host.sock)"), std::string::npos) << SocketInTree(dir);
+  close(s);
+  unlink(addr.sun_path);
+  // Deeper than the walk goes: refused, not assumed clean.
+  std::string deep = root + "/a";
+  for (int i = 0; i <= kMaxWalkDepth; ++i) {
+    deep += "/d";
+    ASSERT_EQ(mkdir(deep.c_str(), 0755), 0);
+  }
+  EXPECT_NE(SocketInTree(dir).find("deeper than"), std::string::npos) << SocketInTree(dir);
+  close(dir);
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace
