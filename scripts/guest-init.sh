@@ -130,7 +130,8 @@ if mkdir $CG/kmx-kill 2>/dev/null; then
 fi
 # pids.max: a leaf of 8 refuses the 9th fork (pids.events "max" counts the
 # refusals); and the agent writes limits.pids into its job's leaf, where a
-# job forking 16 sleeps is refused past it.
+# job forking 16 sleeps is refused past it. That job runs --unproven: this
+# row checks the cgroup, and the guest's battery writes no attestation.
 leaf_pids=false pids_current=-1 pids_refused=0 agent_pids=false agent_pids_limits=""
 if mkdir $CG/kmx-pids 2>/dev/null; then
   if echo 8 >$CG/kmx-pids/pids.max 2>/dev/null; then
@@ -147,7 +148,7 @@ if mkdir $CG/kmx-pids 2>/dev/null; then
   rmdir $CG/kmx-pids 2>/dev/null
 fi
 sed 's|^{|{"limits": {"pids": 8},|' $V/runner_strict.json >$V/runner_pids.json
-$O/sandbox/oarbank-agent run --json --timeout 20 $V/runner_pids.json -- /bin/sh -c \
+$O/sandbox/oarbank-agent run --unproven --json --timeout 20 $V/runner_pids.json -- /bin/sh -c \
   'for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do /bin/sleep 1 & done; wait; echo forked' \
   >"$OUT/pids-run.json" 2>"$OUT/pids-run.err"
 agent_pids_limits=$(sed -n 's/.*"limits": "\([^"]*\)".*/\1/p' "$OUT/pids-run.json" | head -1)
