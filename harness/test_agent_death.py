@@ -13,14 +13,13 @@ import glob
 import json
 import os
 import random
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
-from pathlib import Path
 
 import pytest
+
+from job_tree import make_tree, remove_tree, write_policy
 
 BUILD = os.environ.get("OARBANK_BUILD", os.path.join(os.path.dirname(__file__), "..", "build"))
 AGENT = os.path.realpath(os.path.join(BUILD, "sandbox", "oarbank-agent"))
@@ -45,19 +44,10 @@ def as_user(uid):
 
 @pytest.fixture
 def tree():
-    root = Path(tempfile.mkdtemp(prefix="oarbank-death-", dir="/tmp"))
-    os.chmod(root, 0o755)
-    for d in ("bundle", "work", "work/tmp", "data", "pause"):
-        (root / d).mkdir()
-    for d in ("work", "work/tmp", "data"):
-        os.chmod(root / d, 0o777)  # the job may be root (no CAP_DAC_OVERRIDE) or 65534
-    os.chmod(root / "pause", 0o777)
-    policy = {"contract": 1, "role": "runner", "bundle": str(root / "bundle"), "work": str(root / "work"),
-              "data": str(root / "data"), "tmp": str(root / "work/tmp")}
-    (root / "policy.json").write_text(json.dumps(policy))
-    os.chmod(root / "policy.json", 0o644)
+    root = make_tree("oarbank-death-", extra_writable=("pause",))
+    write_policy(root)
     yield root
-    shutil.rmtree(root, ignore_errors=True)
+    remove_tree(root)
 
 
 def cgroup_base():

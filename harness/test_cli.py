@@ -8,6 +8,8 @@ import socket
 
 import pytest
 
+from job_tree import write_policy
+
 BUILD = os.environ.get("OARBANK_BUILD", os.path.join(os.path.dirname(__file__), "..", "build"))
 AGENT = os.path.join(BUILD, "sandbox", "oarbank-agent")
 
@@ -22,15 +24,6 @@ def tree(tmp_path):
         (tmp_path / d).mkdir()
     os.chmod(tmp_path, 0o755)
     return tmp_path
-
-
-def write_policy(tree, **fields):
-    policy = {"contract": 1, "role": "runner", "bundle": str(tree / "bundle"), "work": str(tree / "work"),
-              "data": str(tree / "data"), "tmp": str(tree / "work/tmp")}
-    policy.update(fields)
-    path = tree / "policy.json"
-    path.write_text(json.dumps(policy))
-    return str(path)
 
 
 def test_the_module_status_passes_through(tree):

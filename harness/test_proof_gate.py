@@ -16,6 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from job_tree import make_tree, remove_tree, write_policy
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BUILD = pathlib.Path(os.environ.get("OARBANK_BUILD", ROOT / "build"))
 AGENT = str(BUILD / "sandbox" / "oarbank-agent")
@@ -54,22 +56,13 @@ def attestation():
 
 @pytest.fixture
 def job():
-    root = open_tmpdir()
-    for d in ("bundle", "work", "work/tmp", "data"):
-        (root / d).mkdir()
-    for d in ("work", "work/tmp", "data"):
-        os.chmod(root / d, 0o777)
+    root = make_tree("oarbank-gate-")
     yield root
-    shutil.rmtree(root)
+    remove_tree(root)
 
 
 def policy(job, **fields):
-    p = {"contract": 1, "role": "runner", "bundle": str(job / "bundle"), "work": str(job / "work"),
-         "data": str(job / "data"), "tmp": str(job / "work/tmp"), **fields}
-    path = job / f"policy-{len(fields)}.json"
-    path.write_text(json.dumps(p))
-    os.chmod(path, 0o644)
-    return str(path)
+    return write_policy(job, f"policy-{len(fields)}.json", **fields)
 
 
 def run(attestation_path, *args, uid=0):

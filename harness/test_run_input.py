@@ -11,10 +11,10 @@ import os
 import shutil
 import socket
 import subprocess
-import tempfile
-from pathlib import Path
 
 import pytest
+
+from job_tree import make_tree, remove_tree, write_policy
 
 BUILD = os.environ.get("OARBANK_BUILD", os.path.join(os.path.dirname(__file__), "..", "build"))
 AGENT = os.path.join(BUILD, "sandbox", "oarbank-agent")
@@ -36,25 +36,9 @@ def agent(uid, *args, binary=AGENT, timeout=30, env=None, text=False):
 
 @pytest.fixture
 def tree():
-    # Not under pytest's 0700 tmp root: uid 65534 must reach it.
-    root = Path(tempfile.mkdtemp(prefix="oarbank-input-", dir="/tmp"))
-    os.chmod(root, 0o755)
-    for d in ("bundle", "work", "work/tmp", "data", "out"):
-        (root / d).mkdir()
-    for d in ("work", "work/tmp", "data", "out"):
-        os.chmod(root / d, 0o777)  # the job may be root (no CAP_DAC_OVERRIDE) or 65534
+    root = make_tree("oarbank-input-", extra_writable=("out",))
     yield root
-    shutil.rmtree(root, ignore_errors=True)
-
-
-def write_policy(tree, **fields):
-    policy = {"contract": 1, "role": "runner", "bundle": str(tree / "bundle"), "work": str(tree / "work"),
-              "data": str(tree / "data"), "tmp": str(tree / "work/tmp")}
-    policy.update(fields)
-    path = tree / "policy.json"
-    path.write_text(json.dumps(policy))
-    os.chmod(path, 0o644)
-    return str(path)
+    remove_tree(root)
 
 
 def decoded(result, stream):
