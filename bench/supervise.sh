@@ -181,8 +181,8 @@ int main(int argc, char** argv) {
   printf("%.3f %.3f %.3f %.3f %.3f %.3f\n", Median(run), Median(bare), Median(bwrap), Min(run), Min(bare), Min(bwrap));
 }
 CC
-g++ -std=c++20 -O2 -D_GNU_SOURCE -I"$ROOT/sandbox" "$TMP/inproc.cc" "$BUILD_DIR/sandbox/liboarbank_sandbox.a" \
-  "$BUILD_DIR/sandbox/liboarbank_seccomp_rows.a" -lseccomp -lnettle -o "$TMP/inproc" 2>"$TMP/out/g++.txt" || { cat "$TMP/out/g++.txt"; die "the in-process driver did not build"; }
+g++ -std=c++20 -O2 -D_GNU_SOURCE -I"$ROOT/sandbox" -I"$ROOT/include" -I"$BUILD_DIR/generated" "$TMP/inproc.cc" "$BUILD_DIR/sandbox/liboarbank_sandbox.a" \
+  "$BUILD_DIR/sandbox/liboarbank_seccomp_rows.a" -lseccomp -lnettle -lcares -o "$TMP/inproc" 2>"$TMP/out/g++.txt" || { cat "$TMP/out/g++.txt"; die "the in-process driver did not build"; }
 chmod 755 "$TMP/inproc"
 "$TMP/inproc" --attest "$TMP/policy.json" "$TMP/inproc-attestation.json" || die "the in-process driver cannot attest itself"
 export OARBANK_INPROC_ATTESTATION="$TMP/inproc-attestation.json"

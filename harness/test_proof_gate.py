@@ -111,7 +111,8 @@ def test_a_class_the_battery_did_not_prove_is_refused(attestation, job, uid):
 
 
 @pytest.mark.parametrize("part,forge", [
-    ("launcher.sha256", lambda a: a["launcher"].update(sha256="0" * 64)),
+    # Another binary: another file (its stat) with another digest.
+    ("launcher.sha256", lambda a: a["launcher"].update(sha256="0" * 64, stat="0:0:0:0:0")),
     ("kernel.version", lambda a: a["kernel"].update(version=a["kernel"]["version"] + " (another build)")),
     ("kernel.release", lambda a: a["kernel"].update(release="6.1.0-99-amd64")),
     ("battery.sha256", lambda a: a["battery"].update(sha256="f" * 64)),

@@ -1,11 +1,14 @@
 #include "attestation.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
+#include <tuple>
+#include <utility>
 
 #include "battery_identity.h"
 #include "read_file.h"
@@ -16,10 +19,27 @@
 namespace oarbank {
 namespace {
 
-std::string LauncherSha256(const std::string& path) {
+std::string StatText(const struct stat& st) {
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec) + ":" +
+         std::to_string(st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec);
+}
+
+// The digest and the stat of one open file, so both describe the same inode.
+std::pair<std::string, std::string> LauncherSha256(const std::string& path) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return "";
-  return Sha256HexOfFd(fd.get()).value_or("");
+  struct stat st;
+  if (!fd.valid() || fstat(fd.get(), &st) != 0) return {"", ""};
+  return {Sha256HexOfFd(fd.get()).value_or(""), StatText(st)};
+}
+
+// The running executable's digest, computed once per process: it cannot
+// change under a running process (ETXTBSY).
+const std::string& SelfSha256() {
+  static std::once_flag once;
+  static std::string digest;
+  std::call_once(once, [] { digest = LauncherSha256("/proc/self/exe").first; });
+  return digest;
 }
 
 std::string KernelVersion() {
@@ -40,9 +60,14 @@ std::string BindingDifference(const AttestationBinding& a, const AttestationBind
     return differs("kernel.landlock_abi", std::to_string(a.landlock_abi), std::to_string(here.landlock_abi));
   if (a.landlock_errata != here.landlock_errata)
     return differs("kernel.landlock_errata", std::to_string(a.landlock_errata), std::to_string(here.landlock_errata));
-  if (here.launcher_sha256.empty()) return "launcher.sha256: the running launcher cannot be read to hash it";
-  if (a.launcher_sha256 != here.launcher_sha256)
-    return differs("launcher.sha256", a.launcher_sha256, here.launcher_sha256);
+  // The very file that was hashed needs no second digest (launcher_stat).
+  if (a.launcher_stat.empty() || a.launcher_stat != here.launcher_stat) {
+    const std::string& digest = here.launcher_sha256.empty() && here.launcher_path == "/proc/self/exe"
+                                    ? SelfSha256()
+                                    : here.launcher_sha256;
+    if (digest.empty()) return "launcher.sha256: the running launcher cannot be read to hash it";
+    if (a.launcher_sha256 != digest) return differs("launcher.sha256", a.launcher_sha256, digest);
+  }
   if (a.battery_sha256 != here.battery_sha256) return differs("battery.sha256", a.battery_sha256, here.battery_sha256);
   return "";
 }
@@ -78,19 +103,17 @@ AttestationBinding BindingFor(const HostFacts& host, const std::string& launcher
   b.kernel_version = KernelVersion();
   b.landlock_abi = host.landlock_abi;
   b.landlock_errata = host.landlock_errata;
-  b.launcher_sha256 = LauncherSha256(launcher_path);
+  if (!launcher_path.empty()) std::tie(b.launcher_sha256, b.launcher_stat) = LauncherSha256(launcher_path);
   b.battery_sha256 = BatterySha256();
   return b;
 }
 
-AttestationBinding BindingForThisProcess(const HostFacts& host) {
-  // The executable cannot change under a running process (ETXTBSY), so one
-  // digest serves every job this process starts.
-  static std::once_flag once;
-  static std::string self_sha256;
-  std::call_once(once, [] { self_sha256 = LauncherSha256("/proc/self/exe"); });
+AttestationBinding BindingForThisProcess(const HostFacts& host, LauncherHash hash) {
   AttestationBinding b = BindingFor(host, "");
-  b.launcher_sha256 = self_sha256;
+  struct stat st;
+  if (stat("/proc/self/exe", &st) == 0) b.launcher_stat = StatText(st);
+  b.launcher_path = "/proc/self/exe";
+  if (hash == LauncherHash::kNow) b.launcher_sha256 = SelfSha256();
   return b;
 }
 
@@ -123,6 +146,7 @@ Attestation ReadAttestation(const std::string& path, const AttestationBinding& h
   a.binding.landlock_abi = static_cast<int>(num(kernel, "landlock_abi"));
   a.binding.landlock_errata = static_cast<uint32_t>(num(kernel, "landlock_errata"));
   a.binding.launcher_sha256 = str(j.value("launcher", nlohmann::json::object()), "sha256");
+  a.binding.launcher_stat = str(j.value("launcher", nlohmann::json::object()), "stat");
   a.binding.battery_sha256 = str(j.value("battery", nlohmann::json::object()), "sha256");
   if (auto diff = BindingDifference(a.binding, here); !diff.empty()) {
     a.detail = "the battery attestation " + path + " does not apply: " + diff + ": run oarbank-conform again";
@@ -144,7 +168,7 @@ std::string ProofGap(const Attestation& a, const Policy& policy) {
 }
 
 std::string VersionText(const std::string& program, const std::string& launcher_path) {
-  const std::string launcher = LauncherSha256(launcher_path);
+  const std::string launcher = LauncherSha256(launcher_path).first;
   return program + " " + OARBANK_VERSION + "\nlauncher sha256 " + (launcher.empty() ? "unreadable" : launcher) + " (" +
          launcher_path + ")\nbattery sha256 " + BatterySha256();
 }
@@ -157,7 +181,7 @@ nlohmann::ordered_json AttestationJson(const Attestation& a) {
             {"version", b.kernel_version},
             {"landlock_abi", b.landlock_abi},
             {"landlock_errata", b.landlock_errata}}},
-          {"launcher", {{"sha256", b.launcher_sha256}}},
+          {"launcher", {{"sha256", b.launcher_sha256}, {"stat", b.launcher_stat}}},
           {"battery", {{"sha256", b.battery_sha256}}},
           {"proven_classes", a.proven_classes}};
 }

@@ -59,14 +59,27 @@ struct AttestationBinding {
   int landlock_abi = 0;
   uint32_t landlock_errata = 0;
   std::string launcher_sha256;
+  // The launcher file's "dev:ino:size:mtime_ns:ctime_ns" when it was hashed.
+  // A launcher whose file has exactly these is the file that was hashed
+  // (any write, rename or chmod changes them, and nobody sets a ctime), so
+  // its digest is not computed again; any other file is hashed and its
+  // digest decides.
+  std::string launcher_stat;
+  // Set, with launcher_sha256 empty, when the digest is computed only if
+  // the stat differs (LauncherHash::kWhenNeeded).
+  std::string launcher_path;
   std::string battery_sha256;
 };
 
 // This host as `host` found it, the launcher at `launcher_path` and this
 // build's battery. The launcher's digest is "" when it cannot be read.
 AttestationBinding BindingFor(const HostFacts& host, const std::string& launcher_path);
-// The same for the running executable: hashed once per process.
-AttestationBinding BindingForThisProcess(const HostFacts& host);
+// The same for the running executable, hashed at most once per process:
+// at once (to write an attestation), or only when an attestation's
+// launcher_stat does not match it (to check one: a `run` then reads no
+// more of its own binary than its stat).
+enum class LauncherHash { kNow, kWhenNeeded };
+AttestationBinding BindingForThisProcess(const HostFacts& host, LauncherHash hash = LauncherHash::kNow);
 
 struct Attestation {
   bool present = false;   // read, trusted, and bound to what was asked

@@ -65,7 +65,10 @@ TEST_F(AttestationTest, EveryPartOfTheBindingMatters) {
       {"kernel.version", [](AttestationBinding& b) { b.kernel_version += " #2 SMP"; }},
       {"kernel.landlock_abi", [](AttestationBinding& b) { b.landlock_abi += 1; }},
       {"kernel.landlock_errata", [](AttestationBinding& b) { b.landlock_errata ^= 1; }},
-      {"launcher.sha256", [](AttestationBinding& b) { b.launcher_sha256 = std::string(64, '0'); }},
+      {"launcher.sha256", [](AttestationBinding& b) {
+         b.launcher_sha256 = std::string(64, '0');
+         b.launcher_stat = "0:0:0:0:0";  // another file: the digest decides
+       }},
       {"battery.sha256", [](AttestationBinding& b) { b.battery_sha256 = std::string(64, 'f'); }},
   };
   for (const auto& c : cases) {
@@ -76,6 +79,29 @@ TEST_F(AttestationTest, EveryPartOfTheBindingMatters) {
     EXPECT_NE(a.detail.find(std::string(c.part) + " differs"), std::string::npos) << a.detail;
     EXPECT_TRUE(a.proven_classes.empty());
   }
+}
+
+// The stat of the file that was hashed stands for its digest; any other
+// file is hashed, and then the digest alone decides.
+TEST_F(AttestationTest, TheLauncherIsTheFileThatWasHashedOrOneWithItsDigest) {
+  EXPECT_FALSE(here_.launcher_stat.empty());
+  AttestationBinding copy = here_;
+  copy.launcher_stat = "1:2:3:4:5";  // a copy of the binary elsewhere: same digest
+  EXPECT_TRUE(Written(copy).present);
+  // The lazily hashed binding of a checker agrees with the eager one.
+  const AttestationBinding lazy = BindingForThisProcess(ProbeHost(), LauncherHash::kWhenNeeded);
+  EXPECT_TRUE(lazy.launcher_sha256.empty());
+  EXPECT_EQ(lazy.launcher_stat, here_.launcher_stat);
+  Attestation a;
+  a.binding = copy;
+  a.proven_classes = {kClass};
+  ASSERT_EQ(WriteAttestation(path_, a), "");
+  EXPECT_TRUE(ReadAttestation(path_, lazy).present);
+  a.binding.launcher_sha256 = std::string(64, 'e');
+  ASSERT_EQ(WriteAttestation(path_, a), "");
+  const Attestation forged = ReadAttestation(path_, lazy);
+  EXPECT_FALSE(forged.present);
+  EXPECT_NE(forged.detail.find("launcher.sha256 differs"), std::string::npos) << forged.detail;
 }
 
 TEST_F(AttestationTest, OnlyTheProvenClassesAreProven) {

@@ -766,7 +766,7 @@ Result Job::Wait() { return state_->Finish(); }
 static oarbank::Result<std::string> CheckProof(const Policy& policy, const HostFacts& host, const RunOptions& options) {
   if (options.unproven) return std::string("unproven (operator override)");
   const std::string path = options.attestation_path.empty() ? AttestationPath() : options.attestation_path;
-  const Attestation attestation = ReadAttestation(path, BindingForThisProcess(host));
+  const Attestation attestation = ReadAttestation(path, BindingForThisProcess(host, LauncherHash::kWhenNeeded));
   if (std::string gap = ProofGap(attestation, policy); !gap.empty())
     return Error{"battery.proven", "sandbox: CAPABILITY_NOT_ENFORCED: " + gap};
   return "proven (" + path + ")";
@@ -1034,7 +1034,7 @@ Availability CheckAvailability() {
   const HostFacts host = ProbeHost();
   const NamespaceProbe& ns = ProbeJobNamespaces();
   Availability a = AssessAvailability(host, ns.ok, ns.detail);
-  const Attestation attestation = ReadAttestation(AttestationPath(), BindingForThisProcess(host));
+  const Attestation attestation = ReadAttestation(AttestationPath(), BindingForThisProcess(host, LauncherHash::kWhenNeeded));
   a.attested = attestation.present;
   a.proven_classes = attestation.proven_classes;
   a.proof_detail = attestation.detail;
@@ -1101,7 +1101,7 @@ nlohmann::ordered_json SupervisorReport(const HostFacts& host) {
     const CapabilityStatus s = Assess(id, host);
     return nlohmann::ordered_json{{"status", StatusName(s.status)}, {"detail", s.detail}};
   };
-  const Attestation attestation = ReadAttestation(AttestationPath(), BindingForThisProcess(host));
+  const Attestation attestation = ReadAttestation(AttestationPath(), BindingForThisProcess(host, LauncherHash::kWhenNeeded));
   return {
       {"available", a.available},
       {"reason", a.reason},

@@ -288,7 +288,10 @@ TEST_P(SupervisorTest, ProofGateRefusesAnotherClassAndAForgedBinding) {
   EXPECT_NE(r.reason.find("the battery has not passed for the class"), std::string::npos) << r.reason;
   // The right class, for another launcher binary, or another kernel build.
   o.attestation_path = Attest({PolicyClass(tree_.Runner())},
-                              [](AttestationBinding& b) { b.launcher_sha256 = std::string(64, 'a'); });
+                              [](AttestationBinding& b) {
+                                b.launcher_sha256 = std::string(64, 'a');
+                                b.launcher_stat = "0:0:0:0:0";  // another file
+                              });
   r = RunGated({"/bin/true"}, o);
   EXPECT_EQ(r.fault, cage::Fault::kRefused);
   EXPECT_NE(r.reason.find("launcher.sha256 differs"), std::string::npos) << r.reason;
