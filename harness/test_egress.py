@@ -925,7 +925,7 @@ def test_a_confined_module_reaches_the_allowed_host_through_the_proxy_and_nothin
             assert bypass_ns.events() == [] and bypass_lo.events() == []
             assert out["links"] == ["lo"], out
         else:
-            # The documented limit of the launcher alone (README, Egress allowlist).
+            # The documented limit of the launcher alone (docs/egress.md, the known limits).
             assert out["remote_proxy_port"] == "connected", out
             assert out["loopback2_proxy_port"] == "connected", out
             assert len(bypass_ns.events()) == 1 and len(bypass_lo.events()) == 1
