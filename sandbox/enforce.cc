@@ -1,8 +1,10 @@
 #include "enforce.h"
+
 #include "fault_pause.h"
 
 #include "root_etc.h"
 #include "seccomp_filter.h"
+#include "unique_fd.h"
 #include "write_file.h"
 
 #include <dirent.h>
@@ -132,19 +134,12 @@ struct GrantWitness {
   std::string path;
   dev_t dev = 0;
   ino_t ino = 0;
-  int parent = -1;  // O_PATH, opened with no symlink
+  UniqueFd parent;  // O_PATH, opened with no symlink
   std::string name;
 };
 
 struct GrantWitnesses {
   std::vector<GrantWitness> grants;
-  GrantWitnesses() = default;
-  GrantWitnesses(const GrantWitnesses&) = delete;
-  GrantWitnesses& operator=(const GrantWitnesses&) = delete;
-  ~GrantWitnesses() {
-    for (const auto& g : grants)
-      if (g.parent >= 0) close(g.parent);
-  }
 };
 
 constexpr char kReplaced[] = "no longer the directory the launch bound (deleted, renamed or replaced since)";
@@ -153,7 +148,7 @@ constexpr char kReplaced[] = "no longer the directory the launch bound (deleted,
 std::optional<StepFailure> CheckGrantsInPlace(const GrantWitnesses& witnesses) {
   for (const auto& g : witnesses.grants) {
     struct stat st {};
-    if (fstatat(g.parent, g.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (fstatat(g.parent.get(), g.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       const int err = errno;
       return Fail(LaunchStep::kMountNamespace, err, "%s: %s", g.path.c_str(), kReplaced);
     }
@@ -163,16 +158,6 @@ std::optional<StepFailure> CheckGrantsInPlace(const GrantWitnesses& witnesses) {
   return std::nullopt;
 }
 
-// The detached copies of the writable grants, closed however the step ends.
-struct DetachedTrees {
-  std::vector<int> fds;
-  DetachedTrees() = default;
-  DetachedTrees(const DetachedTrees&) = delete;
-  DetachedTrees& operator=(const DetachedTrees&) = delete;
-  ~DetachedTrees() {
-    for (int fd : fds) close(fd);
-  }
-};
 
 std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOptions& options,
                                                GrantWitnesses& witnesses) {
@@ -206,8 +191,9 @@ std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOpt
   // with no symlink, made before everything turns read-only (so it stays as
   // writable as the host's mount is), then nosuid, nodev, and noexec unless
   // exec_writable.
-  DetachedTrees trees;
-  trees.fds.reserve(plan.writable_binds.size());
+  // The detached copies of the writable grants, closed however the step ends.
+  std::vector<UniqueFd> trees;
+  trees.reserve(plan.writable_binds.size());
   for (const auto& path : plan.writable_binds) {
     const int fd = OpenNoSymlinks(path);
     if (fd < 0) {
@@ -220,10 +206,9 @@ std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOpt
     const size_t slash = path.rfind('/');
     witness.path = path;
     witness.name = slash == std::string::npos || slash + 1 == path.size() ? "." : path.substr(slash + 1);
-    witness.parent = OpenNoSymlinks(slash == 0 ? std::string("/") : path.substr(0, slash));
-    if (fstat(fd, &st) != 0 || witness.parent < 0) {
+    witness.parent.Reset(OpenNoSymlinks(slash == 0 ? std::string("/") : path.substr(0, slash)));
+    if (fstat(fd, &st) != 0 || !witness.parent.valid()) {
       const int err = errno;
-      if (witness.parent >= 0) close(witness.parent);
       close(fd);
       return Fail(kStep, err, "open the directory of %s", path.c_str());
     }
@@ -236,10 +221,10 @@ std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOpt
     const int err = errno;
     close(fd);
     if (tree < 0) return Fail(kStep, err, "copy the mount of %s", path.c_str());
-    trees.fds.push_back(tree);
+    trees.emplace_back(tree);
     mount_attr attr {};
     attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (plan.writable_noexec ? MOUNT_ATTR_NOEXEC : 0);
-    if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
+    if (syscall(SYS_mount_setattr, trees.back().get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
       return Fail(kStep, errno, "%s %s", plan.writable_noexec ? "noexec" : "nosuid", path.c_str());
   }
   // Landlock has no hook on chmod, chown, utimensat or setxattr, which need
@@ -254,7 +239,7 @@ std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOpt
   }
   // Attached in the policy's order, parents first: each grant is opened
   // again, through the binds attached before it.
-  for (size_t i = 0; i < trees.fds.size(); ++i) {
+  for (size_t i = 0; i < trees.size(); ++i) {
     const std::string& path = plan.writable_binds[i];
     const int fd = OpenNoSymlinks(path);
     // The bind goes where the copied directory still is, or nowhere.
@@ -263,7 +248,7 @@ std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOpt
                       st.st_ino == witnesses.grants[i].ino;
     const int err = fd < 0 ? errno
                     : !same ? 0
-                    : syscall(SYS_move_mount, trees.fds[i], "", fd, "",
+                    : syscall(SYS_move_mount, trees[i].get(), "", fd, "",
                               MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0
                         ? errno
                         : 0;
