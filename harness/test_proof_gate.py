@@ -245,7 +245,7 @@ def test_nobody_cannot_make_roots_approve_write_elsewhere(job):
     plant(f"import os; os.mkdir({str(shared / 'theirs')!r})")
     for store in [shared / "a.json", shared / "b.json", shared / "c.json", shared / "theirs" / "approvals.json"]:
         r = approve(store, manifest)
-        assert r.returncode != 0, store
+        assert r.returncode == 64, (store, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1 and "not trusted" in r.stderr, r.stderr
     assert victim.read_text() == "untouched"
     assert not (shared / "theirs" / "approvals.json").exists()
@@ -253,7 +253,9 @@ def test_nobody_cannot_make_roots_approve_write_elsewhere(job):
     root_store = tmp_path / "root-store" / "approvals.json"
     assert approve(root_store, manifest).returncode == 0
     before = root_store.read_text()
-    assert approve(root_store, manifest, uid=NOBODY).returncode != 0
+    r = approve(root_store, manifest, uid=NOBODY)
+    assert r.returncode == 64 and r.stderr.count("\n") == 1, r.stderr
+    assert "cannot open the lock: Permission denied" in r.stderr, r.stderr
     assert root_store.read_text() == before
 
 

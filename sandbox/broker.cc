@@ -67,7 +67,10 @@ bool SendAll(int fd, const std::string& text) {
 nlohmann::ordered_json Status(const Broker& broker) {
   nlohmann::ordered_json s;
   s["ok"] = true;
-  s["running"] = JobContainers(broker.runtime, /*running_only=*/true).size();
+  std::string why;
+  const auto running = JobContainers(broker.runtime, /*running_only=*/true, &why);
+  if (!running) return RefusalJson({Refusal::kRuntimeUnavailable, why});
+  s["running"] = running->size();
   s["images"] = nlohmann::ordered_json::array();
   for (const auto& img : broker.config.images)
     s["images"].push_back({{"image", img.reference}, {"platform", img.platform},
@@ -261,7 +264,9 @@ nlohmann::ordered_json Answer(const Broker& broker, std::string_view line, int c
                                     CpuQuotaUs(broker.config.cpus), MemoryBytes(broker.config.mem_gb));
     if (!why.empty()) return RefusalJson({Refusal::kReservationExhausted, why});
     auto answer = RunContainer(broker.runtime, broker.config, *run, client_fd, accepted);
-    Release(broker.ledger, getpid());
+    // A container that outlived every removal keeps its share of the
+    // reservation: nothing else may be granted what it may still use.
+    if (answer.value("container_removed", true)) Release(broker.ledger, getpid());
     return answer;
   }
   if (auto* pull = std::get_if<PullRequest>(&request)) {
@@ -332,17 +337,23 @@ namespace {
         std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long long>(kWatchdogGraceS * 1000));
     // A podman client killed with its handler may still be finishing a
     // container: two passes in a row must find none.
+    // A pass Podman could not answer is not an empty one.
     int empty = 0;
+    std::string why;
     while (empty < 2 && std::chrono::steady_clock::now() < deadline) {
-      if (JobContainers(job.runtime).empty()) {
+      const auto ids = JobContainers(job.runtime, false, &why);
+      if (ids && ids->empty()) {
         ++empty;
       } else {
         empty = 0;
-        if (std::string failed = RemoveJobContainers(job.runtime); !failed.empty())
+        if (std::string failed = ids ? RemoveJobContainers(job.runtime) : why; !failed.empty())
           fprintf(stderr, "broker watchdog: %s\n", failed.c_str());
       }
       if (empty < 2) usleep(50000);
     }
+    if (empty < 2)
+      fprintf(stderr, "broker watchdog: containers of job %s may have survived its broker: %s\n",
+              job.runtime.job_id.c_str(), why.empty() ? "they outlived every removal" : why.c_str());
   }
   RemoveStaging(job.runtime);
   if (job.runtime.subid_base != 0)

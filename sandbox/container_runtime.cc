@@ -590,10 +590,14 @@ bool ImagePresent(const RuntimeConfig& rt, const std::string& reference) {
   return RunPodman(rt, {"image", "exists", reference}).status == 0;
 }
 
-std::vector<std::string> JobContainers(const RuntimeConfig& rt, bool running_only) {
+std::optional<std::vector<std::string>> JobContainers(const RuntimeConfig& rt, bool running_only, std::string* why) {
   std::vector<std::string> args = {"ps", "--quiet", "--no-trunc", "--filter=label=oarbank.job=" + rt.job_id};
   if (!running_only) args.push_back("--all");
   const Captured c = RunPodman(rt, args);
+  if (c.status != 0) {
+    if (why) *why = "podman ps failed for job " + rt.job_id + " (status " + std::to_string(c.status) + "): " + c.err;
+    return std::nullopt;
+  }
   std::vector<std::string> ids;
   std::stringstream in(c.out);
   for (std::string line; std::getline(in, line);)
@@ -602,12 +606,16 @@ std::vector<std::string> JobContainers(const RuntimeConfig& rt, bool running_onl
 }
 
 std::string RemoveJobContainers(const RuntimeConfig& rt) {
-  std::vector<std::string> ids = JobContainers(rt);
-  if (ids.empty()) return "";
+  std::string why;
+  const auto ids = JobContainers(rt, false, &why);
+  if (!ids) return why;
+  if (ids->empty()) return "";
   std::vector<std::string> args = {"rm", "--force", "--time=0"};
-  args.insert(args.end(), ids.begin(), ids.end());
+  args.insert(args.end(), ids->begin(), ids->end());
   const Captured c = RunPodman(rt, args, 120);
-  if (!JobContainers(rt).empty()) return "podman rm left containers of job " + rt.job_id + ": " + c.err;
+  const auto left = JobContainers(rt, false, &why);
+  if (!left) return why;
+  if (!left->empty()) return "podman rm left containers of job " + rt.job_id + ": " + c.err;
   return "";
 }
 
@@ -620,12 +628,22 @@ bool HungUp(int fd) {
   return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
 }
 
+// Podman says it knows no container `name` (`container exists` answers 1;
+// an error or a time-out is not an answer).
+bool ContainerGone(const RuntimeConfig& rt, const std::string& name) {
+  return RunPodman(rt, {"container", "exists", name}, 10).status == 1;
+}
+
+struct Removal {
+  int status = -1;    // the podman client's
+  bool gone = false;  // the container is no more
+};
+
 // Removes the container `name` whatever its state, and stops the podman
 // client `pid`: podman rm --force until Podman no longer knows the name and
 // the client has exited, within kKillGraceS. A container that does not
 // exist yet (still being created) is retried, never counted as removed.
-// Returns the client's status.
-int RemoveContainer(const RuntimeConfig& rt, const std::string& name, pid_t pid) {
+Removal RemoveContainer(const RuntimeConfig& rt, const std::string& name, pid_t pid) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<long long>(kKillGraceS * 1000));
   int status = -1;
   bool client_done = pid < 0;
@@ -641,8 +659,7 @@ int RemoveContainer(const RuntimeConfig& rt, const std::string& name, pid_t pid)
         client_done = true;
       }
     }
-    const bool exists = RunPodman(rt, {"container", "exists", name}, 10).status == 0;
-    if (client_done && !exists) return status;
+    if (client_done && ContainerGone(rt, name)) return {status, true};
     if (Clock::now() > deadline) break;
     // The client keeps the container coming up if it is still creating it:
     // after a few rounds, it goes too (PR_SET_PDEATHSIG covers its children).
@@ -654,7 +671,7 @@ int RemoveContainer(const RuntimeConfig& rt, const std::string& name, pid_t pid)
     status = WaitStatus(pid);
   }
   RunPodman(rt, {"rm", "--force", "--time=0", "--ignore", name}, 10);
-  return status;
+  return {status, ContainerGone(rt, name)};
 }
 
 }  // namespace
@@ -716,11 +733,14 @@ nlohmann::ordered_json RunContainer(const RuntimeConfig& rt, const BrokerConfig&
   uint64_t written[2] = {0, 0};
   int status = -1;
   bool reaped = pid < 0;
+  bool removed = true;  // false: the container outlived every removal
   while (fds[0] >= 0 || fds[1] >= 0) {
     if (pid >= 0 && (timed_out || hung_up)) {
       // The container, not only the podman client: conmon keeps it alive
       // otherwise, and it may not exist yet.
-      status = RemoveContainer(rt, name, pid);
+      const Removal removal = RemoveContainer(rt, name, pid);
+      status = removal.status;
+      removed = removal.gone;
       reaped = true;
       break;
     }
@@ -756,7 +776,7 @@ nlohmann::ordered_json RunContainer(const RuntimeConfig& rt, const BrokerConfig&
     if (fd >= 0) close(fd);
   if (!reaped) status = WaitStatus(pid);
   // The client is gone; with --rm the container should be too. Make sure.
-  if (pid >= 0 && RunPodman(rt, {"container", "exists", name}, 10).status == 0) RemoveContainer(rt, name, -1);
+  if (pid >= 0 && removed && !ContainerGone(rt, name)) removed = RemoveContainer(rt, name, -1).gone;
   const double duration = std::chrono::duration<double>(Clock::now() - started).count();
   close(out_file);
   close(err_file);
@@ -766,10 +786,15 @@ nlohmann::ordered_json RunContainer(const RuntimeConfig& rt, const BrokerConfig&
     struct stat st {};
     if (fstat(pinned[i], &st) != 0 || !S_ISDIR(st.st_mode)) {
       // A file mount: its own bits only.
-      if (S_ISREG(st.st_mode) && (st.st_mode & (S_ISUID | S_ISGID))) {
+      std::string why;
+      if (pinned[i] < 0 || !S_ISREG(st.st_mode)) {
+        why = "cannot check the mounted file";
+      } else if (st.st_mode & (S_ISUID | S_ISGID)) {
         const std::string via = "/proc/self/fd/" + std::to_string(pinned[i]);
-        chmod(via.c_str(), st.st_mode & 01777 & ~(S_ISUID | S_ISGID));
+        if (chmod(via.c_str(), st.st_mode & 01777 & ~(S_ISUID | S_ISGID)) != 0)
+          why = std::string("cannot clear setuid/setgid: ") + strerror(errno);
       }
+      if (!why.empty() && unchecked.empty()) unchecked = "mounts[" + std::to_string(i) + "]: " + why;
       continue;
     }
     if (std::string why = CleanWritten(rt, pinned[i]); !why.empty() && unchecked.empty())
@@ -787,6 +812,7 @@ nlohmann::ordered_json RunContainer(const RuntimeConfig& rt, const BrokerConfig&
   answer["stderr_path"] = config.work_dir + "/.oarbank-broker/" + name + ".stderr";
   answer["duration_s"] = std::round(duration * 1000) / 1000;
   answer["container"] = name;
+  answer["container_removed"] = removed;
   answer["work_checked"] = unchecked.empty();
   if (!unchecked.empty()) answer["work_check"] = unchecked;
   return answer;

@@ -39,6 +39,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -118,8 +119,11 @@ struct Captured {
 Captured RunPodman(const RuntimeConfig& rt, const std::vector<std::string>& args, double timeout_s = 60);
 
 bool ImagePresent(const RuntimeConfig& rt, const std::string& reference);
-// Ids of the containers labelled oarbank.job=<job>: every one, or the running ones.
-std::vector<std::string> JobContainers(const RuntimeConfig& rt, bool running_only = false);
+// Ids of the containers labelled oarbank.job=<job>: every one, or the
+// running ones; nullopt (and `why`) when Podman could not list them, which
+// is never "none".
+std::optional<std::vector<std::string>> JobContainers(const RuntimeConfig& rt, bool running_only = false,
+                                                      std::string* why = nullptr);
 // Kills and removes every container of the job; "" or what failed.
 std::string RemoveJobContainers(const RuntimeConfig& rt);
 

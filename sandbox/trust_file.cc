@@ -100,9 +100,15 @@ Result<TrustedDir> OpenTrustedDir(const std::string& dir, bool create_last) {
     walked += "/" + component;
     const bool last = pos >= resolved.size();
     if (last && component == missing_last) {
-      if (mkdirat(fd.get(), component.c_str(), 0755) != 0 && errno != EEXIST)
+      // 0755 whatever the umask, on the directory made here only: a name
+      // that appeared meanwhile is checked below like any other, never chmod'ed
+      // (fchmodat would follow a symlink planted in a sticky directory).
+      if (mkdirat(fd.get(), component.c_str(), 0755) == 0) {
+        UniqueFd made(openat(fd.get(), component.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (made.valid()) fchmod(made.get(), 0755);
+      } else if (errno != EEXIST) {
         return Refuse(walked, "cannot create: " + ErrnoText(errno));
-      fchmodat(fd.get(), component.c_str(), 0755, 0);
+      }
     }
     UniqueFd child(openat(fd.get(), component.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!child.valid())

@@ -165,7 +165,9 @@ TEST_F(TrustFileTest, APlantedTargetIsRefusedNotWrittenThrough) {
   // An untrusted directory is not written into at all.
   std::filesystem::create_directory(root_ + "/open");
   chmod((root_ + "/open").c_str(), 0777);
-  EXPECT_TRUE(WriteTrustedFile(root_ + "/open/store.json", "x").has_value());
+  const auto open_dir = WriteTrustedFile(root_ + "/open/store.json", "x");
+  ASSERT_TRUE(open_dir.has_value());
+  EXPECT_NE(open_dir->what.find("/open is writable by others"), std::string::npos) << open_dir->what;
   EXPECT_FALSE(std::filesystem::exists(root_ + "/open/store.json"));
 }
 
@@ -209,7 +211,9 @@ TEST_F(TrustFileTest, AnUntrustedApprovalsStoreIsRefused) {
   auto loaded = LoadApprovals(store);
   ASSERT_FALSE(loaded.ok());
   EXPECT_NE(loaded.error().what.find("writable by others"), std::string::npos);
-  EXPECT_TRUE(AppendApproval(store, {"m", "1", "sha256:x", "op", UtcNow()}).has_value());
+  const auto appended = AppendApproval(store, {"m", "1", "sha256:x", "op", UtcNow()});
+  ASSERT_TRUE(appended.has_value());
+  EXPECT_NE(appended->what.find("writable by others"), std::string::npos) << appended->what;
 }
 
 TEST_F(TrustFileTest, AnUntrustedToolRegistryIsRefused) {
@@ -221,7 +225,9 @@ TEST_F(TrustFileTest, AnUntrustedToolRegistryIsRefused) {
   ASSERT_FALSE(loaded.ok());
   EXPECT_NE(loaded.error().what.find("owned by uid 65534"), std::string::npos) << loaded.error().what;
   ASSERT_EQ(mkfifo((root_ + "/fifo.toml").c_str(), 0644), 0);
-  EXPECT_FALSE(LoadToolRegistryFile(root_ + "/fifo.toml").ok());
+  auto fifo = LoadToolRegistryFile(root_ + "/fifo.toml");
+  ASSERT_FALSE(fifo.ok());
+  EXPECT_NE(fifo.error().what.find("is not a regular file (a FIFO)"), std::string::npos) << fifo.error().what;
 }
 
 }  // namespace
