@@ -1,4 +1,4 @@
-#include "battery.h"
+#include "harness/battery.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -22,10 +22,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "attestation.h"
-#include "environment.h"
-#include "exit_codes.h"
-#include "policy.h"
+#include "sandbox/plan/attestation.h"
+#include "sandbox/supervise/environment.h"
+#include "sandbox/common/exit_codes.h"
+#include "sandbox/policy/policy.h"
 
 namespace oarbank {
 namespace fs = std::filesystem;
@@ -129,7 +129,7 @@ ProbeRun Spawn(const std::vector<std::string>& argv, const std::vector<std::stri
   return run;
 }
 
-std::string Expected(const Expectation& row, int abi, int min_abi) {
+std::string ExpectedText(const Expectation& row, int abi, int min_abi) {
   if (abi < min_abi) return "refused (exit 70)";
   switch (row.expect) {
     case Expect::kBlocked: return row.code == "-" ? "blocked" : "blocked " + row.code;
@@ -175,7 +175,7 @@ void Judge(Cell& cell, const Expectation* row, int policy_min_abi, int abi, cons
     return;
   }
   const int min_abi = std::max(row->min_abi, policy_min_abi);
-  cell.expected = Expected(*row, abi, min_abi);
+  cell.expected = ExpectedText(*row, abi, min_abi);
   cell.why = row->why;
   const bool refused = r.exit_code == kExitNotEnforced && r.verdict.empty();
   if (abi < min_abi) {
@@ -281,17 +281,27 @@ std::string ProbeRun::Summary() const {
   return "exit " + std::to_string(exit_code) + ", no verdict line";
 }
 
-Result<BatteryResult> RunBattery(const BatteryOptions& o) {
-  const auto start = std::chrono::steady_clock::now();
-  BatteryResult result;
-  result.host = ProbeHost(o.abi_cap);
-  result.abi = result.host.landlock_abi;
-  result.uids = o.uids;
+namespace {
 
-  auto table = Expectations::Load(o.expectations);
-  if (!table.ok()) return table.error();
+// A daemon a probe left: evidence, then killed. It holds a write lock on its
+// pidfile while it lives; F_GETLK names the holder in this process's pid
+// namespace, so a pid written inside a job's namespace is never trusted.
+void ReapDaemon(const std::string& pidfile, std::vector<std::string>& evidence) {
+  const int fd = open(pidfile.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  struct flock lock {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  if (fcntl(fd, F_GETLK, &lock) == 0 && lock.l_type != F_UNLCK) {
+    evidence.push_back("daemon pid " + std::to_string(lock.l_pid) + " outlived the job");
+    if (lock.l_pid > 1) kill(lock.l_pid, SIGKILL);
+  }
+  close(fd);
+}
 
-  // Probes: every built probe (the build finds them; the table must cover them).
+// Every built probe and battery policy, or those asked for. A name asked for
+// that is not there is a typo, never a smaller battery.
+std::optional<Error> SelectProbesAndPolicies(const BatteryOptions& o, BatteryResult& result) {
   for (const auto& entry : fs::directory_iterator(o.probe_dir))
     if (entry.is_regular_file() && Selected(o.only_probes, entry.path().filename().string()))
       result.probes.push_back(entry.path().filename().string());
@@ -300,7 +310,6 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
     if (entry.path().extension() == ".json" && Selected(o.only_policies, entry.path().stem().string()))
       result.policies.push_back(entry.path().stem().string());
   result.policies = Sorted(result.policies);
-  // A name asked for that is not there is a typo, never a smaller battery.
   for (const auto& name : o.only_probes)
     if (std::find(result.probes.begin(), result.probes.end(), name) == result.probes.end())
       return Error{"--probe " + name, "no such probe in " + o.probe_dir};
@@ -309,34 +318,69 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
       return Error{"--policy " + name, "no such battery policy in " + o.policy_dir};
   if (result.probes.empty()) return Error{o.probe_dir, "no probes found"};
   if (result.policies.empty()) return Error{o.policy_dir, "no battery policies found"};
+  return std::nullopt;
+}
 
-  auto world_or = MakeWorld(o.probe_dir, o.uids);
-  if (!world_or.ok()) return world_or.error();
-  std::unique_ptr<World> world = std::move(world_or).value();
-  result.notes = world->notes;
+// One battery run over a world: each probe unconfined, then under every
+// policy as every uid.
+class BatteryRun {
+ public:
+  BatteryRun(const BatteryOptions& o, const Expectations& table, World& world, BatteryResult& result)
+      : o_(o), table_(table), world_(world), result_(result) {}
 
-  std::map<std::string, std::string> policy_paths;
-  for (const auto& name : result.policies) {
-    auto path = MaterializePolicy(*world, o.policy_dir + "/" + name + ".json", name);
-    if (!path.ok()) return path.error();
-    policy_paths[name] = path.value();
+  // Writes each battery policy into the world and parses it.
+  std::optional<Error> LoadPolicies() {
+    for (const auto& name : result_.policies) {
+      auto path = MaterializePolicy(world_, o_.policy_dir + "/" + name + ".json", name);
+      if (!path.ok()) return path.error();
+      auto policy = LoadPolicyFile(path.value());
+      if (!policy.ok()) return Error{name, PolicyErrorLine(policy.error())};
+      policy_paths_.push_back(path.value());
+      policies_.push_back(policy.value());
+      result_.policy_classes.push_back(PolicyClass(policy.value()));
+    }
+    return std::nullopt;
   }
 
-  std::vector<Policy> policies;
-  for (const auto& name : result.policies) {
-    auto policy = LoadPolicyFile(policy_paths[name]);
-    if (!policy.ok()) return Error{name, PolicyErrorLine(policy.error())};
-    policies.push_back(policy.value());
-    result.policy_classes.push_back(PolicyClass(policy.value()));
+  // Workers take whole probes, so each probe's runs stay in order and what
+  // the world sees is attributed by the probe's name.
+  void RunAll() {
+    result_.unconfined.resize(result_.probes.size());
+    result_.confined.resize(result_.probes.size() * PerProbe());
+    std::vector<std::thread> workers;
+    for (int j = 0; j < std::max(1, o_.jobs); ++j) workers.emplace_back([this] { Worker(); });
+    for (auto& w : workers) w.join();
   }
 
-  std::atomic<int> run_number{0};
-  // Per run: a fresh outside dir and writable subdirectory, and the probe's variables.
-  // `grant` is the writable grant the run's role has: work for a runner, data otherwise.
-  auto prepare = [&](const std::string& probe, uid_t uid, const std::string& grant, std::string& outside_dir,
-                     SignalSinks& sinks) {
-    const std::string id = "run-" + std::to_string(++run_number);
-    outside_dir = world->outside + "/" + id;
+  // Anything a probe moved into the outer cgroup is killed with the world.
+  void KillLeftovers() {
+    if (world_.cgroup_dir.empty()) return;
+    std::ifstream procs(world_.cgroup_dir + "/cgroup.procs");
+    for (long pid; procs >> pid;) kill(static_cast<pid_t>(pid), SIGKILL);
+  }
+
+ private:
+  size_t PerProbe() const { return result_.policies.size() * o_.uids.size(); }
+
+  void Worker() {
+    SignalSinks sinks;  // this worker's own: what is pending there is its probe's
+    for (size_t i; (i = next_++) < result_.probes.size();) {
+      const std::string& probe = result_.probes[i];
+      result_.unconfined[i] = RunUnconfined(probe, sinks);
+      std::optional<Evidence> last;  // what the unconfined run changed is no evidence: observe afresh
+      for (size_t p = 0; p < result_.policies.size(); ++p)
+        for (size_t u = 0; u < o_.uids.size(); ++u)
+          result_.confined[i * PerProbe() + p * o_.uids.size() + u] = RunConfined(probe, p, o_.uids[u], last, sinks);
+    }
+  }
+
+  // Per run: a fresh outside dir and writable subdirectory, and the probe's
+  // variables. `grant` is the writable grant the run's role has: work for a
+  // runner, data otherwise.
+  std::map<std::string, std::string> Prepare(const std::string& probe, uid_t uid, const std::string& grant,
+                                             std::string& outside_dir, SignalSinks& sinks) {
+    const std::string id = "run-" + std::to_string(++run_number_);
+    outside_dir = world_.outside + "/" + id;
     const std::string writable = grant + "/" + id;
     // Plain syscalls: this runs before each of the battery's ~1,500 runs.
     for (const auto& d : {outside_dir, writable}) {
@@ -354,64 +398,48 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
       (void)!fchown(fd, uid, uid);
       close(fd);
     }
-    const auto outside_pid = world->outside_pid.count(uid) ? world->outside_pid.at(uid) : world->outside_pid.begin()->second;
+    const auto outside_pid = world_.outside_pid.count(uid) ? world_.outside_pid.at(uid) : world_.outside_pid.begin()->second;
     const pid_t sink = sinks.For(uid);  // -1 if it could not start: unset, so the probe errors
     return std::map<std::string, std::string>{
-        {"OARBANK_PROBE_BUNDLE", world->bundle},
+        {"OARBANK_PROBE_BUNDLE", world_.bundle},
         {"OARBANK_PROBE_WRITABLE", writable},
-        {"OARBANK_PROBE_DATA", world->data},
-        {"OARBANK_PROBE_SECRET", world->secret},
+        {"OARBANK_PROBE_DATA", world_.data},
+        {"OARBANK_PROBE_SECRET", world_.secret},
         {"OARBANK_PROBE_OUTSIDE_DIR", outside_dir},
-        {"OARBANK_PROBE_UNIX_SOCKET", world->unix_socket},
-        {"OARBANK_PROBE_UNIX_DGRAM_SOCKET", world->unix_dgram_socket},
-        {"OARBANK_PROBE_ABSTRACT_SOCKET", world->abstract_name},
-        {"OARBANK_PROBE_TCP_PORT", std::to_string(world->tcp_port)},
-        {"OARBANK_PROBE_PROXY_PORT", std::to_string(world->proxy_port)},
-        {"OARBANK_PROBE_UDP_PORT", std::to_string(world->udp_port)},
+        {"OARBANK_PROBE_UNIX_SOCKET", world_.unix_socket},
+        {"OARBANK_PROBE_UNIX_DGRAM_SOCKET", world_.unix_dgram_socket},
+        {"OARBANK_PROBE_ABSTRACT_SOCKET", world_.abstract_name},
+        {"OARBANK_PROBE_TCP_PORT", std::to_string(world_.tcp_port)},
+        {"OARBANK_PROBE_PROXY_PORT", std::to_string(world_.proxy_port)},
+        {"OARBANK_PROBE_UDP_PORT", std::to_string(world_.udp_port)},
         {"OARBANK_PROBE_OUTSIDE_PID", std::to_string(outside_pid)},
         {"OARBANK_PROBE_SIGNAL_SINK_PID", sink > 0 ? std::to_string(sink) : ""},
-        {"OARBANK_PROBE_INHERITED_FD", std::to_string(world->inherited_fd)},
-        {"OARBANK_PROBE_INHERITED_HIGH_FD", std::to_string(world->inherited_high_fd)},
-        {"OARBANK_PROBE_SETUID_HELPER", world->setuid_helper},
-        {"OARBANK_PROBE_CGROUP_PROCS", world->cgroup_dir.empty() ? "" : world->cgroup_dir + "/cgroup.procs"},
+        {"OARBANK_PROBE_INHERITED_FD", std::to_string(world_.inherited_fd)},
+        {"OARBANK_PROBE_INHERITED_HIGH_FD", std::to_string(world_.inherited_high_fd)},
+        {"OARBANK_PROBE_SETUID_HELPER", world_.setuid_helper},
+        {"OARBANK_PROBE_CGROUP_PROCS", world_.cgroup_dir.empty() ? "" : world_.cgroup_dir + "/cgroup.procs"},
         {"OARBANK_PROBE_PIDFILE", writable + "/daemon.pid"},
-        {"OARBANK_PROBE_GPU_NODE", world->gpu_node},
-        {"OARBANK_PROBE_SYSV_MSG_ID", world->sysv_msg_id < 0 ? "" : std::to_string(world->sysv_msg_id)},
-        {"OARBANK_PROBE_MQUEUE", world->mqueue_name},
+        {"OARBANK_PROBE_GPU_NODE", world_.gpu_node},
+        {"OARBANK_PROBE_SYSV_MSG_ID", world_.sysv_msg_id < 0 ? "" : std::to_string(world_.sysv_msg_id)},
+        {"OARBANK_PROBE_MQUEUE", world_.mqueue_name},
     };
-  };
-  // A daemon a probe left: evidence, then killed. It holds a write lock on
-  // its pidfile while it lives; F_GETLK names the holder in this process's
-  // pid namespace, so a pid written inside a job's namespace is never
-  // trusted.
-  auto reap_daemon = [](const std::string& pidfile, std::vector<std::string>& evidence) {
-    const int fd = open(pidfile.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    struct flock lock {};
-    lock.l_type = F_WRLCK;
-    lock.l_whence = SEEK_SET;
-    if (fcntl(fd, F_GETLK, &lock) == 0 && lock.l_type != F_UNLCK) {
-      evidence.push_back("daemon pid " + std::to_string(lock.l_pid) + " outlived the job");
-      if (lock.l_pid > 1) kill(lock.l_pid, SIGKILL);
-    }
-    close(fd);
-  };
+  }
 
   // 1. Unconfined, as root, with the agent's full environment: the probe
   //    must escape (or say its route does not exist on this kernel).
-  auto run_unconfined = [&](const std::string& probe, SignalSinks& sinks) {
+  Cell RunUnconfined(const std::string& probe, SignalSinks& sinks) {
     std::string outside_dir;
-    auto vars = prepare(probe, 0, world->work, outside_dir, sinks);
-    std::vector<std::string> env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world->env_secret};
+    auto vars = Prepare(probe, 0, world_.work, outside_dir, sinks);
+    std::vector<std::string> env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world_.env_secret};
     for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
-    Cell cell{probe, "unconfined", 0, "escaped", Spawn({world->bundle + "/" + probe}, env, 0), Outcome::kPass, ""};
+    Cell cell{probe, "unconfined", 0, "escaped", Spawn({world_.bundle + "/" + probe}, env, 0), Outcome::kPass, ""};
     ResolveSent(cell.run, sinks, 0);
     // A daemon it started must be seen alive from outside: the check that
     // judges its confined runs is proven here.
     const std::string pidfile = vars["OARBANK_PROBE_PIDFILE"];
     std::vector<std::string> daemons;
-    reap_daemon(pidfile, daemons);
-    world->listeners->Take(probe);  // what it reached unconfined is no evidence against a confined run
+    ReapDaemon(pidfile, daemons);
+    world_.listeners->Take(probe);  // what it reached unconfined is no evidence against a confined run
     if (cell.run.verdict == "unsupported") {
       cell.outcome = Outcome::kUnsupported;
       cell.why = cell.run.detail;
@@ -423,66 +451,77 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
       cell.why = "unconfined its daemon was not seen alive from outside (no lock on " + pidfile + ")";
     }
     return cell;
-  };
+  }
 
-  // 2. Confined: the policy, the identity, the environment the agent builds.
-  //    `last` is the worker's latest observation of the world, which stands
-  //    for the next run's "before" of the shared directories (ObserveWorld).
-  auto run_confined = [&](const std::string& probe, size_t policy_index, uid_t uid, std::optional<Evidence>& last,
-                          SignalSinks& sinks) {
-    const Policy& policy = policies[policy_index];
-    const std::string& name = result.policies[policy_index];
-    std::string outside_dir;
-    auto vars = prepare(probe, uid, policy.work() ? world->work : world->data, outside_dir, sinks);
-    const auto env = BuildModuleEnvironment(policy, vars);
-    const Expectation* row = table.value().Find(probe, name, result.abi);
-    // The cage alone (sandbox-exec), or the supervisor around it for what
-    // only a job's containment stops; the supervisor builds the job's
-    // environment itself and is given the probe's variables.
-    const bool supervised = row != nullptr && row->expect == Expect::kContained;
-    std::vector<std::string> argv = {o.agent, supervised ? "run" : "sandbox-exec"};
-    if (o.abi_cap >= 0) argv.insert(argv.end(), {"--landlock-abi-max", std::to_string(o.abi_cap)});
+  // The cage alone (sandbox-exec), or the supervisor around it for what only
+  // a job's containment stops; the supervisor builds the job's environment
+  // itself and is given the probe's variables.
+  std::vector<std::string> ConfinedArgv(const std::string& probe, size_t policy_index, bool supervised,
+                                        const std::map<std::string, std::string>& vars) const {
+    std::vector<std::string> argv = {o_.agent, supervised ? "run" : "sandbox-exec"};
+    if (o_.abi_cap >= 0) argv.insert(argv.end(), {"--landlock-abi-max", std::to_string(o_.abi_cap)});
     if (supervised) {
       // The battery is what proves a class: its own jobs run unproven.
       argv.insert(argv.end(), {"--unproven", "--timeout", std::to_string(kTimeoutMs / 1000)});
       for (const auto& [k, v] : vars) argv.push_back("--env=" + k + "=" + v);
     }
-    argv.insert(argv.end(), {policy_paths[name], "--", world->bundle + "/" + probe});
-    const Evidence before = ObserveWorld(*world, outside_dir, probe, last ? &*last : nullptr);
+    argv.insert(argv.end(), {policy_paths_[policy_index], "--", world_.bundle + "/" + probe});
+    return argv;
+  }
+
+  // 2. Confined: the policy, the identity, the environment the agent builds.
+  //    `last` is the worker's latest observation of the world, which stands
+  //    for the next run's "before" of the shared directories (ObserveWorld).
+  Cell RunConfined(const std::string& probe, size_t policy_index, uid_t uid, std::optional<Evidence>& last,
+                   SignalSinks& sinks) {
+    const Policy& policy = policies_[policy_index];
+    const std::string& name = result_.policies[policy_index];
+    std::string outside_dir;
+    auto vars = Prepare(probe, uid, policy.work() ? world_.work : world_.data, outside_dir, sinks);
+    const auto env = BuildModuleEnvironment(policy, vars);
+    const Expectation* row = table_.Find(probe, name, result_.abi);
+    const bool supervised = row != nullptr && row->expect == Expect::kContained;
+    const auto argv = ConfinedArgv(probe, policy_index, supervised, vars);
+    const Evidence before = ObserveWorld(world_, outside_dir, probe, last ? &*last : nullptr);
     Cell cell{probe, name, uid, "", Spawn(argv, env, uid), Outcome::kPass, ""};
     ResolveSent(cell.run, sinks, uid);
-    last = ObserveWorld(*world, outside_dir, probe);
+    last = ObserveWorld(world_, outside_dir, probe);
     std::vector<std::string> evidence = CompareEvidence(before, *last, probe);
-    reap_daemon(vars["OARBANK_PROBE_PIDFILE"], evidence);
-    Judge(cell, row, table.value().PolicyMinAbi(name), result.abi, evidence);
+    ReapDaemon(vars["OARBANK_PROBE_PIDFILE"], evidence);
+    Judge(cell, row, table_.PolicyMinAbi(name), result_.abi, evidence);
     return cell;
-  };
-
-  // Workers take whole probes, so each probe's runs stay in order and what
-  // the world sees is attributed by the probe's name.
-  const size_t per_probe = result.policies.size() * o.uids.size();
-  result.unconfined.resize(result.probes.size());
-  result.confined.resize(result.probes.size() * per_probe);
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    SignalSinks sinks;  // this worker's own: what is pending there is its probe's
-    for (size_t i; (i = next++) < result.probes.size();) {
-      const std::string& probe = result.probes[i];
-      result.unconfined[i] = run_unconfined(probe, sinks);
-      std::optional<Evidence> last;  // what the unconfined run changed is no evidence: observe afresh
-      for (size_t p = 0; p < result.policies.size(); ++p)
-        for (size_t u = 0; u < o.uids.size(); ++u)
-          result.confined[i * per_probe + p * o.uids.size() + u] = run_confined(probe, p, o.uids[u], last, sinks);
-    }
-  };
-  std::vector<std::thread> workers;
-  for (int j = 0; j < std::max(1, o.jobs); ++j) workers.emplace_back(worker);
-  for (auto& w : workers) w.join();
-  // Anything a probe moved into the outer cgroup is killed with the world.
-  if (!world->cgroup_dir.empty()) {
-    std::ifstream procs(world->cgroup_dir + "/cgroup.procs");
-    for (long pid; procs >> pid;) kill(static_cast<pid_t>(pid), SIGKILL);
   }
+
+  const BatteryOptions& o_;
+  const Expectations& table_;
+  World& world_;
+  BatteryResult& result_;
+  std::vector<std::string> policy_paths_;  // in the world, one per result_.policies
+  std::vector<Policy> policies_;
+  std::atomic<int> run_number_{0};
+  std::atomic<size_t> next_{0};
+};
+
+}  // namespace
+
+Expected<BatteryResult> RunBattery(const BatteryOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  BatteryResult result;
+  result.host = ProbeHost(o.abi_cap);
+  result.abi = result.host.landlock_abi;
+  result.uids = o.uids;
+
+  auto table = Expectations::Load(o.expectations);
+  if (!table.ok()) return table.error();
+  if (auto error = SelectProbesAndPolicies(o, result)) return *error;
+  auto world = MakeWorld(o.probe_dir, o.uids);
+  if (!world.ok()) return world.error();
+  result.notes = world.value()->notes;
+
+  BatteryRun run(o, table.value(), *world.value(), result);
+  if (auto error = run.LoadPolicies()) return *error;
+  run.RunAll();
+  run.KillLeftovers();
 
   result.passed = true;
   for (const auto& c : result.unconfined) result.passed &= !IsFailure(c.outcome);
