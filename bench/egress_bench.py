@@ -33,7 +33,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "harness"))
+from testlib import ROOT, free_port, sh  # noqa: E402 (after the path it comes from)
+
 UPSTREAM = os.path.join(ROOT, "harness", "egress_upstream.py")
 DNS_SERVER = os.path.join(ROOT, "harness", "egress_dns.py")
 
@@ -44,10 +46,6 @@ DNS = f"{SUBNET}.53"
 SLOW_S = 8.0  # a slow name's answer: longer than the loaded measurement
 NS = f"oeg-bench-{os.getpid()}"
 VETH_HOST, VETH_NS = f"oebh{os.getpid() % 100000}", f"oebn{os.getpid() % 100000}"
-
-
-def sh(*args, check=True):
-    return subprocess.run(args, capture_output=True, text=True, check=check, timeout=30)
 
 
 def proxy_connect(proxy_port, target):
@@ -121,12 +119,6 @@ def wait_port(port, proc, seconds=30):
         except OSError:
             time.sleep(0.1)
     raise OSError(f"nothing listens on {port} after {seconds} s")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_tinyproxy(work):

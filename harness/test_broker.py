@@ -25,19 +25,13 @@ import time
 
 import pytest
 
-BUILD = os.environ.get("OARBANK_BUILD", os.path.join(os.path.dirname(__file__), "..", "build"))
-AGENT = os.path.abspath(os.path.join(BUILD, "sandbox", "oarbank-agent"))
+from testlib import AGENT, NOBODY, landlock_abi
+
 PLATFORM = {"x86_64": "linux/amd64", "aarch64": "linux/arm64"}.get(os.uname().machine, "linux/" + os.uname().machine)
 OTHER_PLATFORM = "linux/s390x" if PLATFORM != "linux/s390x" else "linux/amd64"
-NOBODY = 65534
 BUSYBOX = "/bin/busybox"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the broker maps container ids with --uidmap: needs root")
-
-
-def landlock_abi():
-    report = subprocess.run([AGENT, "sandbox-report"], capture_output=True, text=True, timeout=60, check=True)
-    return json.loads(report.stdout)["landlock"]["abi"]
 
 
 def podman_missing():

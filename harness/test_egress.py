@@ -27,9 +27,8 @@ import time
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-BUILD = os.environ.get("OARBANK_BUILD", os.path.join(ROOT, "build"))
-AGENT = os.path.join(BUILD, "sandbox", "oarbank-agent")
+from testlib import AGENT, free_port, landlock_abi, sh
+
 UPSTREAM = os.path.join(os.path.dirname(__file__), "egress_upstream.py")
 DNS_SERVER = os.path.join(os.path.dirname(__file__), "egress_dns.py")
 
@@ -45,16 +44,6 @@ VETH_HOST, VETH_NS = f"oegh{os.getpid() % 100000}", f"oegn{os.getpid() % 100000}
 
 if os.geteuid() != 0:
     pytest.skip("network namespaces and uid switching need root (CI runs as root)", allow_module_level=True)
-
-
-def sh(*args, check=True):
-    return subprocess.run(args, capture_output=True, text=True, check=check, timeout=30)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Servers:
@@ -867,11 +856,6 @@ def module_tree(world):
     (tree / "bundle" / "module.py").write_text(MODULE)
     yield tree
     shutil.rmtree(tree, ignore_errors=True)
-
-
-def landlock_abi():
-    r = subprocess.run([AGENT, "sandbox-report"], capture_output=True, text=True, timeout=30)
-    return json.loads(r.stdout)["landlock"]["abi"]
 
 
 @pytest.mark.parametrize("uid", [0, 65534], ids=["root", "nobody"])

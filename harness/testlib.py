@@ -1,0 +1,30 @@
+"""What the pytest suites (harness/test_*.py) and the Python benchmarks
+(bench/*.py, which put harness/ on sys.path) share: where the build is,
+the agent, and small helpers for processes and ports."""
+import json
+import os
+import socket
+import subprocess
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BUILD = os.path.abspath(os.environ.get("OARBANK_BUILD", os.path.join(ROOT, "build")))
+AGENT = os.path.join(BUILD, "sandbox", "oarbank-agent")
+NOBODY = 65534
+
+
+def sh(*args, check=True, timeout=30):
+    """Runs a command (no shell), its output captured as text."""
+    return subprocess.run(args, capture_output=True, text=True, check=check, timeout=timeout)
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listened on a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def landlock_abi():
+    """The Landlock ABI the launcher would use on this host (sandbox-report)."""
+    report = subprocess.run([AGENT, "sandbox-report"], capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(report.stdout)["landlock"]["abi"]
