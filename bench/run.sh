@@ -26,7 +26,10 @@
 # a launch that does not confine, a control in syscall_cost) exits non-zero.
 #
 # Environment: BUILD_DIR (default <repo>/build), AS_NOBODY=1, KEEP_TMP=1
-# (keep the temporary directory with the policies and hyperfine's JSON).
+# (keep the temporary directory with the policies and hyperfine's JSON),
+# BASELINE_AGENT=<another build's oarbank-agent>: its sandbox-exec runs in the
+# same hyperfine invocation, and the report gives this build's time over
+# the baseline's (a change must not make the launch slower).
 set -euo pipefail
 
 readonly ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -57,28 +60,14 @@ if [[ "${AS_NOBODY:-0}" == 1 ]]; then
 fi
 
 # --- Build -----------------------------------------------------------------
-# The launcher always comes from the main build tree. syscall_cost comes from
-# it too once the top-level CMakeLists.txt has add_subdirectory(bench);
-# until then from a standalone tree of bench/ (which pulls in ../sandbox).
 echo "== build (${BUILD_DIR})"
 if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
   cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja >/dev/null
 fi
-cmake --build "$BUILD_DIR" --target oarbank-agent
+cmake --build "$BUILD_DIR" --target oarbank-agent syscall_cost minilaunch
 AGENT="$BUILD_DIR/sandbox/oarbank-agent"
-if [[ -d "$BUILD_DIR/bench/CMakeFiles/syscall_cost.dir" ]]; then
-  cmake --build "$BUILD_DIR" --target syscall_cost minilaunch
-  SYSCALL_COST="$BUILD_DIR/bench/syscall_cost"
-  MINILAUNCH="$BUILD_DIR/bench/minilaunch"
-else
-  STANDALONE="$BUILD_DIR/bench-standalone"
-  if [[ ! -f "$STANDALONE/CMakeCache.txt" ]]; then
-    cmake -S "$ROOT/bench" -B "$STANDALONE" -G Ninja >/dev/null
-  fi
-  cmake --build "$STANDALONE" --target syscall_cost minilaunch
-  SYSCALL_COST="$STANDALONE/syscall_cost"
-  MINILAUNCH="$STANDALONE/minilaunch"
-fi
+SYSCALL_COST="$BUILD_DIR/bench/syscall_cost"
+MINILAUNCH="$BUILD_DIR/bench/minilaunch"
 [[ -x "$AGENT" && -x "$SYSCALL_COST" && -x "$MINILAUNCH" ]] || die "build did not produce $AGENT, $SYSCALL_COST and $MINILAUNCH"
 
 # --- Temporary directories and policies ------------------------------------
@@ -155,6 +144,12 @@ readonly N_PLAIN="sandbox-exec, exec_writable true (user+mount ns, read-only mou
 readonly N_NS="sandbox-exec, exec_writable false (the same, writable grants noexec)"
 readonly N_BWRAP="bwrap --unshare-all --ro-bind / /"
 readonly N_FLOOR="floor: bench/minilaunch (nnp, Landlock, 40 seccomp rules, exec)"
+readonly N_BASELINE="baseline: BASELINE_AGENT sandbox-exec, exec_writable false"
+BASELINE_ROW=()
+if [[ -n "${BASELINE_AGENT:-}" ]]; then
+  [[ -x "$BASELINE_AGENT" && "$BASELINE_AGENT" != *[[:space:]\'\"]* ]] || die "BASELINE_AGENT $BASELINE_AGENT is not an executable"
+  BASELINE_ROW=(-n "$N_BASELINE" "$BASELINE_AGENT sandbox-exec $POLICY_NS -- /bin/true")
+fi
 JSON="$TMP_ROOT/results/launch.json"
 echo "== 1. launch time: hyperfine -N --warmup $WARMUP --runs $RUNS"
 "${RUN_AS[@]}" hyperfine -N --warmup "$WARMUP" --runs "$RUNS" --export-json "$JSON" \
@@ -162,7 +157,7 @@ echo "== 1. launch time: hyperfine -N --warmup $WARMUP --runs $RUNS"
   -n "$N_PLAIN" "$AGENT sandbox-exec $POLICY_PLAIN -- /bin/true" \
   -n "$N_NS" "$AGENT sandbox-exec $POLICY_NS -- /bin/true" \
   -n "$N_BWRAP" "bwrap --unshare-all --ro-bind / / /bin/true" \
-  -n "$N_FLOOR" "$MINILAUNCH -- /bin/true"
+  -n "$N_FLOOR" "$MINILAUNCH -- /bin/true" "${BASELINE_ROW[@]}"
 
 ms() {  # name field -> milliseconds
   jq -r --arg n "$1" --arg f "$2" '.results[] | select(.command == $n) | .[$f] * 1000' "$JSON"
@@ -196,6 +191,11 @@ check "sandbox-exec, exec_writable true / bwrap" "$(ratio "$plain" "$bwrap")" "$
 check "sandbox-exec, exec_writable false / bwrap" "$(ratio "$ns" "$bwrap")" "$TARGET_VS_BWRAP" lt
 awk -v f="$floor" -v b="$bare" -v p="$plain" -v n="$ns" 'BEGIN {
   printf "info  the floor (minilaunch) / bare: %.2fx; sandbox-exec above the floor: +%.2f ms (exec_writable true), +%.2f ms (false)\n", f / b, p - f, n - f }'
+if ((${#BASELINE_ROW[@]})); then
+  baseline="$(ms "$N_BASELINE" median)"
+  printf 'info  this build / the baseline (sandbox-exec, exec_writable false, medians): %.2fx (%.3f vs %.3f ms)\n' \
+    "$(ratio "$ns" "$baseline")" "$ns" "$baseline"
+fi
 
 # --- 2. Per-syscall cost of the seccomp filter ------------------------------
 echo
