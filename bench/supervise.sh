@@ -24,7 +24,7 @@
 #
 # The policy is a strict runner (net none, exec_writable false: the
 # writable grants bound noexec in a private mount namespace). For root the
-# job's /etc is an idmapped copy (sandbox/root_etc.h).
+# job's /etc is an idmapped copy (sandbox/host/root_etc.h).
 # A MISS is reported but fails the script only with --strict (a small,
 # shared VM varies by 20% and more; the load is printed). Any other failure
 # (a build, a run that does not exit 0) exits non-zero.
@@ -131,8 +131,8 @@ cat >"$TMP/inproc.cc" <<'CC'
 #include <chrono>
 #include <cstdio>
 #include <vector>
-#include "supervisor.h"
-#include "attestation.h"
+#include "sandbox/supervise/supervisor.h"
+#include "sandbox/plan/attestation.h"
 using namespace oarbank;
 using Clock = std::chrono::steady_clock;
 static double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
@@ -181,8 +181,10 @@ int main(int argc, char** argv) {
   printf("%.3f %.3f %.3f %.3f %.3f %.3f\n", Median(run), Median(bare), Median(bwrap), Min(run), Min(bare), Min(bwrap));
 }
 CC
-g++ -std=c++20 -O2 -D_GNU_SOURCE -I"$ROOT/sandbox" -I"$ROOT/include" -I"$BUILD_DIR/generated" "$TMP/inproc.cc" "$BUILD_DIR/sandbox/liboarbank_sandbox.a" \
-  "$BUILD_DIR/sandbox/liboarbank_seccomp_rows.a" -lseccomp -lnettle -lcares -o "$TMP/inproc" 2>"$TMP/out/g++.txt" || { cat "$TMP/out/g++.txt"; die "the in-process driver did not build"; }
+libs=()  # the component archives, highest first (sandbox/README.md)
+for c in supervise launch egress plan seccomp seccomp_rows host policy common; do libs+=("$BUILD_DIR/sandbox/liboarbank_$c.a"); done
+g++ -std=c++20 -O2 -D_GNU_SOURCE -I"$ROOT" -I"$ROOT/include" -I"$BUILD_DIR/generated" "$TMP/inproc.cc" "${libs[@]}" \
+  -lseccomp -lnettle -lcares -o "$TMP/inproc" 2>"$TMP/out/g++.txt" || { cat "$TMP/out/g++.txt"; die "the in-process driver did not build"; }
 chmod 755 "$TMP/inproc"
 "$TMP/inproc" --attest "$TMP/policy.json" "$TMP/inproc-attestation.json" || die "the in-process driver cannot attest itself"
 export OARBANK_INPROC_ATTESTATION="$TMP/inproc-attestation.json"

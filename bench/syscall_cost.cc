@@ -33,10 +33,10 @@
 #include <string>
 #include <vector>
 
-#include "enforce.h"
-#include "host_facts.h"
-#include "plan.h"
-#include "policy.h"
+#include "sandbox/launch/enforce.h"
+#include "sandbox/host/host_facts.h"
+#include "sandbox/plan/plan.h"
+#include "sandbox/policy/policy.h"
 
 namespace oarbank {
 namespace {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "expectations.h"
-#include "host_facts.h"
-#include "world.h"
+#include "harness/expectations.h"
+#include "sandbox/host/host_facts.h"
+#include "harness/world.h"
 
 namespace oarbank {
 
@@ -73,7 +73,7 @@ struct BatteryResult {
   bool passed = false;
 };
 
-Result<BatteryResult> RunBattery(const BatteryOptions& options);
+Expected<BatteryResult> RunBattery(const BatteryOptions& options);
 
 // The classes the battery proved: policies whose every confined run matched
 // the table and actually ran (not refused), when no probe was broken.

@@ -11,14 +11,14 @@
 
 #include <CLI/CLI.hpp>
 
-#include "attestation.h"
-#include "battery.h"
-#include "exit_codes.h"
-#include "install_paths.h"
-#include "module_conform.h"
-#include "reports.h"
-#include "sha256.h"
-#include "unique_fd.h"
+#include "sandbox/plan/attestation.h"
+#include "harness/battery.h"
+#include "sandbox/common/exit_codes.h"
+#include "sandbox/common/install_paths.h"
+#include "harness/module_conform.h"
+#include "harness/reports.h"
+#include "sandbox/common/sha256.h"
+#include "sandbox/common/unique_fd.h"
 
 namespace oarbank {
 namespace {

@@ -1,4 +1,4 @@
-#include "expectations.h"
+#include "harness/expectations.h"
 
 #include <fstream>
 #include <set>
@@ -27,7 +27,7 @@ const char* ExpectName(Expect expect) {
   return "?";
 }
 
-Result<Expectations> Expectations::Load(const std::string& path) {
+Expected<Expectations> Expectations::Load(const std::string& path) {
   std::ifstream in(path);
   if (!in) return Error{path, "cannot read the expectations table"};
   Expectations table;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "result.h"
+#include "sandbox/common/expected.h"
 
 namespace oarbank {
 
@@ -38,7 +38,7 @@ struct Expectation {
 
 class Expectations {
  public:
-  static Result<Expectations> Load(const std::string& path);
+  static Expected<Expectations> Load(const std::string& path);
   // The row for (probe, policy) if `abi` reaches its min_abi, else
   // (probe, "*"), else the policy's own row (whose min_abi then says the
   // policy is refused), else none. A policy's row can so state what

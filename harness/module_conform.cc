@@ -1,4 +1,4 @@
-#include "module_conform.h"
+#include "harness/module_conform.h"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -21,17 +21,17 @@
 
 #include <nlohmann/json.hpp>
 
-#include "environment.h"
-#include "exit_codes.h"
-#include "host_facts.h"
-#include "manifest.h"
-#include "manifest_policy.h"
-#include "module_trace.h"
-#include "plan.h"
-#include "portability.h"
-#include "reports.h"
-#include "seccomp_rules.h"
-#include "tool_registry.h"
+#include "sandbox/supervise/environment.h"
+#include "sandbox/common/exit_codes.h"
+#include "sandbox/host/host_facts.h"
+#include "sandbox/manifest/manifest.h"
+#include "sandbox/manifest/manifest_policy.h"
+#include "harness/module_trace.h"
+#include "sandbox/plan/plan.h"
+#include "sandbox/manifest/portability.h"
+#include "harness/reports.h"
+#include "sandbox/seccomp/rules.h"
+#include "sandbox/manifest/tool_registry.h"
 
 namespace oarbank {
 namespace {

@@ -1,4 +1,4 @@
-#include "module_trace.h"
+#include "harness/module_trace.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -9,8 +9,8 @@
 #include <functional>
 #include <set>
 
-#include "install_paths.h"
-#include "landlock_abi.h"
+#include "sandbox/common/install_paths.h"
+#include "sandbox/host/landlock_abi.h"
 
 namespace oarbank {
 namespace {

@@ -20,10 +20,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "manifest.h"
-#include "plan.h"
-#include "policy.h"
-#include "tool_registry.h"
+#include "sandbox/manifest/manifest.h"
+#include "sandbox/plan/plan.h"
+#include "sandbox/policy/policy.h"
+#include "sandbox/manifest/tool_registry.h"
 
 namespace oarbank {
 

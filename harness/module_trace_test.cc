@@ -3,7 +3,7 @@
 // the module's (after the launcher's second exec, and in what it forks
 // afterwards), relative paths against the traced working directory, and a
 // refusal the grants allow being the file's permissions, not the cage.
-#include "module_trace.h"
+#include "harness/module_trace.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "plan.h"
+#include "sandbox/plan/plan.h"
 
 namespace oarbank {
 namespace {

@@ -1,4 +1,4 @@
-#include "reports.h"
+#include "harness/reports.h"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include <map>
 #include <sstream>
 
-#include "report.h"
+#include "sandbox/plan/report.h"
 
 namespace oarbank {
 namespace {

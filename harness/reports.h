@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "battery.h"
+#include "harness/battery.h"
 
 namespace oarbank {
 

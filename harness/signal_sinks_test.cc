@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "world.h"
+#include "harness/world.h"
 
 namespace oarbank {
 namespace {

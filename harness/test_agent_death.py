@@ -1,7 +1,7 @@
 """Nothing of a job is left behind whenever `oarbank-agent run` dies: no
 process (keeper, init, module, root's idmap holder), no user namespace, no
 cgroup leaf. Deterministically, by stopping the faulty build at each window
-(OARBANK_FAULT_PAUSE, sandbox/fault_pause.h) and killing it there with
+(OARBANK_FAULT_PAUSE, sandbox/common/fault_hooks.h) and killing it there with
 SIGKILL, SIGTERM and SIGINT; and at random moments of the production
 binary's run, counting leftovers.
 

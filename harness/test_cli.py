@@ -163,12 +163,12 @@ def test_the_launcher_keeps_no_fd_open(tree):
 
 def test_the_launch_path_is_laid_out_together():
     """With lld (scripts/setup.sh installs it) the build lays out the functions
-    of sandbox/launch-order.txt first and together: a launch then touches a
+    of sandbox/cli/launch-order.txt first and together: a launch then touches a
     few dozen contiguous pages of code, not pages spread over the binary."""
     import shutil
     if shutil.which("ld.lld") is None:
         pytest.skip("no lld here: the launcher is linked by GNU ld, without the launch order")
-    order = open(os.path.join(os.path.dirname(__file__), "..", "sandbox", "launch-order.txt")).read().split()
+    order = open(os.path.join(os.path.dirname(__file__), "..", "sandbox", "cli", "launch-order.txt")).read().split()
     listed = set(order)
     nm = subprocess.run(["nm", "-S", "--defined-only", AGENT], capture_output=True, text=True, check=True).stdout
     placed = {}

@@ -91,7 +91,7 @@ def parser_keys(path):
 def test_every_policy_field_is_documented():
     page = source("oarbank-policy.5")
     missing = []
-    for prefix, key in parser_keys("sandbox/policy.cc"):
+    for prefix, key in parser_keys("sandbox/policy/policy.cc"):
         # Top-level fields have their own entry; nested ones are named in it.
         top = prefix == '""'
         if (f"*{key}*" not in page) if top else (f"*{key}*" not in page and f'"{key}"' not in page):
@@ -101,7 +101,7 @@ def test_every_policy_field_is_documented():
 
 def test_every_manifest_key_is_documented():
     page = source("oarbank-manifest.5")
-    missing = [f"{prefix}: {key}" for prefix, key in parser_keys("sandbox/manifest.cc")
+    missing = [f"{prefix}: {key}" for prefix, key in parser_keys("sandbox/manifest/manifest.cc")
                if f"*{key}*" not in page and f"[{key}]" not in page and f" {key}," not in page
                and f" {key} " not in page]
     assert not missing, "not in man/oarbank-manifest.5.scd: " + ", ".join(missing)

@@ -1,4 +1,4 @@
-#include "world.h"
+#include "harness/world.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -32,7 +32,7 @@
 #include <random>
 #include <sstream>
 
-#include "host_facts.h"
+#include "sandbox/host/host_facts.h"
 
 namespace oarbank {
 namespace fs = std::filesystem;
@@ -158,7 +158,7 @@ pid_t SignalSinks::For(uid_t uid) {
   return pid > 0 ? pid : -1;
 }
 
-Result<uint64_t> SignalSinks::TakePending(uid_t uid) {
+Expected<uint64_t> SignalSinks::TakePending(uid_t uid) {
   auto it = pids_.find(uid);
   if (it == pids_.end()) return Error{"signal sink", "none was started for uid " + std::to_string(uid)};
   const pid_t pid = it->second;
@@ -319,7 +319,7 @@ World::~World() {
   if (!root.empty()) fs::remove_all(root, ec);
 }
 
-Result<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std::vector<uid_t>& uids) {
+Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std::vector<uid_t>& uids) {
   if (geteuid() != 0) return Error{"world", "needs root: it runs the confined side as uid 65534 and makes a setuid helper"};
   auto w = std::make_unique<World>();
   // The battery's own mount namespace, made before any thread: the world on
@@ -482,7 +482,7 @@ Result<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std
   return w;
 }
 
-Result<std::string> MaterializePolicy(const World& world, const std::string& fixture_path, const std::string& name) {
+Expected<std::string> MaterializePolicy(const World& world, const std::string& fixture_path, const std::string& name) {
   std::string text = ReadAll(fixture_path);
   if (text.empty()) return Error{fixture_path, "cannot read the policy fixture"};
   auto replace = [&text](const std::string& from, const std::string& to) {

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "result.h"
+#include "sandbox/common/expected.h"
 
 namespace oarbank {
 
@@ -71,7 +71,7 @@ class SignalSinks {
   // has any is replaced, so the next run starts from none. An error when the
   // sink is not a live process of uid blocking every signal: nothing could
   // have shown there, so the run proves nothing.
-  Result<uint64_t> TakePending(uid_t uid);
+  Expected<uint64_t> TakePending(uid_t uid);
 
  private:
   std::map<uid_t, pid_t> pids_;
@@ -101,11 +101,11 @@ struct World {
 // mount namespace of the calling process's own (it unshares one: call it
 // before starting threads); `probe_dir` holds the built probes (and
 // helpers/). Needs root.
-Result<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std::vector<uid_t>& uids);
+Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std::vector<uid_t>& uids);
 
 // A battery policy fixture with @ROOT@ and @PROXY_PORT@ filled in, written
 // into the world; returns its path.
-Result<std::string> MaterializePolicy(const World& world, const std::string& fixture_path, const std::string& name);
+Expected<std::string> MaterializePolicy(const World& world, const std::string& fixture_path, const std::string& name);
 
 // Everything a confined run could have changed, read from outside.
 struct Evidence {

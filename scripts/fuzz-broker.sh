@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the container broker's request parser (sandbox/broker_protocol_fuzz.cc)
+# Fuzzes the container broker's request parser (sandbox/broker/protocol_fuzz.cc)
 # for a bounded time.
 #
 #   scripts/fuzz-broker.sh [SECONDS]     (default 60)

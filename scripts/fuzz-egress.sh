@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzes the egress proxy's request parser and host checks
-# (sandbox/egress_request_fuzz.cc) for a bounded time.
+# (sandbox/egress/request_fuzz.cc) for a bounded time.
 #
 #   scripts/fuzz-egress.sh [SECONDS]     (default 60)
 #

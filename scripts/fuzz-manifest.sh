@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the manifest parser and the approval digest (sandbox/manifest_fuzz.cc)
+# Fuzzes the manifest parser and the approval digest (sandbox/manifest/manifest_fuzz.cc)
 # for a bounded time.
 #
 #   scripts/fuzz-manifest.sh [SECONDS]     (default 60)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the policy parser (sandbox/policy_fuzz.cc) for a bounded time.
+# Fuzzes the policy parser (sandbox/policy/policy_fuzz.cc) for a bounded time.
 #
 #   scripts/fuzz-policy.sh [SECONDS]     (default 60)
 #
@@ -13,7 +13,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/fuzz-common.sh"
 fuzz_setup policy policy_fuzz "$@"
 
-# The tree @ROOT@ stands for (see sandbox/policy_test.cc, PolicyRoot).
+# The tree @ROOT@ stands for (see sandbox/policy/policy_test.cc, PolicyRoot).
 scratch="$(realpath "$(mktemp -d "${TMPDIR:-/tmp}/oarbank-fuzz.XXXXXX")")"
 listener=""
 cleanup() {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/launch-order.sh: rewrites sandbox/launch-order.txt, the functions a
+# scripts/launch-order.sh: rewrites sandbox/cli/launch-order.txt, the functions a
 # launch (`oarbank-agent sandbox-exec`) runs, in the order it first runs
 # them. The build hands the list to lld (--symbol-ordering-file), which lays
 # those functions out first and together: a launch then faults in a few dozen
@@ -18,7 +18,7 @@ set -euo pipefail
 readonly ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 readonly AGENT="$BUILD_DIR/sandbox/oarbank-agent"
-readonly OUT="$ROOT/sandbox/launch-order.txt"
+readonly OUT="$ROOT/sandbox/cli/launch-order.txt"
 readonly NOBODY_ID=65534
 
 die() { echo "launch-order: $*" >&2; exit 1; }

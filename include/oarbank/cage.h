@@ -178,8 +178,8 @@ bool Available();
 // read_dirs and read_files are tools), run under the supervisor: fresh
 // user, pid, ipc, uts, mount and network namespaces, the launcher verified
 // from outside before it may exec. Returns once nothing of the job is left.
-Result Run(const Spec& spec, const RunOptions& options);
-Result Run(const Spec& spec);
+[[nodiscard]] Result Run(const Spec& spec, const RunOptions& options);
+[[nodiscard]] Result Run(const Spec& spec);
 
 }  // namespace cage
 }  // namespace oarbank

@@ -1,0 +1,184 @@
+#include "sandbox/broker/subid_ranges.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "sandbox/common/trust_file.h"
+
+namespace oarbank::broker {
+namespace {
+
+bool ParseUnsigned(const std::string& s, unsigned long long max, unsigned long long* out) {
+  if (s.empty() || s.size() > 20) return false;
+  unsigned long long v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    const unsigned long long next = v * 10 + static_cast<unsigned>(c - '0');
+    if (next / 10 != v) return false;
+    v = next;
+  }
+  if (v > max) return false;
+  *out = v;
+  return true;
+}
+
+// Whether [lo, hi) meets the block.
+bool MeetsBlock(unsigned long long lo, unsigned long long hi) {
+  const unsigned long long b0 = kSubidBlockBase;
+  const unsigned long long b1 = b0 + static_cast<unsigned long long>(kSubidRanges) * kSubidRangeSize;
+  return lo < b1 && b0 < hi;
+}
+
+}  // namespace
+
+Expected<std::vector<SubidLease>> ParseSubidRegistry(const std::string& text) {
+  std::vector<SubidLease> leases;
+  std::stringstream in(text);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    if (line.empty()) continue;
+    std::stringstream fields(line);
+    std::string slot, pid, start, job, extra;
+    fields >> slot >> pid >> start >> job >> extra;
+    unsigned long long s = 0, p = 0, t = 0;
+    if (!ParseUnsigned(slot, kSubidRanges - 1, &s) || !ParseUnsigned(pid, 1ull << 22, &p) || p == 0 ||
+        !ParseUnsigned(start, ~0ull, &t) || job.empty() || !extra.empty())
+      return Error{"subid registry", "line " + std::to_string(n) + ": expected <slot> <pid> <start time> <job>"};
+    leases.push_back({static_cast<uint32_t>(s), static_cast<pid_t>(p), t, job});
+  }
+  return leases;
+}
+
+std::string FormatSubidRegistry(const std::vector<SubidLease>& leases) {
+  std::string text;
+  for (const auto& l : leases)
+    text += std::to_string(l.slot) + " " + std::to_string(l.pid) + " " + std::to_string(l.start_time) + " " + l.job +
+            "\n";
+  return text;
+}
+
+std::optional<SubidLease> AllocateSubids(std::vector<SubidLease>& leases, const std::string& job, pid_t pid,
+                                         unsigned long long start_time,
+                                         const std::function<bool(const SubidLease&)>& alive) {
+  std::vector<SubidLease> live;
+  std::set<uint32_t> taken;
+  for (auto& l : leases)
+    if (l.slot < kSubidRanges && !taken.count(l.slot) && alive(l)) {
+      taken.insert(l.slot);
+      live.push_back(l);
+    }
+  leases = std::move(live);
+  for (uint32_t slot = 0; slot < kSubidRanges; ++slot) {
+    if (taken.count(slot)) continue;
+    SubidLease lease{slot, pid, start_time, job};
+    leases.push_back(lease);
+    return lease;
+  }
+  return std::nullopt;
+}
+
+std::optional<unsigned long long> ProcessStartTime(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  if (!std::getline(in, stat)) return std::nullopt;
+  // comm may hold spaces and parentheses: fields start after the last ')'.
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::stringstream rest(stat.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22; ++i) {
+    if (!(rest >> field)) return std::nullopt;
+    if (i == 3 && field == "Z") return std::nullopt;  // a zombie holds nothing
+  }
+  unsigned long long t = 0;
+  if (!ParseUnsigned(field, ~0ull, &t)) return std::nullopt;
+  return t;
+}
+
+bool LeaseOwnerAlive(const SubidLease& lease) {
+  const auto t = ProcessStartTime(lease.pid);
+  return t && *t == lease.start_time;
+}
+
+std::string SubidBlockConflict() {
+  for (const char* file : {"/etc/passwd", "/etc/group"}) {
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);) {
+      std::stringstream fields(line);
+      std::string name, pw, id;
+      std::getline(fields, name, ':');
+      std::getline(fields, pw, ':');
+      std::getline(fields, id, ':');
+      unsigned long long v = 0;
+      if (ParseUnsigned(id, ~0u, &v) && MeetsBlock(v, v + 1))
+        return std::string(file) + ": " + name + " has id " + id + ", inside the broker's subordinate id block";
+    }
+  }
+  for (const char* file : {"/etc/subuid", "/etc/subgid"}) {
+    std::ifstream in(file);
+    for (std::string line; std::getline(in, line);) {
+      std::stringstream fields(line);
+      std::string name, start, count;
+      std::getline(fields, name, ':');
+      std::getline(fields, start, ':');
+      std::getline(fields, count, ':');
+      unsigned long long s = 0, c = 0;
+      if (ParseUnsigned(start, ~0u, &s) && ParseUnsigned(count, ~0u, &c) && MeetsBlock(s, s + c))
+        return std::string(file) + ": " + name + "'s range " + start + ":" + count +
+               " meets the broker's subordinate id block";
+    }
+  }
+  return "";
+}
+
+Expected<SubidLease> AcquireSubids(const std::string& registry, const std::string& job, pid_t pid) {
+  if (std::string conflict = SubidBlockConflict(); !conflict.empty()) return Error{"subid block", conflict};
+  const auto start = ProcessStartTime(pid);
+  if (!start) return Error{"subid registry", "owner pid " + std::to_string(pid) + " is not running"};
+  auto lock = TrustLock::Acquire(registry);
+  if (!lock.ok()) return lock.error();
+  auto text = ReadTrustedFile(registry);
+  if (!text.ok()) return text.error();
+  auto leases = ParseSubidRegistry(text.value().value_or(""));
+  if (!leases.ok()) return Error{registry, leases.error().what};
+  std::vector<SubidLease> all = std::move(leases).value();
+  auto lease = AllocateSubids(all, job, pid, *start, LeaseOwnerAlive);
+  if (!lease)
+    return Error{registry, "all " + std::to_string(kSubidRanges) + " subordinate id ranges are held by live jobs"};
+  if (auto failed = WriteTrustedFile(registry, FormatSubidRegistry(all), 0600)) return *failed;
+  return *lease;
+}
+
+std::string ReleaseSubids(const std::string& registry, pid_t pid) {
+  auto lock = TrustLock::Acquire(registry);
+  if (!lock.ok()) return lock.error().where + ": " + lock.error().what;
+  auto text = ReadTrustedFile(registry);
+  if (!text.ok()) return text.error().where + ": " + text.error().what;
+  auto leases = ParseSubidRegistry(text.value().value_or(""));
+  if (!leases.ok()) return registry + ": " + leases.error().what;
+  std::vector<SubidLease> kept;
+  for (const auto& l : leases.value())
+    if (l.pid != pid && LeaseOwnerAlive(l)) kept.push_back(l);
+  if (auto failed = WriteTrustedFile(registry, FormatSubidRegistry(kept), 0600))
+    return failed->where + ": " + failed->what;
+  return "";
+}
+
+Expected<std::vector<SubidLease>> LiveSubidLeases(const std::string& registry) {
+  auto text = ReadTrustedFile(registry);
+  if (!text.ok()) return text.error();
+  auto leases = ParseSubidRegistry(text.value().value_or(""));
+  if (!leases.ok()) return leases.error();
+  std::vector<SubidLease> live;
+  for (const auto& l : leases.value())
+    if (LeaseOwnerAlive(l)) live.push_back(l);
+  return live;
+}
+
+}  // namespace oarbank::broker

@@ -1,0 +1,100 @@
+// The subordinate id allocator (subid_ranges.h): two live jobs never share
+// an id, stale leases are reclaimed, and the registry round-trips.
+#include "sandbox/broker/subid_ranges.h"
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+namespace oarbank::broker {
+namespace {
+
+RC_GTEST_PROP(SubidRanges, TwoLiveJobsNeverShareAnId, ()) {
+  // Random acquisitions by random owners, some of whom die in between.
+  std::vector<SubidLease> leases;
+  std::set<pid_t> alive;
+  const int steps = *rc::gen::inRange(1, 300);
+  for (int i = 0; i < steps; ++i) {
+    const pid_t pid = *rc::gen::inRange(1, 400);
+    if (*rc::gen::inRange(0, 4) == 0) {
+      alive.erase(pid);  // its owner is gone
+      continue;
+    }
+    alive.insert(pid);
+    auto lease = AllocateSubids(leases, "job-" + std::to_string(i), pid, 1,
+                                [&](const SubidLease& l) { return alive.count(l.pid) > 0; });
+    RC_ASSERT(lease.has_value());
+    // The live leases' ranges are pairwise disjoint and inside the block.
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;
+    for (const auto& l : leases) {
+      if (!alive.count(l.pid)) continue;
+      const uint64_t lo = l.base(), hi = lo + kSubidRangeSize;
+      RC_ASSERT(lo >= kSubidBlockBase);
+      RC_ASSERT(hi <= uint64_t{kSubidBlockBase} + uint64_t{kSubidRanges} * kSubidRangeSize);
+      RC_ASSERT(hi <= 0xffffffffull);
+      for (const auto& [a, b] : ranges) RC_ASSERT(hi <= a || b <= lo);
+      ranges.push_back({lo, hi});
+    }
+  }
+}
+
+TEST(SubidRanges, StaleLeasesAreReclaimedAndTheBlockCanFill) {
+  std::vector<SubidLease> leases;
+  auto all = [](const SubidLease&) { return true; };
+  for (uint32_t i = 0; i < kSubidRanges; ++i) ASSERT_TRUE(AllocateSubids(leases, "j", 100 + i, 1, all));
+  EXPECT_FALSE(AllocateSubids(leases, "j", 1, 1, all));
+  // Slot 7's owner dies: its range is the one handed out next.
+  auto lease = AllocateSubids(leases, "k", 1, 1, [](const SubidLease& l) { return l.slot != 7; });
+  ASSERT_TRUE(lease);
+  EXPECT_EQ(lease->slot, 7u);
+  EXPECT_EQ(lease->base(), kSubidBlockBase + 7 * kSubidRangeSize);
+}
+
+TEST(SubidRanges, RegistryRoundTripsAndRefusesGarbage) {
+  std::vector<SubidLease> leases = {{3, 42, 777, "job-a"}, {0, 43, 778, "X-y"}};
+  auto parsed = ParseSubidRegistry(FormatSubidRegistry(leases));
+  ASSERT_TRUE(parsed.ok());
+  ASSERT_EQ(parsed.value().size(), 2u);
+  EXPECT_EQ(parsed.value()[1].job, "X-y");
+  EXPECT_EQ(parsed.value()[0].start_time, 777u);
+  for (const char* bad : {"x 1 2 j\n", "1 0 2 j\n", "4096 1 2 j\n", "1 2 3\n", "1 2 3 j extra\n", "-1 2 3 j\n"})
+    EXPECT_FALSE(ParseSubidRegistry(bad).ok()) << bad;
+}
+
+TEST(SubidRanges, LeasesFollowTheirOwnersLife) {
+  if (geteuid() != 0) GTEST_SKIP() << "the registry is a root-owned trust file";
+  const std::string dir = "/tmp/obk-subid-test-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::filesystem::permissions(dir, std::filesystem::perms(0700));
+  const std::string registry = dir + "/ranges";
+  const pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  auto a = AcquireSubids(registry, "X", getpid());
+  auto b = AcquireSubids(registry, "X-y", child);
+  ASSERT_TRUE(a.ok()) << a.error().what;
+  ASSERT_TRUE(b.ok()) << b.error().what;
+  EXPECT_NE(a.value().slot, b.value().slot);
+  ASSERT_EQ(LiveSubidLeases(registry).value().size(), 2u);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  // The dead owner's range is not live, and is reclaimed by the next taker.
+  ASSERT_EQ(LiveSubidLeases(registry).value().size(), 1u);
+  auto c = AcquireSubids(registry, "Z", getpid());
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c.value().slot, b.value().slot);
+  EXPECT_EQ(ReleaseSubids(registry, getpid()), "");
+  EXPECT_TRUE(LiveSubidLeases(registry).value().empty());
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace oarbank::broker

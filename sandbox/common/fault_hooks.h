@@ -1,0 +1,33 @@
+// Test-only fault hooks. Both are null in oarbank-agent and in every
+// program that links the library; only oarbank-agent-faulty's main sets them
+// (sandbox/cli/fault_injection.cc, which is compiled into that binary alone,
+// so the production binary holds neither the hooks' code nor the names of
+// the variables that drive them). Nothing in the library is compiled twice.
+//
+// - pause: at a named point the process may wait, so a test can kill the
+//   agent inside a window, or change the world there, at a known moment.
+//   Called in the keeper, init and the launcher after a fork: the hook must
+//   be allocation-free and lock-free.
+// - skip_step: the launcher leaves the named step out (launch/enforce.h's
+//   StepName), so a test can show that the supervisor's verification at the
+//   gate refuses the unconfined process before it execs.
+#pragma once
+
+namespace oarbank {
+
+struct FaultHooks {
+  void (*pause)(const char* point, long a, long b) = nullptr;
+  bool (*skip_step)(const char* step) = nullptr;
+};
+
+extern FaultHooks fault_hooks;
+
+inline void FaultPause(const char* point, long a = 0, long b = 0) {
+  if (fault_hooks.pause != nullptr) fault_hooks.pause(point, a, b);
+}
+
+inline bool FaultSkipStep(const char* step) {
+  return fault_hooks.skip_step != nullptr && fault_hooks.skip_step(step);
+}
+
+}  // namespace oarbank

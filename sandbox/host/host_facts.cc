@@ -1,0 +1,210 @@
+#include "sandbox/host/host_facts.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <linux/landlock.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <mutex>
+#include <cctype>
+#include <string_view>
+
+#include "sandbox/policy/base_system.h"
+#include "sandbox/host/landlock_abi.h"
+#include "sandbox/common/read_file.h"
+
+namespace oarbank {
+namespace {
+
+// /proc and /sys knobs are one short line, /proc/self/cgroup a few lines;
+// mountinfo is about 150 bytes a mount, and a container host may have tens
+// of thousands. Plain reads (read_file.h): no iostreams on the launch path.
+constexpr size_t kMaxProcFileBytes = 1 << 20;
+constexpr size_t kMaxMountinfoBytes = 256 << 20;
+
+std::string ReadFirstLine(const std::string& path) {
+  std::string text = ReadFileUpTo(path, kMaxProcFileBytes).value_or("");
+  if (const auto nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
+  return text;
+}
+
+std::vector<std::string_view> Lines(std::string_view text) {
+  std::vector<std::string_view> out;
+  while (!text.empty()) {
+    const auto nl = text.find('\n');
+    out.push_back(text.substr(0, nl));
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  }
+  return out;
+}
+
+std::vector<std::string> Words(std::string_view s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (true) {
+    while (i < s.size() && isspace(static_cast<unsigned char>(s[i]))) ++i;
+    if (i == s.size()) return out;
+    size_t j = i;
+    while (j < s.size() && !isspace(static_cast<unsigned char>(s[j]))) ++j;
+    out.emplace_back(s.substr(i, j - i));
+    i = j;
+  }
+}
+
+void ProbeLandlock(HostFacts& f, int abi_cap) {
+  const long abi = syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  f.landlock_kernel_abi = abi > 0 ? static_cast<int>(abi) : 0;
+  f.landlock_abi = f.landlock_kernel_abi;
+  if (abi_cap >= 0 && abi_cap < f.landlock_abi) {
+    f.landlock_abi = abi_cap;
+    f.landlock_capped = true;
+  }
+  if (f.landlock_kernel_abi > 0) {
+    const long errata = syscall(SYS_landlock_create_ruleset, nullptr, 0, kLandlockCreateRulesetErrata);
+    f.landlock_errata_known = errata >= 0;
+    f.landlock_errata = errata > 0 ? static_cast<uint32_t>(errata) : 0;
+  }
+}
+
+void ProbeSeccomp(HostFacts& f) {
+  // actions_avail exists only with CONFIG_SECCOMP_FILTER.
+  f.seccomp_actions = Words(ReadFirstLine("/proc/sys/kernel/seccomp/actions_avail"));
+  auto has = [&](const char* a) {
+    return std::find(f.seccomp_actions.begin(), f.seccomp_actions.end(), a) != f.seccomp_actions.end();
+  };
+  f.seccomp_filter = has("errno") && has("kill_process") && has("allow");
+}
+
+void ProbeUserNamespaces(HostFacts& f) {
+  // Debian's knob, the upstream limit, and Ubuntu's AppArmor restriction.
+  const std::string debian = ReadFirstLine("/proc/sys/kernel/unprivileged_userns_clone");
+  const std::string max = ReadFirstLine("/proc/sys/user/max_user_namespaces");
+  const std::string apparmor = ReadFirstLine("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
+  if (access("/proc/self/ns/user", F_OK) != 0) {
+    f.user_namespaces_detail = "kernel built without user namespaces";
+  } else if (!max.empty() && max == "0") {
+    f.user_namespaces_detail = "user.max_user_namespaces is 0";
+  } else if (geteuid() != 0 && debian == "0") {
+    f.user_namespaces_detail = "kernel.unprivileged_userns_clone is 0";
+  } else if (geteuid() != 0 && apparmor == "1") {
+    f.user_namespaces_detail = "kernel.apparmor_restrict_unprivileged_userns is 1";
+  } else {
+    f.user_namespaces = true;
+    f.user_namespaces_detail = "available";
+  }
+}
+
+void ProbeCgroup(HostFacts& f) {
+  f.cgroup.probed = true;
+  // The cgroup2 mount, from mountinfo: "... - cgroup2 none rw".
+  const std::string mountinfo = ReadFileUpTo("/proc/self/mountinfo", kMaxMountinfoBytes).value_or("");
+  for (std::string_view line : Lines(mountinfo)) {
+    const auto dash = line.find(" - ");
+    if (dash == std::string_view::npos) continue;
+    const auto fields = Words(line.substr(0, dash));
+    const auto tail = Words(line.substr(dash + 3));
+    if (fields.size() >= 5 && !tail.empty() && tail[0] == "cgroup2") {
+      f.cgroup.v2_mounted = true;
+      f.cgroup.mount_point = fields[4];
+      break;
+    }
+  }
+  if (!f.cgroup.v2_mounted) return;
+  const std::string self = ReadFileUpTo("/proc/self/cgroup", kMaxProcFileBytes).value_or("");
+  for (std::string_view line : Lines(self)) {
+    if (line.starts_with("0::")) f.cgroup.own_path = f.cgroup.mount_point + std::string(line.substr(3));
+  }
+  if (f.cgroup.own_path.empty()) return;
+  while (f.cgroup.own_path.size() > 1 && f.cgroup.own_path.back() == '/') f.cgroup.own_path.pop_back();
+  f.cgroup.controllers = Words(ReadFirstLine(f.cgroup.own_path + "/cgroup.controllers"));
+  f.cgroup.writable = access(f.cgroup.own_path.c_str(), W_OK) == 0 &&
+                      access((f.cgroup.own_path + "/cgroup.subtree_control").c_str(), W_OK) == 0;
+  f.cgroup.has_kill = access((f.cgroup.own_path + "/cgroup.kill").c_str(), F_OK) == 0 ||
+                      access((f.cgroup.mount_point + "/cgroup.kill").c_str(), F_OK) == 0;
+}
+
+void ProbeGpuNodes(HostFacts& f) {
+  for (auto p : kGpuPaths)
+    if (access(std::string(p).c_str(), F_OK) == 0) f.gpu_nodes.emplace_back(p);
+  const std::string prefix(kGpuNodePrefix.substr(5));  // name part after "/dev/"
+  if (DIR* dev = opendir("/dev")) {
+    while (dirent* e = readdir(dev)) {
+      if (std::string(e->d_name).rfind(prefix, 0) == 0) f.gpu_nodes.push_back("/dev/" + std::string(e->d_name));
+    }
+    closedir(dev);
+  }
+  std::sort(f.gpu_nodes.begin(), f.gpu_nodes.end());
+}
+
+// Appends the world-readable parts of `path` to `out`; returns whether the
+// whole subtree is world-readable (then only `path` itself is appended).
+// Symlinks count by their target.
+bool CollectWorldReadable(int parent_fd, const std::string& name, const std::string& path,
+                          std::vector<std::string>& out) {
+  struct stat st {};
+  if (fstatat(parent_fd, name.c_str(), &st, 0) != 0) return false;
+  if (!S_ISDIR(st.st_mode)) {
+    const bool readable = (st.st_mode & S_IROTH) != 0;
+    if (readable) out.push_back(path);
+    return readable;
+  }
+  if ((st.st_mode & (S_IROTH | S_IXOTH)) != (S_IROTH | S_IXOTH)) return false;
+  const int fd = openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* dir = fd >= 0 ? fdopendir(fd) : nullptr;
+  if (dir == nullptr) {
+    if (fd >= 0) close(fd);
+    return false;
+  }
+  const size_t mark = out.size();
+  bool all = true;
+  while (dirent* e = readdir(dir)) {
+    const std::string child = e->d_name;
+    if (child == "." || child == "..") continue;
+    all &= CollectWorldReadable(dirfd(dir), child, path + "/" + child, out);
+  }
+  closedir(dir);
+  if (all) {
+    out.resize(mark);
+    out.push_back(path);
+  }
+  return all;
+}
+
+}  // namespace
+
+void ProbeRootEtc(HostFacts& f) {
+  if (!f.runs_as_root || f.etc_view.idmap || !f.etc_world_readable.empty()) return;
+  // The idmap namespace is reusable: a long-lived agent makes it once. The
+  // proof tree mounts once: the first caller gets it, later ones make theirs.
+  static RootEtcView view = OpenRootEtcView();
+  static std::mutex handing_on;
+  {
+    std::lock_guard<std::mutex> lock(handing_on);
+    f.etc_view = view;
+    view.proof_tree.reset();
+  }
+  if (!f.etc_view.idmap) CollectWorldReadable(AT_FDCWD, "/etc", "/etc", f.etc_world_readable);
+}
+
+HostFacts ProbeHost(int abi_cap, ProbeScope scope) {
+  HostFacts f;
+  utsname u {};
+  if (uname(&u) == 0) {
+    f.kernel_release = u.release;
+    f.arch = u.machine;
+  }
+  ProbeLandlock(f, abi_cap);
+  ProbeSeccomp(f);
+  ProbeUserNamespaces(f);
+  if (scope.cgroup) ProbeCgroup(f);
+  if (scope.gpu_nodes) ProbeGpuNodes(f);
+  f.runs_as_root = geteuid() == 0;
+  return f;
+}
+
+}  // namespace oarbank

@@ -1,0 +1,86 @@
+// What this kernel and this process can do, probed once. A plain struct so
+// tests inject any host (every Landlock ABI from none to the newest) and the
+// planner and the report never touch the system themselves.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sandbox/host/root_etc.h"
+
+namespace oarbank {
+
+struct CgroupFacts {
+  bool probed = false;             // false: not read (ProbeScope), every limit is unavailable
+  bool v2_mounted = false;         // a cgroup2 hierarchy is mounted
+  std::string mount_point;         // where
+  std::string own_path;            // this process's cgroup, absolute on the host
+  bool writable = false;           // we may create a leaf below own_path
+  std::vector<std::string> controllers;  // cgroup.controllers of own_path
+  bool has_kill = false;           // cgroup.kill exists (5.14+)
+};
+
+struct HostFacts {
+  std::string kernel_release;
+  std::string arch;
+
+  // Landlock: 0 when the kernel has none (ENOSYS) or it is disabled
+  // (EOPNOTSUPP). `landlock_abi` is what the launcher will use; when a test
+  // caps it below what the kernel offers, `landlock_kernel_abi` keeps the
+  // kernel's value and `landlock_capped` is set. A cap can only lower it.
+  int landlock_abi = 0;
+  int landlock_kernel_abi = 0;
+  bool landlock_capped = false;
+  uint32_t landlock_errata = 0;       // bit N-1: erratum N is fixed here
+  bool landlock_errata_known = false;  // the kernel answers the query (6.15, backports)
+
+  bool seccomp_filter = false;     // SECCOMP_SET_MODE_FILTER is built in
+  std::vector<std::string> seccomp_actions;
+
+  // Unprivileged user namespaces (and so a private mount namespace for the
+  // noexec binds). Read from sysctls here; the launch step that needs one
+  // fails closed (exit 70) if the kernel still refuses.
+  bool user_namespaces = false;
+  std::string user_namespaces_detail;
+
+  CgroupFacts cgroup;
+
+  // Existing GPU device nodes (devices.gpu = "compute").
+  std::vector<std::string> gpu_nodes;
+
+  // Only when this process runs as root, whom file permissions do not stop
+  // from reading /etc/shadow or SSH host keys (root_etc.h). `etc_view` is
+  // an idmapped /etc in which root owns nothing; the launch mounts it over
+  // /etc. Where the kernel or the filesystem cannot idmap (`etc_view.detail`
+  // says why), `etc_world_readable` lists the world-readable parts of /etc
+  // (files, and directories whose whole subtree is world-readable) and the
+  // base system's /etc grant is narrowed to them.
+  bool runs_as_root = false;
+  RootEtcView etc_view;
+  std::vector<std::string> etc_world_readable;
+};
+
+// Which facts a probe reads. Everything by default (the report, the
+// supervisor, the battery). The launcher's plan reads no cgroup fact and GPU
+// nodes only for devices.gpu, so it skips the rest (LaunchProbeScope): about
+// a tenth of a launch here. A fact not read stays at its "unavailable"
+// default, so a plan that did come to need it would refuse, never run wider.
+struct ProbeScope {
+  bool cgroup = true;
+  bool gpu_nodes = true;
+};
+
+// Reads the facts of the running kernel for this process. `abi_cap` >= 0
+// lowers the Landlock ABI used (test-only use: it can never raise it).
+HostFacts ProbeHost(int abi_cap = -1, ProbeScope scope = {});
+
+// For a launch (or a report of one) by root: fills `etc_view`, or, where
+// the host cannot idmap, `etc_world_readable`. Not part of ProbeHost, which
+// callers that launch nothing use too: it forks a child and opens a
+// namespace (once per process; later calls reuse it). Nothing for a process
+// that is not root.
+void ProbeRootEtc(HostFacts& f);
+
+}  // namespace oarbank

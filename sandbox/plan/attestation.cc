@@ -1,0 +1,194 @@
+#include "sandbox/plan/attestation.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <tuple>
+#include <utility>
+
+#include "sandbox/plan/battery_identity.h"
+#include "sandbox/common/read_file.h"
+#include "sandbox/common/sha256.h"
+#include "sandbox/common/trust_file.h"
+#include "sandbox/common/unique_fd.h"
+
+namespace oarbank {
+namespace {
+
+std::string StatText(const struct stat& st) {
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec) + ":" +
+         std::to_string(st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec);
+}
+
+// The digest and the stat of one open file, so both describe the same inode.
+std::pair<std::string, std::string> LauncherSha256(const std::string& path) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st;
+  if (!fd.valid() || fstat(fd.get(), &st) != 0) return {"", ""};
+  return {Sha256HexOfFd(fd.get()).value_or(""), StatText(st)};
+}
+
+// The running executable's digest, computed once per process: it cannot
+// change under a running process (ETXTBSY).
+const std::string& SelfSha256() {
+  static std::once_flag once;
+  static std::string digest;
+  std::call_once(once, [] { digest = LauncherSha256("/proc/self/exe").first; });
+  return digest;
+}
+
+std::string KernelVersion() {
+  std::string text = ReadFileUpTo("/proc/version", 4096).value_or("");
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+// The first part of the binding that differs, as "<part> (attested: X; here: Y)".
+std::string BindingDifference(const AttestationBinding& a, const AttestationBinding& here) {
+  auto differs = [](const char* part, const std::string& attested, const std::string& now) {
+    return std::string(part) + " differs (attested: " + (attested.empty() ? "none" : attested) +
+           "; here: " + (now.empty() ? "none" : now) + ")";
+  };
+  if (a.kernel_release != here.kernel_release) return differs("kernel.release", a.kernel_release, here.kernel_release);
+  if (a.kernel_version != here.kernel_version) return differs("kernel.version", a.kernel_version, here.kernel_version);
+  if (a.landlock_abi != here.landlock_abi)
+    return differs("kernel.landlock_abi", std::to_string(a.landlock_abi), std::to_string(here.landlock_abi));
+  if (a.landlock_errata != here.landlock_errata)
+    return differs("kernel.landlock_errata", std::to_string(a.landlock_errata), std::to_string(here.landlock_errata));
+  // The very file that was hashed needs no second digest (launcher_stat).
+  if (a.launcher_stat.empty() || a.launcher_stat != here.launcher_stat) {
+    const std::string& digest = here.launcher_sha256.empty() && here.launcher_path == "/proc/self/exe"
+                                    ? SelfSha256()
+                                    : here.launcher_sha256;
+    if (digest.empty()) return "launcher.sha256: the running launcher cannot be read to hash it";
+    if (a.launcher_sha256 != digest) return differs("launcher.sha256", a.launcher_sha256, digest);
+  }
+  if (a.battery_sha256 != here.battery_sha256) return differs("battery.sha256", a.battery_sha256, here.battery_sha256);
+  return "";
+}
+
+}  // namespace
+
+std::string AttestationPath() {
+  const char* env = getenv("OARBANK_BATTERY_ATTESTATION");
+  return env && *env ? env : kDefaultAttestationPath;
+}
+
+std::string PolicyClass(const Policy& policy) {
+  const char* gpu = "none";
+  switch (policy.gpu()) {
+    case GpuMode::kNone: break;
+    case GpuMode::kCompute: gpu = "compute"; break;
+  }
+  return std::string(RoleName(policy.role())) + " net=" + NetModeName(policy.net().mode) +
+         " exec_writable=" + (policy.exec_writable() ? "true" : "false") + " gpu=" + gpu +
+         " broker=" + (policy.broker() ? "yes" : "no");
+}
+
+std::string BatterySha256() { return OARBANK_BATTERY_SHA256; }
+
+const std::vector<BatteryFile>& BatteryFiles() {
+  static const std::vector<BatteryFile> files = {OARBANK_BATTERY_FILES};
+  return files;
+}
+
+AttestationBinding BindingFor(const HostFacts& host, const std::string& launcher_path) {
+  AttestationBinding b;
+  b.kernel_release = host.kernel_release;
+  b.kernel_version = KernelVersion();
+  b.landlock_abi = host.landlock_abi;
+  b.landlock_errata = host.landlock_errata;
+  if (!launcher_path.empty()) std::tie(b.launcher_sha256, b.launcher_stat) = LauncherSha256(launcher_path);
+  b.battery_sha256 = BatterySha256();
+  return b;
+}
+
+AttestationBinding BindingForThisProcess(const HostFacts& host, LauncherHash hash) {
+  AttestationBinding b = BindingFor(host, "");
+  struct stat st;
+  if (stat("/proc/self/exe", &st) == 0) b.launcher_stat = StatText(st);
+  b.launcher_path = "/proc/self/exe";
+  if (hash == LauncherHash::kNow) b.launcher_sha256 = SelfSha256();
+  return b;
+}
+
+Attestation ReadAttestation(const std::string& path, const AttestationBinding& here) {
+  Attestation a;
+  auto text = ReadTrustedFile(path);
+  if (!text.ok()) {
+    a.detail = "battery attestation " + path + ": " + text.error().what;
+    return a;
+  }
+  if (!text.value()) {
+    a.detail = "no battery attestation at " + path + ": run oarbank-conform on this host first";
+    return a;
+  }
+  const auto j = nlohmann::json::parse(*text.value(), nullptr, /*allow_exceptions=*/false);
+  auto str = [&](const nlohmann::json& o, const char* key) {
+    return o.is_object() && o.contains(key) && o[key].is_string() ? o[key].get<std::string>() : std::string();
+  };
+  auto num = [&](const nlohmann::json& o, const char* key) -> int64_t {
+    return o.is_object() && o.contains(key) && o[key].is_number_integer() ? o[key].get<int64_t>() : -1;
+  };
+  if (!j.is_object() || str(j, "format") != kAttestationFormat || !j.contains("proven_classes") ||
+      !j["proven_classes"].is_array()) {
+    a.detail = path + " is not a battery attestation (" + kAttestationFormat + "): run oarbank-conform again";
+    return a;
+  }
+  const nlohmann::json kernel = j.value("kernel", nlohmann::json::object());
+  a.binding.kernel_release = str(kernel, "release");
+  a.binding.kernel_version = str(kernel, "version");
+  a.binding.landlock_abi = static_cast<int>(num(kernel, "landlock_abi"));
+  a.binding.landlock_errata = static_cast<uint32_t>(num(kernel, "landlock_errata"));
+  a.binding.launcher_sha256 = str(j.value("launcher", nlohmann::json::object()), "sha256");
+  a.binding.launcher_stat = str(j.value("launcher", nlohmann::json::object()), "stat");
+  a.binding.battery_sha256 = str(j.value("battery", nlohmann::json::object()), "sha256");
+  if (auto diff = BindingDifference(a.binding, here); !diff.empty()) {
+    a.detail = "the battery attestation " + path + " does not apply: " + diff + ": run oarbank-conform again";
+    return a;
+  }
+  for (const auto& c : j["proven_classes"])
+    if (c.is_string()) a.proven_classes.push_back(c.get<std::string>());
+  a.present = true;
+  return a;
+}
+
+std::string ProofGap(const Attestation& a, const Policy& policy) {
+  const std::string cls = PolicyClass(policy);
+  if (!a.present) return "battery.proven: class \"" + cls + "\" is not proven: " + a.detail;
+  if (std::find(a.proven_classes.begin(), a.proven_classes.end(), cls) == a.proven_classes.end())
+    return "battery.proven: the battery has not passed for the class \"" + cls +
+           "\" on this host: no policy of that class was run, or one failed";
+  return "";
+}
+
+std::string VersionText(const std::string& program, const std::string& launcher_path) {
+  const std::string launcher = LauncherSha256(launcher_path).first;
+  return program + " " + OARBANK_VERSION + "\nlauncher sha256 " + (launcher.empty() ? "unreadable" : launcher) + " (" +
+         launcher_path + ")\nbattery sha256 " + BatterySha256();
+}
+
+nlohmann::ordered_json AttestationJson(const Attestation& a) {
+  const AttestationBinding& b = a.binding;
+  return {{"format", kAttestationFormat},
+          {"kernel",
+           {{"release", b.kernel_release},
+            {"version", b.kernel_version},
+            {"landlock_abi", b.landlock_abi},
+            {"landlock_errata", b.landlock_errata}}},
+          {"launcher", {{"sha256", b.launcher_sha256}, {"stat", b.launcher_stat}}},
+          {"battery", {{"sha256", b.battery_sha256}}},
+          {"proven_classes", a.proven_classes}};
+}
+
+std::string WriteAttestation(const std::string& path, const Attestation& a) {
+  if (auto err = WriteTrustedFile(path, AttestationJson(a).dump(2) + "\n", 0644)) return err->what;
+  return "";
+}
+
+}  // namespace oarbank

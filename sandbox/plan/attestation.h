@@ -1,0 +1,108 @@
+// Cage-before-capability: a supervised job runs only a policy class that
+// the escape battery has proven on this host. oarbank-conform writes the
+// attestation after a complete run of the shipped battery; the supervisor
+// (supervisor.h) refuses any job whose class it does not prove, and the
+// enforcement report prints the same verdict.
+//
+// An attestation binds:
+//   - the kernel: `uname -r`, the whole of /proc/version (build number and
+//     date, compiler), the Landlock ABI and its errata;
+//   - the launcher: the SHA-256 of the binary the battery drove. Launch
+//     steps run in the supervising process itself (forked, not re-exec'd),
+//     so the launcher of a job is the running executable, /proc/self/exe;
+//   - the battery: the SHA-256 over its probe sources, expectations table
+//     and policies, fixed at build time (kBatterySha256) and compiled into
+//     both oarbank-conform and oarbank-agent.
+// Any difference and the attestation proves nothing; the reason names the
+// part that differs. The file is a trust file (trust_file.h): read only when
+// nobody but root (or the agent's uid) can have written it, written
+// atomically with mode 0644.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sandbox/host/host_facts.h"
+#include "sandbox/common/install_paths.h"
+#include "sandbox/policy/policy.h"
+
+namespace oarbank {
+
+inline constexpr const char* kAttestationFormat = "oarbank.attestation/1";
+
+// Where the attestation lives: $OARBANK_BATTERY_ATTESTATION, else this.
+// A path from the environment passes the same trust checks.
+inline constexpr const char* kDefaultAttestationPath = OARBANK_STATE_DIR "/battery-attestation.json";
+std::string AttestationPath();
+
+// The features that decide which cage a policy gets: role, network mode,
+// exec_writable, GPU, broker. Two policies of one class differ only in paths.
+std::string PolicyClass(const Policy& policy);
+
+// The battery this build carries: SHA-256 over "<sha256>  <path>\n" lines
+// (sha256sum's format, sorted by path) of its probe sources, expectations
+// and policies, and those files with their digests.
+std::string BatterySha256();
+struct BatteryFile {
+  const char* path;  // relative to the source tree
+  const char* sha256;
+};
+const std::vector<BatteryFile>& BatteryFiles();
+
+// What an attestation must match.
+struct AttestationBinding {
+  std::string kernel_release;
+  std::string kernel_version;  // /proc/version, whole
+  int landlock_abi = 0;
+  uint32_t landlock_errata = 0;
+  std::string launcher_sha256;
+  // The launcher file's "dev:ino:size:mtime_ns:ctime_ns" when it was hashed.
+  // A launcher whose file has exactly these is the file that was hashed
+  // (any write, rename or chmod changes them, and nobody sets a ctime), so
+  // its digest is not computed again; any other file is hashed and its
+  // digest decides.
+  std::string launcher_stat;
+  // Set, with launcher_sha256 empty, when the digest is computed only if
+  // the stat differs (LauncherHash::kWhenNeeded).
+  std::string launcher_path;
+  std::string battery_sha256;
+};
+
+// This host as `host` found it, the launcher at `launcher_path` and this
+// build's battery. The launcher's digest is "" when it cannot be read.
+AttestationBinding BindingFor(const HostFacts& host, const std::string& launcher_path);
+// The same for the running executable, hashed at most once per process:
+// at once (to write an attestation), or only when an attestation's
+// launcher_stat does not match it (to check one: a `run` then reads no
+// more of its own binary than its stat).
+enum class LauncherHash { kNow, kWhenNeeded };
+AttestationBinding BindingForThisProcess(const HostFacts& host, LauncherHash hash = LauncherHash::kNow);
+
+struct Attestation {
+  bool present = false;   // read, trusted, and bound to what was asked
+  std::string detail;     // why it proves nothing, when it does not
+  AttestationBinding binding;
+  std::vector<std::string> proven_classes;
+};
+
+// Reads the attestation at `path` and keeps its classes only if it is a
+// trusted file whose binding equals `here`.
+Attestation ReadAttestation(const std::string& path, const AttestationBinding& here);
+
+// Whether `attestation` proves `policy`'s class: "" when it does, else why
+// not, naming battery.proven and the class.
+std::string ProofGap(const Attestation& attestation, const Policy& policy);
+
+// For --version: "<program> <version>", then the SHA-256 of the launcher
+// at `launcher_path` and of this build's battery, the identities an
+// attestation binds.
+std::string VersionText(const std::string& program, const std::string& launcher_path);
+
+nlohmann::ordered_json AttestationJson(const Attestation& attestation);
+// Atomic, mode 0644, never through a link (trust_file.h). "" or why not.
+std::string WriteAttestation(const std::string& path, const Attestation& attestation);
+
+}  // namespace oarbank

@@ -1,0 +1,149 @@
+// The battery attestation binds a kernel, a launcher and a battery: each
+// part that differs makes it prove nothing, and the reason names the part.
+#include "sandbox/plan/attestation.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "sandbox/testing/test_util.h"
+
+namespace oarbank {
+namespace {
+
+class AttestationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/oarbank-attest-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    chmod(dir_.c_str(), 0755);
+    path_ = dir_ + "/attestation.json";
+    here_ = BindingForThisProcess(ProbeHost());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  Attestation Written(const AttestationBinding& binding, std::vector<std::string> classes = {kClass}) {
+    Attestation a;
+    a.binding = binding;
+    a.proven_classes = std::move(classes);
+    EXPECT_EQ(WriteAttestation(path_, a), "");
+    return ReadAttestation(path_, here_);
+  }
+
+  static constexpr const char* kClass = "runner net=none exec_writable=false gpu=none broker=no";
+  std::string dir_, path_;
+  AttestationBinding here_;
+};
+
+TEST_F(AttestationTest, TheBindingOfThisProcessIsComplete) {
+  EXPECT_FALSE(here_.kernel_release.empty());
+  EXPECT_EQ(here_.kernel_version.rfind("Linux version ", 0), 0u) << here_.kernel_version;
+  EXPECT_EQ(here_.launcher_sha256.size(), 64u);
+  EXPECT_EQ(here_.battery_sha256.size(), 64u);
+  EXPECT_EQ(here_.battery_sha256, BatterySha256());
+  EXPECT_GT(BatteryFiles().size(), 100u);
+}
+
+TEST_F(AttestationTest, AnAttestationOfThisHostProvesItsClasses) {
+  const Attestation a = Written(here_);
+  ASSERT_TRUE(a.present) << a.detail;
+  EXPECT_EQ(a.proven_classes, std::vector<std::string>{kClass});
+}
+
+TEST_F(AttestationTest, EveryPartOfTheBindingMatters) {
+  struct Case {
+    const char* part;
+    void (*forge)(AttestationBinding&);
+  };
+  const Case cases[] = {
+      {"kernel.release", [](AttestationBinding& b) { b.kernel_release += "-other"; }},
+      {"kernel.version", [](AttestationBinding& b) { b.kernel_version += " #2 SMP"; }},
+      {"kernel.landlock_abi", [](AttestationBinding& b) { b.landlock_abi += 1; }},
+      {"kernel.landlock_errata", [](AttestationBinding& b) { b.landlock_errata ^= 1; }},
+      {"launcher.sha256", [](AttestationBinding& b) {
+         b.launcher_sha256 = std::string(64, '0');
+         b.launcher_stat = "0:0:0:0:0";  // another file: the digest decides
+       }},
+      {"battery.sha256", [](AttestationBinding& b) { b.battery_sha256 = std::string(64, 'f'); }},
+  };
+  for (const auto& c : cases) {
+    AttestationBinding forged = here_;
+    c.forge(forged);
+    const Attestation a = Written(forged);
+    EXPECT_FALSE(a.present) << c.part;
+    EXPECT_NE(a.detail.find(std::string(c.part) + " differs"), std::string::npos) << a.detail;
+    EXPECT_TRUE(a.proven_classes.empty());
+  }
+}
+
+// The stat of the file that was hashed stands for its digest; any other
+// file is hashed, and then the digest alone decides.
+TEST_F(AttestationTest, TheLauncherIsTheFileThatWasHashedOrOneWithItsDigest) {
+  EXPECT_FALSE(here_.launcher_stat.empty());
+  AttestationBinding copy = here_;
+  copy.launcher_stat = "1:2:3:4:5";  // a copy of the binary elsewhere: same digest
+  EXPECT_TRUE(Written(copy).present);
+  // The lazily hashed binding of a checker agrees with the eager one.
+  const AttestationBinding lazy = BindingForThisProcess(ProbeHost(), LauncherHash::kWhenNeeded);
+  EXPECT_TRUE(lazy.launcher_sha256.empty());
+  EXPECT_EQ(lazy.launcher_stat, here_.launcher_stat);
+  Attestation a;
+  a.binding = copy;
+  a.proven_classes = {kClass};
+  ASSERT_EQ(WriteAttestation(path_, a), "");
+  EXPECT_TRUE(ReadAttestation(path_, lazy).present);
+  a.binding.launcher_sha256 = std::string(64, 'e');
+  ASSERT_EQ(WriteAttestation(path_, a), "");
+  const Attestation forged = ReadAttestation(path_, lazy);
+  EXPECT_FALSE(forged.present);
+  EXPECT_NE(forged.detail.find("launcher.sha256 differs"), std::string::npos) << forged.detail;
+}
+
+TEST_F(AttestationTest, OnlyTheProvenClassesAreProven) {
+  const Attestation a = Written(here_, {"coordinator net=none exec_writable=false gpu=none broker=no"});
+  ASSERT_TRUE(a.present);
+  testing::TempTree tree;
+  const Policy runner = tree.Runner();
+  const std::string gap = ProofGap(a, runner);
+  EXPECT_EQ(gap.rfind("battery.proven: ", 0), 0u);
+  EXPECT_NE(gap.find(PolicyClass(runner)), std::string::npos);
+  EXPECT_EQ(ProofGap(Written(here_, {PolicyClass(runner)}), runner), "");
+}
+
+TEST_F(AttestationTest, NoFileOrAnotherFormatProvesNothing) {
+  Attestation a = ReadAttestation(path_, here_);
+  EXPECT_FALSE(a.present);
+  EXPECT_NE(a.detail.find("run oarbank-conform"), std::string::npos);
+  // The format of the previous attestation, without "format" or a kernel version.
+  std::ofstream(path_) << R"({"kernel_release": "x", "landlock_abi": 7, "agent_fingerprint": "0", "proven_classes": []})";
+  chmod(path_.c_str(), 0644);
+  a = ReadAttestation(path_, here_);
+  EXPECT_FALSE(a.present);
+  EXPECT_NE(a.detail.find("is not a battery attestation"), std::string::npos) << a.detail;
+}
+
+TEST_F(AttestationTest, AnAttestationAnotherUserCouldWriteProvesNothing) {
+  if (geteuid() != 0) GTEST_SKIP() << "chown needs root";
+  Written(here_);
+  ASSERT_EQ(chown(path_.c_str(), 65534, 65534), 0);
+  const Attestation a = ReadAttestation(path_, here_);
+  EXPECT_FALSE(a.present);
+  EXPECT_NE(a.detail.find("owned by uid 65534"), std::string::npos) << a.detail;
+}
+
+TEST_F(AttestationTest, WrittenWithMode0644WhateverTheUmask) {
+  const mode_t old = umask(0);
+  Written(here_);
+  umask(old);
+  struct stat st;
+  ASSERT_EQ(stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+}
+
+}  // namespace
+}  // namespace oarbank

@@ -1,0 +1,167 @@
+#include "sandbox/plan/plan.h"
+
+#include <algorithm>
+
+#include "sandbox/policy/base_system.h"
+
+namespace oarbank {
+namespace {
+
+bool Applies(When when, const Policy& policy, BrokerHandoff broker) {
+  switch (when) {
+    case When::kAlways: return true;
+    case When::kNoBroker: return broker != BrokerHandoff::kPath;
+    case When::kNetNone: return policy.net().mode == NetMode::kNone;
+    case When::kNetEgressAllowlist: return policy.net().mode == NetMode::kEgressAllowlist;
+    case When::kExecWritableDeny: return !policy.exec_writable();
+  }
+  return true;
+}
+
+// The policy fields a capability enforces, for the list of gaps.
+std::vector<std::string> FieldsOf(CapabilityId id, const Policy& policy) {
+  switch (id) {
+    case CapabilityId::kFilesystem: {
+      std::vector<std::string> fields;
+      for (const auto& g : policy.grants()) fields.push_back(g.field);
+      return fields;
+    }
+    case CapabilityId::kExecWritableDeny: return {"exec_writable"};
+    case CapabilityId::kGpu: return {"devices.gpu"};
+    case CapabilityId::kNetNone:
+    case CapabilityId::kNetEgressAllowlist:
+    case CapabilityId::kNetNoLoopback:
+    case CapabilityId::kNetNoLinkLocal:
+    case CapabilityId::kNetEgressAny: return {"net.mode"};
+    case CapabilityId::kIpcBrokerOnly: return {"broker"};
+    case CapabilityId::kNoNewPrivs:
+    case CapabilityId::kSeccomp:
+    case CapabilityId::kFilesystemMetadata:
+    case CapabilityId::kNetNeverListen:
+    case CapabilityId::kIpcUnixSockets:
+    case CapabilityId::kIpcScoping:
+    case CapabilityId::kChildrenNoNamespaces:
+    case CapabilityId::kProcessContainer:
+    case CapabilityId::kLimitsMemory:
+    case CapabilityId::kLimitsCpu:
+    case CapabilityId::kHideExistence:
+    case CapabilityId::kBatteryProven: return {std::string("(always-on) ") + CapabilityName(id)};
+  }
+  return {};
+}
+
+}  // namespace
+
+uint64_t ReadExecuteRights(LandlockAbi abi) {
+  return HandledFs(abi) & (kFsExecute | kFsReadFile | kFsReadDir);
+}
+
+uint64_t ReadWriteRights(LandlockAbi abi, bool exec_writable) {
+  // Every file right but execute (unless exec_writable), MAKE_CHAR and
+  // MAKE_BLOCK and IOCTL_DEV (no device lives in a work directory; a node
+  // made there would open whatever its numbers name, and a whiteout is
+  // refused with them), and RESOLVE_UNIX (only the broker).
+  uint64_t rights = HandledFs(abi) & ~(kFsMakeChar | kFsMakeBlock | kFsIoctlDev | kFsResolveUnix);
+  if (!exec_writable) rights &= ~kFsExecute;
+  return rights;
+}
+
+uint64_t DeviceRights(LandlockAbi abi) { return HandledFs(abi) & (kFsReadFile | kFsWriteFile); }
+
+uint64_t GpuRights(LandlockAbi abi) {
+  // /dev/dri is a directory (read it to find the render nodes); the nodes
+  // need ioctls, which ABI 5+ otherwise refuses on devices.
+  return HandledFs(abi) & (kFsReadFile | kFsWriteFile | kFsReadDir | kFsIoctlDev);
+}
+
+const char* BrokerHandoffName(BrokerHandoff handoff) {
+  switch (handoff) {
+    case BrokerHandoff::kNone: return "none";
+    case BrokerHandoff::kInheritedFd: return "inherited-fd";
+    case BrokerHandoff::kPath: return "path";
+  }
+  return "?";
+}
+
+ProbeScope LaunchProbeScope(const Policy& policy) {
+  ProbeScope scope;
+  scope.cgroup = false;
+  switch (policy.gpu()) {
+    case GpuMode::kNone: scope.gpu_nodes = false; break;
+    case GpuMode::kCompute: scope.gpu_nodes = true; break;
+  }
+  return scope;
+}
+
+Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
+  Plan plan;
+  plan.placement = Place(policy, host);
+  if (policy.broker())
+    plan.broker = (HandledFs(ToAbi(host.landlock_abi)) & kFsResolveUnix) ? BrokerHandoff::kPath
+                                                                          : BrokerHandoff::kInheritedFd;
+
+  // Landlock, at the host's ABI.
+  const LandlockAbi abi = ToAbi(host.landlock_abi);
+  LandlockPlan& ll = plan.landlock;
+  ll.abi = abi;
+  ll.handled_fs = HandledFs(abi);
+  ll.handled_net = HandledNet(abi);
+  ll.scoped = HandledScopes(abi);
+  if (abi != LandlockAbi::kNone) {
+    for (auto base : kBaseReadExecute) {
+      // Root owns /etc's root-only files: root sees /etc through the
+      // idmapped view (mounted below), or else the /etc grant is narrowed
+      // to its world-readable parts; listing /etc stays allowed.
+      if (base == "/etc" && host.runs_as_root && !host.etc_view.idmap) {
+        ll.paths.push_back({"/etc", HandledFs(abi) & kFsReadDir, true, "base system"});
+        for (const auto& part : host.etc_world_readable)
+          if (part != "/etc") ll.paths.push_back({part, ReadExecuteRights(abi), true, "base system /etc"});
+        if (std::find(host.etc_world_readable.begin(), host.etc_world_readable.end(), "/etc") ==
+            host.etc_world_readable.end())
+          continue;
+      }
+      ll.paths.push_back({std::string(base), ReadExecuteRights(abi), true, "base system"});
+    }
+    for (auto dev : kBaseDevices) ll.paths.push_back({std::string(dev), DeviceRights(abi), true, "base device"});
+    for (const auto& g : policy.grants()) {
+      const uint64_t rights = g.access == Access::kReadExecute ? ReadExecuteRights(abi)
+                                                               : ReadWriteRights(abi, policy.exec_writable());
+      ll.paths.push_back({g.path, rights, false, g.field, true});
+    }
+    switch (policy.gpu()) {
+      case GpuMode::kNone: break;
+      case GpuMode::kCompute:
+        for (const auto& node : host.gpu_nodes)
+          ll.paths.push_back({node, GpuRights(abi), true, "devices.gpu"});
+        break;
+    }
+    // The broker socket: on ABI 9 the only pathname unix socket reachable;
+    // below it an inherited connection (BrokerHandoff).
+    if (policy.broker() && (ll.handled_fs & kFsResolveUnix))
+      ll.paths.push_back({*policy.broker(), kFsResolveUnix, false, "broker", true});
+    // TCP: egress goes to the agent's proxy port alone; nothing binds.
+    if (ll.handled_net != 0 && policy.net().mode == NetMode::kEgressAllowlist)
+      ll.ports.push_back({static_cast<uint16_t>(policy.net().proxy_port), kNetConnectTcp, "net.proxy_port"});
+  }
+
+  // What is not enforced, field by field: every grant is enforced by the
+  // plan's rules or listed here (and then the launcher refuses to run).
+  for (const auto& fault : plan.placement.at_fault)
+    for (auto& field : FieldsOf(fault.id, policy)) plan.gaps.push_back({std::move(field), fault.id, fault.detail});
+
+  // The mount namespace: everything read-only but the writable grants
+  // (filesystem.metadata), which are noexec unless exec_writable.
+  plan.read_only_mounts = true;
+  for (const auto& g : policy.grants())
+    if (g.access == Access::kReadWrite) plan.writable_binds.push_back(g.path);
+  plan.writable_noexec = !policy.exec_writable();
+  if (host.runs_as_root && host.etc_view.idmap && abi != LandlockAbi::kNone)
+    plan.root_etc_idmap_fd = host.etc_view.idmap->fd();
+
+  plan.seccomp.reserve(SeccompRuleTable().size());
+  for (const auto& rule : SeccompRuleTable())
+    if (Applies(rule.when, policy, plan.broker)) plan.seccomp.push_back(rule);
+  return plan;
+}
+
+}  // namespace oarbank

@@ -1,0 +1,95 @@
+// PlanConfinement decides, without a single syscall, everything the launcher
+// will apply for a policy on a host: the Landlock ruleset for the host's
+// ABI, the private mount namespace with noexec binds, the seccomp rows, the
+// fds to keep, and the placement verdict. The enforce step (enforce.h) only
+// carries the plan out; it holds no policy logic.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sandbox/plan/capabilities.h"
+#include "sandbox/host/host_facts.h"
+#include "sandbox/host/landlock_abi.h"
+#include "sandbox/policy/policy.h"
+#include "sandbox/seccomp/rules.h"
+
+namespace oarbank {
+
+struct PathRule {
+  std::string path;
+  uint64_t access = 0;   // Landlock fs rights; masked to file rights at apply time for a file
+  bool optional = false; // base-system paths absent on this host are skipped; a policy path is never optional
+  std::string source;    // the policy field or "base system"
+  // A policy path, canonical when the policy was read: opened with no symlink
+  // allowed in any component, so one swapped in since (by a process sharing
+  // the grant) refuses the launch instead of moving the rule.
+  bool canonical = false;
+};
+
+struct PortRule {
+  uint16_t port = 0;
+  uint64_t access = 0;
+  std::string source;
+};
+
+struct LandlockPlan {
+  LandlockAbi abi = LandlockAbi::kNone;
+  uint64_t handled_fs = 0;
+  uint64_t handled_net = 0;
+  uint64_t scoped = 0;
+  std::vector<PathRule> paths;
+  std::vector<PortRule> ports;
+};
+
+// A grant the plan does not enforce, with the capability that would.
+struct Gap {
+  std::string field;
+  CapabilityId capability;
+  std::string detail;
+};
+
+// How a granted broker reaches the module (sandbox/broker/server.h). Below Landlock ABI 9
+// nothing can limit pathname connects to one socket, so socket(AF_UNIX)
+// stays refused and the launcher hands the module one already-connected
+// socket (OARBANK_BROKER=fd:N), the only unix socket it holds. From ABI 9
+// the module connects by path (OARBANK_BROKER=unix:/path) and Landlock's
+// RESOLVE_UNIX lets it reach that socket alone.
+enum class BrokerHandoff { kNone, kInheritedFd, kPath };
+const char* BrokerHandoffName(BrokerHandoff handoff);  // "none", "inherited-fd", "path"
+
+struct Plan {
+  Placement placement;
+  BrokerHandoff broker = BrokerHandoff::kNone;
+  LandlockPlan landlock;
+  // A private user+mount namespace, on every launch. Every mount in it is
+  // read-only: Landlock has no hook on chmod, chown, utimensat or setxattr,
+  // and a read-only mount refuses them (EROFS) outside the writable grants.
+  // Each writable grant is bound onto itself read-write, nosuid, nodev, and
+  // noexec when exec_writable is false, so that even the dynamic loader
+  // cannot map a written file executable.
+  // A launch as root also mounts an idmapped copy of /etc over /etc there
+  // (root_etc.h), when the host can make one: through this user namespace.
+  bool read_only_mounts = false;  // set by the planner; cleared only by a test build's fault
+  std::vector<std::string> writable_binds;
+  bool writable_noexec = false;
+  int root_etc_idmap_fd = -1;
+  std::vector<SeccompRule> seccomp;
+  std::vector<Gap> gaps;
+};
+
+Plan PlanConfinement(const Policy& policy, const HostFacts& host);
+
+// The host facts PlanConfinement reads for `policy`, so the launcher probes
+// no more: never a cgroup fact (no capability it requires is a cgroup one),
+// GPU nodes only for devices.gpu = "compute". plan_test holds the plan to it.
+ProbeScope LaunchProbeScope(const Policy& policy);
+
+// Rights for each kind of grant at an ABI (exposed for tests and the report).
+uint64_t ReadExecuteRights(LandlockAbi abi);
+uint64_t ReadWriteRights(LandlockAbi abi, bool exec_writable);
+uint64_t DeviceRights(LandlockAbi abi);
+uint64_t GpuRights(LandlockAbi abi);
+
+}  // namespace oarbank

@@ -1,0 +1,432 @@
+#include "sandbox/policy/policy.h"
+
+#include "sandbox/common/read_file.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "sandbox/common/parse_error.h"
+#include "sandbox/policy/base_system.h"
+
+namespace oarbank {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxPolicyBytes = 1 << 20;
+
+const char* TypeName(const json& v) {
+  if (v.is_number_integer() || v.is_number_unsigned()) return "integer";
+  return v.type_name();
+}
+
+// Fails on the first key of `obj` not in `allowed`.
+std::optional<Error> CheckKeys(const json& obj, const std::string& prefix,
+                               std::initializer_list<std::string_view> allowed) {
+  for (const auto& [key, value] : obj.items())
+    if (auto error = UnknownKey(key, prefix, allowed, "field")) return error;
+  return std::nullopt;
+}
+
+bool IsWithin(const std::string& child, const std::string& parent) {
+  if (parent == "/") return true;
+  return child == parent ||
+         (child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 &&
+          child[parent.size()] == '/');
+}
+
+enum class Kind { kDir, kDirOrFile, kSocket };
+
+// An absolute, glob-free path to an existing object, resolved to its
+// canonical form.
+Expected<std::string> ParsePath(const json& v, const std::string& where, Kind kind) {
+  if (!v.is_string()) return Bad(where, std::string("expected an absolute path string, got ") + TypeName(v));
+  const std::string raw = v.get<std::string>();
+  if (raw.empty() || raw[0] != '/') return Bad(where, "expected an absolute path, got \"" + raw + "\"");
+  if (raw.find_first_of("*?[") != std::string::npos)
+    return Bad(where, "globs are not allowed: a grant is a whole directory or a single file");
+  if (raw.find('\0') != std::string::npos || raw.size() >= PATH_MAX) return Bad(where, "expected a valid path");
+  char resolved[PATH_MAX];
+  if (realpath(raw.c_str(), resolved) == nullptr) return Bad(where, "no such file or directory: " + raw);
+  struct stat st {};
+  if (stat(resolved, &st) != 0) return Bad(where, "cannot stat " + raw);
+  switch (kind) {
+    case Kind::kDir:
+      if (!S_ISDIR(st.st_mode)) return Bad(where, "expected a directory: " + raw);
+      break;
+    case Kind::kDirOrFile:
+      if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
+        return Bad(where, "expected a directory or a regular file: " + raw);
+      break;
+    case Kind::kSocket:
+      if (!S_ISSOCK(st.st_mode)) return Bad(where, "expected an existing unix socket: " + raw);
+      break;
+  }
+  return std::string(resolved);
+}
+
+bool IsDir(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace
+
+// "host[:port]" with an optional leading "*." label; never an IP address.
+std::optional<std::string> CheckAllowEntry(const std::string& entry) {
+  std::string host = entry;
+  const auto colon = entry.rfind(':');
+  if (entry.find('[') != std::string::npos || std::count(entry.begin(), entry.end(), ':') > 1)
+    return "IP addresses are not allowed, only host names";
+  if (colon != std::string::npos) {
+    host = entry.substr(0, colon);
+    const std::string port = entry.substr(colon + 1);
+    if (port.empty() || port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](unsigned char c) { return std::isdigit(c) != 0; }) ||
+        std::stoi(port) < 1 || std::stoi(port) > 65535)
+      return "expected a port 1..65535 after ':'";
+  }
+  if (host.rfind("*.", 0) == 0) host = host.substr(2);
+  if (host.empty() || host.size() > 253) return "expected host[:port]";
+  if (host.find('*') != std::string::npos) return "'*' is allowed only as a leading \"*.\" label";
+  bool all_numeric = true;
+  std::stringstream labels(host);
+  std::string label;
+  size_t count = 0;
+  while (std::getline(labels, label, '.')) {
+    ++count;
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-')
+      return "expected host[:port] with non-empty labels";
+    for (char c : label) {
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-'))
+        return "expected host[:port]: '" + std::string(1, c) + "' is not allowed in a host name";
+      if (!std::isdigit(static_cast<unsigned char>(c))) all_numeric = false;
+    }
+  }
+  if (host.back() == '.') return "expected host[:port] with non-empty labels";
+  if (all_numeric || count == 0) return "IP addresses are not allowed, only host names";
+  // inet_aton reads "127.1", "0x7f.1" and "2130706433" as addresses; no
+  // top-level domain is numeric, so a numeric or hex last label is an address.
+  const std::string last = host.substr(host.rfind('.') == std::string::npos ? 0 : host.rfind('.') + 1);
+  if (std::all_of(last.begin(), last.end(), [](unsigned char c) { return std::isdigit(c) != 0; }) ||
+      last.rfind("0x", 0) == 0)
+    return "IP addresses are not allowed, only host names";
+  if (last == "localhost") return "localhost names loopback, which is never reachable";
+  return std::nullopt;
+}
+
+namespace {
+
+Expected<int> ParsePort(const json& v, const std::string& where) {
+  if (!v.is_number_integer() || v.get<long long>() < 1 || v.get<long long>() > 65535)
+    return Bad(where, "expected integer 1..65535");
+  return static_cast<int>(v.get<long long>());
+}
+
+Expected<double> ParsePositive(const json& v, const std::string& where) {
+  if (!v.is_number() || !(v.get<double>() > 0) || v.get<double>() > 1e6)
+    return Bad(where, "expected a positive number");
+  return v.get<double>();
+}
+
+// Parses the text, refusing duplicate keys (nlohmann keeps the last one,
+// which would let a second "net" silently override the first).
+Expected<json> ParseJson(std::string_view text) {
+  if (text.size() > kMaxPolicyBytes) return Bad("(policy)", "larger than 1 MiB");
+  std::vector<std::set<std::string>> keys;
+  std::optional<std::string> duplicate;
+  json::parser_callback_t on_event = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start: keys.emplace_back(); break;
+      case json::parse_event_t::object_end: if (!keys.empty()) keys.pop_back(); break;
+      case json::parse_event_t::key:
+        if (!keys.empty() && !keys.back().insert(parsed.get<std::string>()).second && !duplicate)
+          duplicate = parsed.get<std::string>();
+        break;
+      case json::parse_event_t::array_start:
+      case json::parse_event_t::array_end:
+      case json::parse_event_t::value: break;
+    }
+    return true;
+  };
+  json doc = json::parse(text.begin(), text.end(), on_event, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return Bad("(policy)", "expected a JSON object: the text is not valid JSON");
+  if (duplicate) return Bad(KeyName(*duplicate), "duplicate field");
+  if (!doc.is_object()) return Bad("(policy)", std::string("expected a JSON object, got ") + TypeName(doc));
+  return doc;
+}
+
+}  // namespace
+
+const char* RoleName(Role role) {
+  switch (role) {
+    case Role::kCoordinator: return "coordinator";
+    case Role::kRunner: return "runner";
+    case Role::kService: return "service";
+    case Role::kProbe: return "probe";
+  }
+  return "?";
+}
+
+const char* NetModeName(NetMode mode) {
+  switch (mode) {
+    case NetMode::kNone: return "none";
+    case NetMode::kEgressAllowlist: return "egress-allowlist";
+    case NetMode::kEgressAny: return "egress-any";
+  }
+  return "?";
+}
+
+// One line whatever the policy held: control bytes in keys or paths are
+// shown escaped, never written to the terminal.
+std::string PolicyErrorLine(const Error& error) {
+  std::string line;
+  for (unsigned char c : "policy: " + error.where + ": " + error.what) {
+    if (c >= 0x20 && c != 0x7f) {
+      line += static_cast<char>(c);
+    } else {
+      char hex[8];
+      snprintf(hex, sizeof hex, "\\x%02x", c);
+      line += hex;
+    }
+  }
+  return line;
+}
+
+Expected<Policy> ParsePolicy(std::string_view json_text) {
+  auto parsed = ParseJson(json_text);
+  if (!parsed.ok()) return parsed.error();
+  const json& doc = parsed.value();
+  if (auto e = CheckKeys(doc, "", {"contract", "role", "bundle", "runtime", "tools", "work", "data", "tmp",
+                                   "net", "broker", "devices", "exec_writable", "limits"}))
+    return *e;
+
+  Policy p;
+  // contract and role first: everything else depends on them.
+  if (!doc.contains("contract")) return Bad("contract", "missing: expected 1");
+  if (!doc["contract"].is_number_integer() || doc["contract"].get<long long>() != 1)
+    return Bad("contract", "expected 1 (the only contract version this launcher knows)");
+  p.contract_ = 1;
+
+  if (!doc.contains("role")) return Bad("role", "missing: expected one of coordinator, runner, service, probe");
+  const json& role = doc["role"];
+  const std::string role_name = role.is_string() ? role.get<std::string>() : "";
+  if (role_name == "coordinator") p.role_ = Role::kCoordinator;
+  else if (role_name == "runner") p.role_ = Role::kRunner;
+  else if (role_name == "service") p.role_ = Role::kService;
+  else if (role_name == "probe") p.role_ = Role::kProbe;
+  else return Bad("role", "expected one of coordinator, runner, service, probe");
+
+  // Which role may have which directory (sandbox-contract.md, "What every
+  // module process may touch"). The private tmp lives inside work for a
+  // runner and inside data for every other role.
+  const bool runner = p.role_ == Role::kRunner;
+  const bool may_have_tools = p.role_ != Role::kCoordinator;
+  if (doc.contains("work") && !runner)
+    return Bad("work", std::string("a ") + RoleName(p.role_) + " has no work directory (runner only)");
+  if (doc.contains("tools") && !may_have_tools) return Bad("tools", "a coordinator may not use host tools");
+
+  auto add_grant = [&p](std::string field, const std::string& path, Access access) {
+    p.grants_.push_back(Grant{std::move(field), path, IsDir(path), access});
+  };
+
+  if (!doc.contains("bundle")) return Bad("bundle", "missing: expected an absolute path to a directory");
+  auto bundle = ParsePath(doc["bundle"], "bundle", Kind::kDir);
+  if (!bundle.ok()) return bundle.error();
+  p.bundle_ = bundle.value();
+  add_grant("bundle", p.bundle_, Access::kReadExecute);
+
+  if (doc.contains("runtime")) {
+    auto runtime = ParsePath(doc["runtime"], "runtime", Kind::kDirOrFile);
+    if (!runtime.ok()) return runtime.error();
+    p.runtime_ = runtime.value();
+    add_grant("runtime", *p.runtime_, Access::kReadExecute);
+  }
+
+  if (doc.contains("tools")) {
+    const json& tools = doc["tools"];
+    if (!tools.is_array()) return Bad("tools", std::string("expected an array, got ") + TypeName(tools));
+    std::set<std::string> ids;
+    for (size_t i = 0; i < tools.size(); ++i) {
+      const std::string at = "tools[" + std::to_string(i) + "]";
+      const json& t = tools[i];
+      if (!t.is_object()) return Bad(at, std::string("expected an object, got ") + TypeName(t));
+      if (auto e = CheckKeys(t, at + ".", {"id", "paths", "trust"})) return *e;
+      Tool tool;
+      if (!t.contains("id") || !t["id"].is_string() || t["id"].get<std::string>().empty())
+        return Bad(at + ".id", "expected a non-empty string");
+      tool.id = t["id"].get<std::string>();
+      if (!ids.insert(tool.id).second) return Bad(at + ".id", "duplicate tool id \"" + tool.id + "\"");
+      if (t.contains("trust")) {
+        if (!t["trust"].is_string() || t["trust"].get<std::string>() != "code-exec")
+          return Bad(at + ".trust", "expected \"code-exec\" (or no trust field)");
+        tool.code_exec = true;
+      }
+      if (!t.contains("paths") || !t["paths"].is_array() || t["paths"].empty())
+        return Bad(at + ".paths", "expected a non-empty array of absolute paths");
+      for (size_t j = 0; j < t["paths"].size(); ++j) {
+        const std::string where = at + ".paths[" + std::to_string(j) + "]";
+        auto path = ParsePath(t["paths"][j], where, Kind::kDirOrFile);
+        if (!path.ok()) return path.error();
+        tool.paths.push_back(path.value());
+        add_grant(where, path.value(), Access::kReadExecute);
+      }
+      p.tools_.push_back(std::move(tool));
+    }
+  }
+
+  for (const char* field : {"work", "data"}) {
+    if (!doc.contains(field)) continue;
+    auto dir = ParsePath(doc[field], field, Kind::kDir);
+    if (!dir.ok()) return dir.error();
+    (std::string(field) == "work" ? p.work_ : p.data_) = dir.value();
+    add_grant(field, dir.value(), Access::kReadWrite);
+  }
+
+  if (doc.contains("tmp")) {
+    auto tmp = ParsePath(doc["tmp"], "tmp", Kind::kDir);
+    if (!tmp.ok()) return tmp.error();
+    const char* home = runner ? "work" : "data";
+    const auto& parent = runner ? p.work_ : p.data_;
+    if (!parent || !IsWithin(tmp.value(), *parent) || tmp.value() == *parent)
+      return Bad("tmp", std::string("expected a directory inside ") + home + " (a " + RoleName(p.role_) +
+                            "'s private tmp lives there)");
+    p.tmp_ = tmp.value();
+    add_grant("tmp", *p.tmp_, Access::kReadWrite);
+  }
+
+  if (doc.contains("net")) {
+    const json& net = doc["net"];
+    if (!net.is_object()) return Bad("net", std::string("expected an object, got ") + TypeName(net));
+    if (auto e = CheckKeys(net, "net.", {"mode", "allow", "proxy_port"})) return *e;
+    const std::string mode = net.contains("mode") && net["mode"].is_string() ? net["mode"].get<std::string>() : "";
+    if (mode == "none") p.net_.mode = NetMode::kNone;
+    else if (mode == "egress-allowlist") p.net_.mode = NetMode::kEgressAllowlist;
+    else if (mode == "egress-any") p.net_.mode = NetMode::kEgressAny;
+    else return Bad("net.mode", "expected one of none, egress-allowlist, egress-any");
+    const bool allowlist = p.net_.mode == NetMode::kEgressAllowlist;
+    if (allowlist && !net.contains("allow")) return Bad("net.allow", "missing: egress-allowlist needs at least one host");
+    if (allowlist && !net.contains("proxy_port")) return Bad("net.proxy_port", "missing: expected integer 1..65535");
+    if (!allowlist && net.contains("allow")) return Bad("net.allow", "only allowed with mode egress-allowlist");
+    if (!allowlist && net.contains("proxy_port")) return Bad("net.proxy_port", "only allowed with mode egress-allowlist");
+    if (allowlist) {
+      const json& allow = net["allow"];
+      if (!allow.is_array() || allow.empty()) return Bad("net.allow", "expected a non-empty array of host[:port]");
+      for (size_t i = 0; i < allow.size(); ++i) {
+        const std::string where = "net.allow[" + std::to_string(i) + "]";
+        if (!allow[i].is_string()) return Bad(where, "expected a string host[:port]");
+        std::string entry = allow[i].get<std::string>();
+        std::transform(entry.begin(), entry.end(), entry.begin(),
+                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        if (auto why = CheckAllowEntry(entry)) return Bad(where, *why);
+        p.net_.allow.push_back(entry);
+      }
+      auto port = ParsePort(net["proxy_port"], "net.proxy_port");
+      if (!port.ok()) return port.error();
+      p.net_.proxy_port = port.value();
+    }
+  }
+
+  if (doc.contains("broker")) {
+    auto broker = ParsePath(doc["broker"], "broker", Kind::kSocket);
+    if (!broker.ok()) return broker.error();
+    p.broker_ = broker.value();
+  }
+
+  if (doc.contains("devices")) {
+    const json& devices = doc["devices"];
+    if (!devices.is_object()) return Bad("devices", std::string("expected an object, got ") + TypeName(devices));
+    if (auto e = CheckKeys(devices, "devices.", {"gpu"})) return *e;
+    if (devices.contains("gpu")) {
+      const json& gpu = devices["gpu"];
+      const std::string g = gpu.is_string() ? gpu.get<std::string>() : "";
+      if (g == "compute") p.gpu_ = GpuMode::kCompute;
+      else if (g == "none") p.gpu_ = GpuMode::kNone;
+      else return Bad("devices.gpu", "expected \"compute\" or \"none\"");
+    }
+  }
+
+  if (doc.contains("exec_writable")) {
+    if (!doc["exec_writable"].is_boolean()) return Bad("exec_writable", "expected true or false");
+    p.exec_writable_ = doc["exec_writable"].get<bool>();
+  }
+
+  if (doc.contains("limits")) {
+    const json& limits = doc["limits"];
+    if (!limits.is_object()) return Bad("limits", std::string("expected an object, got ") + TypeName(limits));
+    if (auto e = CheckKeys(limits, "limits.", {"mem_gb", "cpus", "pids"})) return *e;
+    if (limits.contains("mem_gb")) {
+      auto v = ParsePositive(limits["mem_gb"], "limits.mem_gb");
+      if (!v.ok()) return v.error();
+      p.limits_.mem_gb = v.value();
+    }
+    if (limits.contains("cpus")) {
+      auto v = ParsePositive(limits["cpus"], "limits.cpus");
+      if (!v.ok()) return v.error();
+      p.limits_.cpus = v.value();
+    }
+    if (limits.contains("pids")) {
+      const json& v = limits["pids"];
+      if (!v.is_number_unsigned() || v.get<uint64_t>() < 1 || v.get<uint64_t>() > kMaxPidsMax)
+        return Bad("limits.pids", "expected an integer 1.." + std::to_string(kMaxPidsMax));
+      p.limits_.pids = v.get<uint64_t>();
+    }
+  }
+
+  // Landlock path rules only add rights: a writable grant inside a
+  // read+execute one (the policy's or the base system's) would inherit
+  // execute, and a read+execute grant inside a writable one would become
+  // writable. Refuse both rather than enforce less than the policy says.
+  // Pseudo filesystems are never a grant: their files are the kernel's and
+  // other processes' (the base system already reads /proc and the CPU list).
+  for (const auto& g : p.grants_)
+    for (const char* pseudo : {"/dev", "/proc", "/sys"})
+      if (IsWithin(g.path, pseudo))
+        return Bad(g.field, g.path + " is inside " + pseudo + ", which a grant may not name");
+
+  std::vector<Grant> read_execute;
+  for (auto base : kBaseReadExecute) {
+    char resolved[PATH_MAX];
+    if (realpath(std::string(base).c_str(), resolved) != nullptr)
+      read_execute.push_back(Grant{"base system " + std::string(base), resolved, true, Access::kReadExecute});
+  }
+  for (const auto& g : p.grants_)
+    if (g.access == Access::kReadExecute) read_execute.push_back(g);
+  for (const auto& w : p.grants_) {
+    if (w.access != Access::kReadWrite) continue;
+    for (const auto& r : read_execute) {
+      if (IsWithin(r.path, w.path))
+        return Bad(r.field.rfind("base system", 0) == 0 ? w.field : r.field,
+                   r.path + " (" + r.field + ") lies inside the writable grant " + w.field + " (" + w.path +
+                       ") and would become writable");
+      const bool base = r.field.rfind("base system", 0) == 0;
+      if (IsWithin(w.path, r.path) && base)
+        return Bad(w.field, w.path + " lies inside the base system (" + r.path + "), which no module may write");
+      if (IsWithin(w.path, r.path) && !p.exec_writable_)
+        return Bad(w.field, w.path + " lies inside the read+execute grant " + r.field + " (" + r.path +
+                                ") and would inherit execute (Landlock rules only add rights): move it out, "
+                                "or set exec_writable");
+    }
+  }
+  return p;
+}
+
+Expected<Policy> LoadPolicyFile(const std::string& path) {
+  std::string why;
+  const auto text = ReadFileUpTo(path, kMaxPolicyBytes, &why);
+  if (!text) return Bad(path, "cannot read the policy file: " + why);
+  return ParsePolicy(*text);
+}
+
+std::optional<std::string> CheckNetAllowEntry(const std::string& entry) { return CheckAllowEntry(entry); }
+
+}  // namespace oarbank

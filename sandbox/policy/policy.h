@@ -1,0 +1,124 @@
+// The SDK's Policy (DESIGN §2). ParsePolicy is the only way to make one and a
+// Policy never changes afterwards: every cross-field rule (which role may
+// name which directory, where tmp must live, which grants may nest) is
+// checked once, in ParsePolicy, and nowhere else.
+//
+// Paths are resolved to canonical absolute paths when the policy is parsed,
+// which happens at launch: a symlink in a policy is followed once, here, and
+// the resolved inode is what Landlock is later given.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sandbox/common/expected.h"
+
+namespace oarbank {
+
+enum class Role { kCoordinator, kRunner, kService, kProbe };
+enum class NetMode { kNone, kEgressAllowlist, kEgressAny };
+enum class GpuMode { kNone, kCompute };
+
+// What a grant lets the module do. Landlock path rules only add rights, so
+// two grants of different kinds must never nest (ParsePolicy refuses it).
+enum class Access { kReadExecute, kReadWrite };
+
+struct Grant {
+  std::string field;  // JSON path that named it, e.g. "tools[0].paths[1]"
+  std::string path;   // canonical absolute path
+  bool is_dir = true;
+  Access access = Access::kReadExecute;
+};
+
+struct Tool {
+  std::string id;
+  std::vector<std::string> paths;  // canonical
+  bool code_exec = false;          // trust = "code-exec": flagged at approval
+};
+
+struct NetPolicy {
+  NetMode mode = NetMode::kNone;
+  std::vector<std::string> allow;  // host[:port], "*." prefix for subdomains
+  int proxy_port = 0;              // egress-allowlist only
+};
+
+// limits.pids: at most this many processes and threads in the job's
+// cgroup leaf (pids.max), where the pids controller is delegated; reported
+// `unavailable` elsewhere. Absent: kDefaultPidsMax.
+inline constexpr uint64_t kDefaultPidsMax = 4096;
+inline constexpr uint64_t kMaxPidsMax = 4194304;  // the kernel's PID_MAX_LIMIT
+
+struct Limits {
+  std::optional<double> mem_gb;
+  std::optional<double> cpus;
+  uint64_t pids = kDefaultPidsMax;  // 1..kMaxPidsMax
+};
+
+class Policy;
+Expected<Policy> ParsePolicy(std::string_view json_text);
+
+class Policy {
+ public:
+  int contract() const { return contract_; }
+  Role role() const { return role_; }
+  const std::string& bundle() const { return bundle_; }
+  const std::optional<std::string>& runtime() const { return runtime_; }
+  const std::vector<Tool>& tools() const { return tools_; }
+  const std::optional<std::string>& work() const { return work_; }
+  const std::optional<std::string>& data() const { return data_; }
+  const std::optional<std::string>& tmp() const { return tmp_; }
+  const NetPolicy& net() const { return net_; }
+  const std::optional<std::string>& broker() const { return broker_; }
+  GpuMode gpu() const { return gpu_; }
+  bool exec_writable() const { return exec_writable_; }
+  const Limits& limits() const { return limits_; }
+
+  // Every directory or file the policy grants, with the field that named it.
+  const std::vector<Grant>& grants() const { return grants_; }
+
+ private:
+  Policy() = default;
+  friend Expected<Policy> ParsePolicy(std::string_view json_text);
+
+  int contract_ = 1;
+  Role role_ = Role::kRunner;
+  std::string bundle_;
+  std::optional<std::string> runtime_;
+  std::vector<Tool> tools_;
+  std::optional<std::string> work_;
+  std::optional<std::string> data_;
+  std::optional<std::string> tmp_;
+  NetPolicy net_;
+  std::optional<std::string> broker_;
+  GpuMode gpu_ = GpuMode::kNone;
+  bool exec_writable_ = false;
+  Limits limits_;
+  std::vector<Grant> grants_;
+};
+
+// Reads and parses a policy file; a missing or unreadable file is an Error
+// whose `where` is the file name.
+Expected<Policy> LoadPolicyFile(const std::string& path);
+
+// The one-line form printed on stderr: "policy: net.proxy_port: expected ...".
+std::string PolicyErrorLine(const Error& error);
+
+// Checks one net.allow entry, "host[:port]" with an optional leading "*."
+// label, lower-case; nullopt if valid, else what is wrong. Never an IP
+// address in any spelling inet_aton reads. The egress proxy checks request
+// hosts with the same function (sandbox/egress/allowlist.h).
+std::optional<std::string> CheckAllowEntry(const std::string& entry);
+
+const char* RoleName(Role role);
+const char* NetModeName(NetMode mode);
+
+// The check ParsePolicy applies to one lower-case net.allow entry
+// ("host[:port]", optional leading "*." label, never an IP address): why it
+// is refused, or nothing. Shared with the manifest parser (manifest.h), so a
+// manifest accepts exactly the entries a Policy does.
+std::optional<std::string> CheckNetAllowEntry(const std::string& entry);
+
+}  // namespace oarbank

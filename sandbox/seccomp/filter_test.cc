@@ -1,0 +1,122 @@
+// The build's seccomp programs (sandbox/seccomp/filter.h): each is exactly what
+// libseccomp compiles for its rows, every plan finds one, and rows the build
+// did not compile are compiled at launch and still enforced.
+#include "sandbox/seccomp/filter.h"
+
+#include <errno.h>
+#include <gtest/gtest.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "sandbox/launch/enforce.h"
+#include "sandbox/plan/plan.h"
+#include "sandbox/testing/test_util.h"
+
+namespace oarbank {
+namespace {
+
+using testing::FakeHost;
+using testing::TempTree;
+
+bool SameProgram(std::span<const sock_filter> a, const std::vector<sock_filter>& b) {
+  return a.size() == b.size() && memcmp(a.data(), b.data(), b.size() * sizeof(sock_filter)) == 0;
+}
+
+TEST(SeccompPrecompiled, EachRowSetsProgramIsWhatLibseccompCompiles) {
+  const auto sets = SeccompRowSets();
+  ASSERT_GE(sets.size(), 16u);  // four conditions in the table today
+  for (const auto& rows : sets) {
+    auto compiled = CompileSeccomp(rows);
+    ASSERT_TRUE(compiled.ok()) << compiled.error().where << ": " << compiled.error().what;
+    const auto built = PrecompiledSeccomp(rows);
+    ASSERT_FALSE(built.empty()) << SeccompRowsKey(rows);
+    EXPECT_TRUE(SameProgram(built, compiled.value())) << SeccompRowsKey(rows);
+  }
+}
+
+TEST(SeccompPrecompiled, EveryPlanFindsItsProgram) {
+  TempTree tree;
+  const std::string broker = "\"broker\": \"" + tree.MakeSocket("broker.sock") + "\"";
+  const char* nets[] = {R"("net": {"mode": "none"})",
+                        R"("net": {"mode": "egress-allowlist", "allow": ["api.example.org"], "proxy_port": 3128})"};
+  int plans = 0;
+  for (int abi : {6, 8, 9, kNewestKnownAbiNumber})
+    for (const char* net : nets)
+      for (const char* exec_writable : {"true", "false"})
+        for (bool with_broker : {false, true}) {
+          std::string extra = std::string(net) + ", \"exec_writable\": " + exec_writable;
+          if (with_broker) extra += ", " + broker;
+          const Plan plan = PlanConfinement(tree.Runner(extra), FakeHost(abi));
+          ASSERT_FALSE(plan.seccomp.empty());
+          EXPECT_FALSE(PrecompiledSeccomp(plan.seccomp).empty()) << "ABI " << abi << ": " << extra;
+          ++plans;
+        }
+  EXPECT_EQ(plans, 32);
+}
+
+TEST(SeccompPrecompiled, RowsTheBuildDidNotCompileFindNothing) {
+  auto rows = SeccompRowSets().front();
+  ASSERT_FALSE(PrecompiledSeccomp(rows).empty());
+  auto changed = rows;
+  changed.back().err = changed.back().err == EPERM ? EACCES : EPERM;
+  EXPECT_TRUE(PrecompiledSeccomp(changed).empty());
+  auto fewer = rows;
+  fewer.erase(fewer.begin());
+  EXPECT_TRUE(PrecompiledSeccomp(fewer).empty());
+  EXPECT_NE(SeccompRowsKey(rows), SeccompRowsKey(changed));
+}
+
+TEST(SeccompPrecompiled, AnUnknownSyscallIsAnErrorNamingIt) {
+  auto rows = SeccompRowSets().front();
+  rows.push_back({"no_such_syscall", {}, EPERM, When::kAlways, "test"});
+  auto compiled = CompileSeccomp(rows);
+  ASSERT_FALSE(compiled.ok());
+  EXPECT_EQ(compiled.error().where, "no_such_syscall");
+}
+
+// In a child: loads `rows` through the launcher's seccomp step and reports
+// errno of listen(-1) (a row of every set) and of kcmp(self, self, 99, 0, 0).
+std::pair<int, int> ErrnosUnder(const std::vector<SeccompRule>& rows) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    int out[2] = {-1, -1};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && !ApplySeccomp(rows)) {
+      out[0] = syscall(SYS_listen, -1, 0) == -1 ? errno : 0;
+      out[1] = syscall(SYS_kcmp, getpid(), getpid(), 99, 0, 0) == -1 ? errno : 0;
+    }
+    (void)!write(fds[1], out, sizeof out);
+    _exit(0);
+  }
+  close(fds[1]);
+  int got[2] = {-2, -2};
+  EXPECT_EQ(read(fds[0], got, sizeof got), static_cast<ssize_t>(sizeof got));
+  close(fds[0]);
+  waitpid(pid, nullptr, 0);
+  return {got[0], got[1]};
+}
+
+TEST(SeccompPrecompiled, BothPathsEnforceTheirRows) {
+  const auto rows = SeccompRowSets().front();
+  auto has = [](const std::vector<SeccompRule>& r, const char* name) {
+    return std::any_of(r.begin(), r.end(), [&](const SeccompRule& x) { return x.syscall == name; });
+  };
+  ASSERT_TRUE(has(rows, "listen") && has(rows, "kcmp"));
+  // The build's program: both refused.
+  EXPECT_EQ(ErrnosUnder(rows), std::make_pair(EPERM, EPERM));
+  // Without the kcmp row there is no built program: compiled at launch,
+  // listen still refused and kcmp reaches the kernel (EINVAL: type 99).
+  auto without_kcmp = rows;
+  std::erase_if(without_kcmp, [](const SeccompRule& r) { return r.syscall == "kcmp"; });
+  ASSERT_TRUE(PrecompiledSeccomp(without_kcmp).empty());
+  EXPECT_EQ(ErrnosUnder(without_kcmp), std::make_pair(EPERM, EINVAL));
+}
+
+}  // namespace
+}  // namespace oarbank

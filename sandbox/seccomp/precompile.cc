@@ -1,0 +1,64 @@
+// seccomp_precompile OUT: the build step that compiles, with libseccomp,
+// every row set the seccomp table can select (SeccompRowSets) and writes
+// them as C++ data to OUT, which sandbox/seccomp/precompiled.cc includes. Any error
+// (a row this libseccomp cannot compile) fails the build.
+#include <cstdio>
+#include <string>
+
+#include "sandbox/seccomp/filter.h"
+
+namespace {
+
+std::string Quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '\n') {
+      out += "\\n\"\n    \"";
+    } else if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace oarbank;
+  if (argc != 2) {
+    fprintf(stderr, "usage: seccomp_precompile OUT.inc\n");
+    return 64;
+  }
+  std::string out =
+      "// Generated at build time by seccomp_precompile from the rows of seccomp_rules.cc. Do not edit.\n\n";
+  std::string entries;
+  const auto sets = SeccompRowSets();
+  for (size_t i = 0; i < sets.size(); ++i) {
+    auto program = CompileSeccomp(sets[i]);
+    if (!program.ok()) {
+      fprintf(stderr, "seccomp_precompile: %s: %s\n", program.error().where.c_str(), program.error().what.c_str());
+      return 1;
+    }
+    const std::string n = std::to_string(i);
+    out += "constexpr sock_filter kProgram" + n + "[] = {\n";
+    char line[96];
+    for (const sock_filter& f : program.value()) {
+      snprintf(line, sizeof line, "    {0x%04x, %u, %u, 0x%08x},\n", f.code, f.jt, f.jf, f.k);
+      out += line;
+    }
+    out += "};\nconstexpr char kKey" + n + "[] =\n    " + Quoted(SeccompRowsKey(sets[i])) + ";\n\n";
+    entries += "    {kKey" + n + ", sizeof kKey" + n + " - 1, kProgram" + n + ", std::size(kProgram" + n + ")},\n";
+  }
+  out += "constexpr PrecompiledEntry kPrecompiled[] = {\n" + entries + "};\n";
+  const std::string tmp = std::string(argv[1]) + ".tmp";
+  FILE* f = fopen(tmp.c_str(), "w");
+  if (f == nullptr || fwrite(out.data(), 1, out.size(), f) != out.size() || fclose(f) != 0 ||
+      rename(tmp.c_str(), argv[1]) != 0) {
+    perror(argv[1]);
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,29 @@
+// The build's seccomp programs (sandbox/seccomp/filter.h): seccomp_precompiled.inc
+// is written by seccomp_precompile when the rule table changes.
+#include <cstring>
+#include <iterator>
+
+#include "sandbox/seccomp/filter.h"
+
+namespace oarbank {
+namespace {
+
+struct PrecompiledEntry {
+  const char* key;  // SeccompRowsKey of the rows it was compiled from
+  size_t key_size;
+  const sock_filter* program;
+  size_t length;
+};
+
+#include "sandbox/seccomp/precompiled.inc"
+
+}  // namespace
+
+std::span<const sock_filter> PrecompiledSeccomp(const std::vector<SeccompRule>& rows) {
+  const std::string key = SeccompRowsKey(rows);
+  for (const auto& e : kPrecompiled)
+    if (e.key_size == key.size() && memcmp(e.key, key.data(), key.size()) == 0) return {e.program, e.length};
+  return {};
+}
+
+}  // namespace oarbank

@@ -1,0 +1,116 @@
+// The supervisor: the agent's side of the cage, and the C++ form of the
+// cage package's API (go-cage-package.txt): Available(), Run(Spec) ->
+// Result, plus RunPolicy for the DESIGN policy with a timeout and output
+// caps, and Start/Job for a job that is frozen or thawed while it runs.
+//
+// Every job is spawned the same way (process names say which runs what):
+//
+//   supervisor --fork--> keeper --clone(NEWUSER|NEWPID|NEWIPC|NEWUTS|NEWNS
+//                                        [|NEWNET])--> init (pid 1)
+//                                                      --fork--> launcher -> exec module
+//
+//   keeper    host namespaces. PR_SET_PDEATHSIG(SIGTERM) first: if the
+//             supervisor dies (even by SIGKILL) it kills init. Then makes
+//             the job's cgroup leaf (never the supervisor: a leaf made before
+//             this process could outlive a supervisor killed in between),
+//             writes the job's uid/gid maps, moves init into the leaf,
+//             releases it, waits for it, then kills and removes the leaf and
+//             reports.
+//   init      pid 1 of the job: a fresh /proc, the hostname; for
+//             egress-allowlist, `lo` up and the proxy listener, handed to
+//             the supervisor (job_egress.h) before the launcher is forked;
+//             then reaps.
+//             PR_SET_PDEATHSIG(SIGKILL) on the keeper. When it exits the
+//             kernel kills everything left in the pid namespace: a
+//             double-forked setsid daemon included.
+//   launcher  stdio (/dev/null, two pipes), default signals, setsid (a new
+//             session, no controlling terminal), the built environment,
+//             then the launcher's ordered steps (enforce.h) ending at the
+//             gate. The supervisor verifies it from outside (verify.h) and
+//             only then releases it to exec: no module instruction runs
+//             before the check; anything else kills the container and the
+//             result is `refused` with the reason.
+//
+// The launcher's steps run in the forked process rather than a re-exec of
+// oarbank-agent: one exec fewer per job (the benchmark target is 4x a bare
+// /bin/true), and the fork happens before any thread of the agent can hold
+// a lock the child needs (glibc's fork keeps malloc usable).
+//
+// The supervisor may be multi-threaded when it forks (jobs started from
+// several threads; each egress-allowlist job's proxy has its own threads),
+// and another thread may hold any lock at that moment (the proxy's log holds
+// stderr's). So after the fork keeper, init and launcher make system calls,
+// format into stack buffers (snprintf) and take no lock, with one exception:
+// libseccomp builds the filter in the launcher with malloc, which stays
+// usable because glibc's fork() holds every malloc arena lock across the
+// fork (a Landlock rule that fails also formats its port with std::to_string
+// before the launcher exits).
+//
+// Caller obligations: the thread that starts a job must outlive it
+// (PR_SET_PDEATHSIG follows the forking thread), and nothing else in the
+// agent may reap the keeper (no waitpid(-1) elsewhere).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "oarbank/cage.h"
+#include "sandbox/host/host_facts.h"
+#include "sandbox/supervise/job_egress.h"
+#include "sandbox/policy/policy.h"
+#include "sandbox/supervise/verify.h"
+
+namespace oarbank::cage {
+
+// Spec, Result, RunOptions, Availability, Run(Spec) and Available() are
+// the installed API, in <oarbank/cage.h>, which must pull in nothing of the
+// build tree (no Asio, no proxy): they are defined there.
+Availability AssessAvailability(const HostFacts& host, bool namespaces_ok, const std::string& namespaces_detail);
+
+// A running job. Move-only; Wait() to the end.
+class Job {
+ public:
+  Job(Job&&) noexcept;
+  Job& operator=(Job&&) noexcept;
+  ~Job();  // kills the job if it was not waited for
+
+  bool refused() const;
+  // cgroup.freeze: "" or why not (no cgroup leaf here, or the kernel's errno).
+  std::string Freeze();
+  std::string Thaw();
+  // Reads the output, enforces the timeout, and returns once nothing of the
+  // job is left (the keeper has removed its cgroup leaf).
+  Result Wait();
+
+  struct State;
+
+ private:
+  explicit Job(std::unique_ptr<State> state);
+  friend Job Start(const Policy&, const std::vector<std::string>&, const RunOptions&);
+  std::unique_ptr<State> state_;
+};
+
+// Spawns the job and returns once its module has exec'd (or it was refused).
+[[nodiscard]] Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunOptions& options);
+
+[[nodiscard]] Result RunPolicy(const Policy& policy, const std::vector<std::string>& argv, const RunOptions& options);
+
+// The Spec as a DESIGN policy (role runner): a read-only worktree is the
+// bundle and scratch the work directory; a writable worktree is work and
+// scratch data; read_dirs and read_files are tools. Only ParsePolicy makes it.
+oarbank::Expected<Policy> PolicyForSpec(const Spec& spec);
+
+nlohmann::ordered_json ResultReport(const Result& result);
+// For sandbox-report: availability, namespaces, the process container.
+nlohmann::ordered_json SupervisorReport(const HostFacts& host);
+
+}  // namespace oarbank::cage

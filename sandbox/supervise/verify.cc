@@ -1,0 +1,190 @@
+#include "sandbox/supervise/verify.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+
+namespace oarbank {
+namespace {
+
+std::string ReadSmallFile(const std::string& path, int* err) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    *err = errno;
+    return "";
+  }
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) text.append(buf, static_cast<size_t>(n));
+  close(fd);
+  *err = 0;
+  return text;
+}
+
+std::string NsLink(const std::string& pid, const std::string& ns) {
+  char target[128];
+  const ssize_t n = readlink(("/proc/" + pid + "/ns/" + ns).c_str(), target, sizeof target - 1);
+  return n > 0 ? std::string(target, static_cast<size_t>(n)) : "";
+}
+
+bool AllZeroHex(const std::string& v) { return !v.empty() && v.find_first_not_of('0') == std::string::npos; }
+
+// mountinfo escapes space, tab, newline and backslash as \ooo.
+std::string Unescape(std::string_view field) {
+  std::string out;
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size()) {
+      const std::string_view oct = field.substr(i + 1, 3);
+      if (oct.size() == 3 && oct.find_first_not_of("01234567") == std::string_view::npos) {
+        out += static_cast<char>((oct[0] - '0') * 64 + (oct[1] - '0') * 8 + (oct[2] - '0'));
+        i += 3;
+        continue;
+      }
+    }
+    out += field[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> CheckNoexecMounts(std::string_view mountinfo, const std::vector<std::string>& noexec) {
+  return CheckMountOption(mountinfo, noexec, "noexec");
+}
+
+std::optional<std::string> CheckMountOption(std::string_view mountinfo, const std::vector<std::string>& paths,
+                                            std::string_view option) {
+  const std::string wanted = "," + std::string(option) + ",";
+  for (const auto& path : paths) {
+    bool mounted_with = false;  // the last mount on the path decides
+    std::string_view text = mountinfo;
+    while (!text.empty()) {
+      const size_t eol = text.find('\n');
+      std::string_view line = text.substr(0, eol);
+      text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+      // id parent major:minor root mount-point options ...
+      std::string_view fields[6];
+      for (auto& f : fields) {
+        const size_t sp = line.find(' ');
+        f = line.substr(0, sp);
+        line = sp == std::string_view::npos ? std::string_view() : line.substr(sp + 1);
+      }
+      if (Unescape(fields[4]) != path) continue;
+      const std::string options = "," + std::string(fields[5]) + ",";
+      mounted_with = options.find(wanted) != std::string::npos;
+    }
+    if (!mounted_with) return path;
+  }
+  return std::nullopt;
+}
+
+GateReading ParseProcStatus(std::string_view text) {
+  GateReading r;
+  const std::pair<std::string_view, std::string*> keys[] = {
+      {"NoNewPrivs", &r.no_new_privs}, {"Seccomp", &r.seccomp}, {"Seccomp_filters", &r.seccomp_filters},
+      {"CapEff", &r.cap_eff},          {"CapPrm", &r.cap_prm},  {"CapInh", &r.cap_inh},
+      {"CapAmb", &r.cap_amb},          {"PPid", &r.ppid},
+  };
+  while (!text.empty()) {
+    const size_t eol = text.find('\n');
+    const std::string_view line = text.substr(0, eol);
+    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+    const size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    const std::string_view key = line.substr(0, colon);
+    std::string_view value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == '\t' || value.front() == ' ')) value.remove_prefix(1);
+    for (const auto& [name, field] : keys)
+      if (key == name) *field = std::string(value);
+  }
+  return r;
+}
+
+std::optional<std::string> CheckGateReading(const GateReading& r, pid_t parent) {
+  auto show = [](const std::string& v) { return v.empty() ? std::string("absent") : v; };
+  if (r.ppid != std::to_string(parent))
+    return "PPid is " + show(r.ppid) + ", not the job's init " + std::to_string(parent);
+  if (r.no_new_privs != "1") return "NoNewPrivs is " + show(r.no_new_privs) + " (want 1)";
+  if (r.seccomp != "2") return "Seccomp is " + show(r.seccomp) + " (want 2: a filter)";
+  if (r.seccomp_filters.empty() || r.seccomp_filters.find_first_not_of("0123456789") != std::string::npos ||
+      std::stol(r.seccomp_filters) < 1)
+    return "Seccomp_filters is " + show(r.seccomp_filters) + " (want at least 1)";
+  for (const auto& [name, value] : {std::pair{"CapEff", &r.cap_eff}, {"CapPrm", &r.cap_prm}, {"CapInh", &r.cap_inh},
+                                    {"CapAmb", &r.cap_amb}})
+    if (!AllZeroHex(*value)) return std::string(name) + " is " + show(*value) + " (want 0)";
+  return std::nullopt;
+}
+
+GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line,
+                         const std::vector<std::string>& fresh, const std::vector<std::string>& noexec,
+                         bool root_etc_idmapped) {
+  GateCheck check;
+  const std::string p = std::to_string(pid);
+  int err = 0;
+  const std::string status = ReadSmallFile("/proc/" + p + "/status", &err);
+  if (err != 0) {
+    check.reason = "cannot read /proc/" + p + "/status: " + strerror(err);
+    return check;
+  }
+  check.reading = ParseProcStatus(status);
+  if (auto why = CheckGateReading(check.reading, parent)) {
+    check.reason = *why;
+    return check;
+  }
+  rlimit core {};
+  if (prlimit(pid, RLIMIT_CORE, nullptr, &core) != 0) {
+    check.reason = std::string("cannot read its RLIMIT_CORE: ") + strerror(errno);
+    return check;
+  }
+  if (core.rlim_cur != 0 || core.rlim_max != 0) {
+    check.reason = "RLIMIT_CORE is " + std::to_string(core.rlim_cur) + "/" + std::to_string(core.rlim_max) +
+                   " (want 0/0: a crash would dump core)";
+    return check;
+  }
+  if (!cgroup_line.empty()) {
+    const std::string cgroup = ReadSmallFile("/proc/" + p + "/cgroup", &err);
+    if (cgroup.find(cgroup_line + "\n") == std::string::npos) {
+      check.reason = "not in the job's cgroup leaf (" + cgroup_line + "): /proc/" + p + "/cgroup says " + cgroup;
+      return check;
+    }
+  }
+  for (const auto& ns : fresh) {
+    // The supervisor's own namespaces never change: read once per process.
+    static const std::map<std::string, std::string> own = [] {
+      std::map<std::string, std::string> links;
+      for (const char* n : {"user", "pid", "ipc", "uts", "mnt", "net", "cgroup", "time"}) links[n] = NsLink("self", n);
+      return links;
+    }();
+    const auto it = own.find(ns);
+    const std::string mine = it != own.end() ? it->second : NsLink("self", ns);
+    const std::string theirs = NsLink(p, ns);
+    if (theirs.empty() || theirs == mine) {
+      check.reason = "not in a fresh " + ns + " namespace (" + (theirs.empty() ? "unreadable" : theirs) + ")";
+      return check;
+    }
+  }
+  {
+    const std::string mountinfo = ReadSmallFile("/proc/" + p + "/mountinfo", &err);
+    const std::string unreadable = err != 0 ? std::string(" (mountinfo: ") + strerror(err) + ")" : "";
+    if (CheckMountOption(mountinfo, {"/"}, "ro")) {
+      check.reason = "/ is not mounted read-only (filesystem.metadata)" + unreadable;
+      return check;
+    }
+    if (auto path = CheckNoexecMounts(mountinfo, noexec)) {
+      check.reason = "the writable grant " + *path + " is not mounted noexec" + unreadable;
+      return check;
+    }
+    if (root_etc_idmapped && CheckMountOption(mountinfo, {"/etc"}, "idmapped")) {
+      check.reason = "a root job's /etc is not the idmapped view (root_etc.h)" + unreadable;
+      return check;
+    }
+  }
+  check.ok = true;
+  return check;
+}
+
+}  // namespace oarbank
