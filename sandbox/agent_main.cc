@@ -24,6 +24,7 @@
 #include "egress_resolver.h"
 #include "broker.h"
 #include "broker_handoff.h"
+#include "cage_command.h"
 #include "cli_numbers.h"
 #include "enforce.h"
 #include "attestation.h"
@@ -221,7 +222,7 @@ int AgentMain(int argc, char** argv) {
   // seven here). Help, a typo or no subcommand registers them all, so the
   // usage lists every one.
   const std::string first = argc > 1 ? argv[1] : "";
-  const bool known = first == "sandbox-exec" || first == "sandbox-report" || first == "run" ||
+  const bool known = first == "sandbox-exec" || first == "sandbox-report" || first == "run" || first == "cage" ||
                      first == "egress-proxy" || first == "broker" || ManifestCommands::Names(first);
   auto wants = [&](const char* name) { return !known || first == name; };
   int abi_cap = -1;
@@ -340,6 +341,8 @@ int AgentMain(int argc, char** argv) {
         ->check(CLI::Range(0L, 4294967294L));
     brk->add_option("job-argv", broker_args.job_argv, "Run this job (after --); the broker stops when it exits");
   }
+  std::optional<CageCommand> cage_command;  // the Spec on the command line (cage_command.h)
+  if (wants("cage")) cage_command.emplace(app);
   std::optional<ManifestCommands> manifest_commands;  // manifest-check, approve, manifest-policy (manifest_cli.h)
   if (!known || ManifestCommands::Names(first)) manifest_commands.emplace(app);
 
@@ -365,6 +368,8 @@ int AgentMain(int argc, char** argv) {
   if (brk && brk->parsed()) return broker::BrokerMain(broker_args);
   if (manifest_commands)
     if (auto status = manifest_commands->Run()) return *status;
+  if (cage_command)
+    if (auto status = cage_command->Run()) return *status;
   if (exec && exec->parsed()) return SandboxExec(exec_policy, exec_argv, abi_cap, gate_fd);
   if (run && run->parsed()) {
     run_options.timeout = std::chrono::milliseconds(std::llround(timeout_s * 1000));
