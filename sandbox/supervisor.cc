@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1013,7 +1014,8 @@ oarbank::Result<Policy> PolicyForSpec(const Spec& spec) {
   // The worktree's history: read-only inside a writable directory (a
   // carve-out), granted read-only where it lies outside every one. A
   // directory the caller named writable itself stays so.
-  if (!spec.worktree.empty()) {
+  struct stat worktree {};
+  if (!spec.worktree.empty() && stat(spec.worktree.c_str(), &worktree) == 0 && S_ISDIR(worktree.st_mode)) {
     auto git = ResolveGitCarveOuts(Canonical(spec.worktree));
     if (!git.ok()) return Error{kGitCarveOutField, git.error().where + ": " + git.error().what};
     if (git.value()) {
