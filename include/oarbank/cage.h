@@ -184,8 +184,10 @@ struct Availability {
 };
 Availability CheckAvailability();
 // True when the cage can be enforced here and the battery has proven the
-// class of Run(Spec)'s policies (a runner with no network, nothing written
-// executable, no GPU, no broker), so Run(Spec) would not be refused.
+// class of a default Spec's policy (a runner with no network, nothing
+// written executable, no GPU, no broker), so such a Run(Spec) would not be
+// refused. A Spec with a writable worktree (exec_writable) or an allow list
+// is another class: CheckAvailability().proven_classes lists those proven.
 bool Available();
 
 // The Spec as a runner policy (a read-only worktree is the bundle and
