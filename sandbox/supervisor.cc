@@ -969,6 +969,24 @@ bool WithinOrAt(const std::string& child, const std::string& parent) {
                              (parent == "/" || child[parent.size()] == '/'));
 }
 
+// The worktree's history: each path inside a writable directory becomes a
+// read_only carve-out (appended to `read_only`); those outside every one
+// are returned, to be granted read-only. A directory the caller named
+// writable itself stays writable. (With a read-only worktree `writable`
+// holds only the scratch and state: the history inside the worktree is
+// read-only already, and granting it again is harmless.)
+nlohmann::json PlaceHistory(const GitCarveOuts& git, const std::vector<std::string>& writable,
+                            nlohmann::json& read_only) {
+  nlohmann::json outside = nlohmann::json::array();
+  for (const auto& path : git.Paths()) {
+    if (std::find(writable.begin(), writable.end(), path) != writable.end()) continue;
+    const bool inside =
+        std::any_of(writable.begin(), writable.end(), [&](const std::string& w) { return WithinOrAt(path, w); });
+    (inside ? read_only : outside).push_back(path);
+  }
+  return outside;
+}
+
 }  // namespace
 
 oarbank::Result<Policy> PolicyForSpec(const Spec& spec) {
@@ -1011,23 +1029,12 @@ oarbank::Result<Policy> PolicyForSpec(const Spec& spec) {
     tools.push_back({{"id", field}, {"paths", *paths}});
     tool_origin.push_back(field);
   }
-  // The worktree's history: read-only inside a writable directory (a
-  // carve-out), granted read-only where it lies outside every one. A
-  // directory the caller named writable itself stays so.
   struct stat worktree {};
   if (!spec.worktree.empty() && stat(spec.worktree.c_str(), &worktree) == 0 && S_ISDIR(worktree.st_mode)) {
     auto git = ResolveGitCarveOuts(Canonical(spec.worktree));
     if (!git.ok()) return Error{kGitCarveOutField, git.error().where + ": " + git.error().what};
     if (git.value()) {
-      nlohmann::json outside = nlohmann::json::array();
-      for (const auto& path : git.value()->Paths()) {
-        const bool named_writable = std::find(writable.begin(), writable.end(), path) != writable.end();
-        const bool inside = std::any_of(writable.begin(), writable.end(),
-                                        [&](const std::string& w) { return WithinOrAt(path, w); });
-        if (named_writable) continue;
-        if (inside) read_only.push_back(path);
-        else if (writable_worktree || !WithinOrAt(path, Canonical(spec.worktree))) outside.push_back(path);
-      }
+      const nlohmann::json outside = PlaceHistory(*git.value(), writable, read_only);
       if (!outside.empty()) {
         tools.push_back({{"id", "git"}, {"paths", outside}});
         tool_origin.push_back(kGitCarveOutField);
