@@ -541,3 +541,12 @@ def test_an_allowed_host_is_reached_through_the_proxy_and_nothing_else(tree, net
     time.sleep(0.2)
     assert len(accepts(net_world["log"], f"{ALLOWED}:443")) == before_allowed + 1
     assert len(accepts(net_world["log"], f"{UNLISTED}:443")) == before_unlisted
+
+
+def test_the_timeout_kills_the_job(tree):
+    t = tree
+    start = time.monotonic()
+    r = t.cage("--worktree", str(t.repos["dir"][0]), "--timeout", "1", "--json", "--", "/bin/sleep", "30")
+    assert r.returncode == 137, r.stderr
+    assert json.loads(r.stdout)["fault"] == "timeout"
+    assert time.monotonic() - start < 15
