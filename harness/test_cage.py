@@ -281,6 +281,11 @@ def test_the_agent_cannot_plant_anything_the_users_git_runs(tree, kind):
     assert r.returncode == 0, r.stdout + r.stderr
     result = json.loads(r.stdout)
     assert result["fault"] == "none" and result["exit_code"] == 0, result
+    # The history as the cage placed it: carved out inside the worktree, granted read-only outside it.
+    assert result["cage"]["read_only"] == [str(wt / ".git")], result["cage"]
+    history = [] if kind == "dir" else list(dict.fromkeys([str(git_dir), str(common)]))
+    assert [p for p in result["cage"]["read"] if p in (str(git_dir), str(common))] == history, result["cage"]
+    assert result["cage"]["exec_writable"] is True and result["cage"]["net"] == "none"
     out = json.loads(result["stdout"].strip().splitlines()[-1])
     for name in REFUSED_WRITES:
         if name in out:

@@ -88,13 +88,28 @@ std::optional<std::string> AddEnv(const std::string& entry, std::map<std::string
   return std::nullopt;
 }
 
-int Report(const cage::Result& result, bool json) {
+// What the cage was made of, for --json: the policy the Spec became.
+nlohmann::ordered_json CageSummary(const Policy& policy) {
+  nlohmann::ordered_json writable = nlohmann::ordered_json::array(), read = nlohmann::ordered_json::array(),
+                         read_only = nlohmann::ordered_json::array();
+  for (const auto& g : policy.grants()) (g.access == Access::kReadWrite ? writable : read).push_back(g.path);
+  for (const auto& g : policy.read_only()) read_only.push_back(g.path);
+  return {{"writable", writable},
+          {"read", read},
+          {"read_only", read_only},
+          {"exec_writable", policy.exec_writable()},
+          {"net", NetModeName(policy.net().mode)},
+          {"allow", policy.net().allow}};
+}
+
+int Report(const cage::Result& result, bool json, const Policy& policy) {
   int status = result.signal != 0 ? 128 + result.signal : result.exit_code;
   if (result.fault == cage::Fault::kRefused) status = kExitNotEnforced;
   if (result.fault == cage::Fault::kExec) status = kExitExecFailed;
   if (json) {
-    const std::string text =
-        cage::ResultReport(result).dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    nlohmann::ordered_json report = cage::ResultReport(result);
+    report["cage"] = CageSummary(policy);
+    const std::string text = report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     fwrite(text.data(), 1, text.size(), stdout);
     fputc('\n', stdout);
   } else {
@@ -203,7 +218,7 @@ std::optional<int> CageCommand::Run() const {
   }
   if (!o.test_resolver.empty()) egress.resolver = std::make_shared<egress::FileResolver>(o.test_resolver);
   options.egress = std::make_shared<const JobEgressOptions>(std::move(egress));
-  return Report(cage::Run(spec, options), o.json);
+  return Report(cage::Run(spec, options), o.json, policy.value());
 }
 
 }  // namespace oarbank
