@@ -40,6 +40,7 @@ import pytest
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BUILD = os.environ.get("OARBANK_BUILD", os.path.join(ROOT, "build"))
 AGENT = os.path.join(BUILD, "sandbox", "oarbank-agent")
+FAULTY = os.path.join(BUILD, "sandbox", "oarbank-agent-faulty")
 UPSTREAM = os.path.join(os.path.dirname(__file__), "egress_upstream.py")
 
 if os.geteuid() != 0:
@@ -555,3 +556,22 @@ def test_the_timeout_kills_the_job(tree):
     assert r.returncode == 137, r.stderr
     assert json.loads(r.stdout)["fault"] == "timeout"
     assert time.monotonic() - start < 15
+
+
+def test_the_gate_refuses_a_launcher_whose_carve_out_is_not_read_only(tree):
+    """The test-only oarbank-agent-faulty leaves the carve-out binds out: the
+    supervisor reads the launcher's mountinfo at the gate and refuses it
+    before anything runs (70). The same binary without the fault runs."""
+    t = tree
+    wt = t.repos["dir"][0]
+    script = f"echo planted >> {wt}/.git/config"
+    env = {"PATH": "/usr/bin:/bin", "OARBANK_FAULT_SKIP_STEP": "read-only-carve-outs"}
+    r = subprocess.run(as_user(t.uid, [FAULTY, "cage", "--unproven", "--worktree", str(wt), "--writable", "--", "/bin/sh",
+                                       "-c", script]), env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 70, r.stdout + r.stderr
+    assert f"the read-only carve-out {wt}/.git is not mounted read-only" in r.stderr, r.stderr
+    assert "planted" not in (wt / ".git" / "config").read_text()
+    env.pop("OARBANK_FAULT_SKIP_STEP")
+    r = subprocess.run(as_user(t.uid, [FAULTY, "cage", "--unproven", "--worktree", str(wt), "--writable", "--",
+                                       "/bin/true"]), env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "unique_fd.h"
@@ -216,6 +217,12 @@ std::optional<StepFailure> BindOntoItself(const std::string& path, bool read_onl
 }  // namespace
 
 std::optional<StepFailure> BindReadOnlyCarveOuts(const Plan& plan) {
+#ifdef OARBANK_FAULT_INJECTION
+  // Test-only (oarbank-agent-faulty, never oarbank-agent): leaves the binds
+  // out, so a test can show that the supervisor's gate refuses the launch.
+  if (const char* skip = getenv("OARBANK_FAULT_SKIP_STEP"); skip != nullptr && strcmp(skip, "read-only-carve-outs") == 0)
+    return std::nullopt;
+#endif
   std::vector<std::string> pinned;
   for (const auto& path : plan.read_only_binds) {
     const std::string* grant = nullptr;  // the innermost writable grant around it
