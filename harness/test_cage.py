@@ -575,3 +575,18 @@ def test_the_gate_refuses_a_launcher_whose_carve_out_is_not_read_only(tree):
     r = subprocess.run(as_user(t.uid, [FAULTY, "cage", "--unproven", "--worktree", str(wt), "--writable", "--",
                                        "/bin/true"]), env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_read_and_read_file_grant_exactly_what_they_name(tree):
+    t = tree
+    other = t.root / "other"
+    (other / "shared.txt").write_text("shared\n")
+    os.chown(other / "shared.txt", t.uid, t.uid)
+    script = (f"cat {other}/shared.txt; cat {other}/secret.txt 2>/dev/null || echo secret-refused; "
+              f"echo x > {other}/shared.txt 2>/dev/null || echo write-refused; cat {t.home}/.ssh/id_rsa 2>/dev/null "
+              f"|| echo key-refused")
+    r = t.cage("--read-file", str(other / "shared.txt"), "--", "/bin/sh", "-c", script)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["shared", "secret-refused", "write-refused", "key-refused"], r.stdout
+    r = t.cage("--read", str(other), "--", "/bin/sh", "-c", f"cat {other}/secret.txt")
+    assert r.returncode == 0 and r.stdout == "another project's secret\n", r.stdout + r.stderr
