@@ -18,7 +18,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BUILD = os.environ.get("OARBANK_BUILD", os.path.join(ROOT, "build"))
 CONFORM = os.path.join(BUILD, "harness", "oarbank-conform")
 FAULTY = os.path.join(BUILD, "sandbox", "oarbank-agent-faulty")
-BATTERY_POLICIES = {"runner_strict", "runner_exec_writable", "runner_egress", "runner_broker", "runner_gpu",
+BATTERY_POLICIES = {"runner_strict", "runner_exec_writable", "runner_egress", "runner_agent", "runner_broker", "runner_gpu",
                     "coordinator", "service", "probe_role"}
 
 

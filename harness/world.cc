@@ -351,6 +351,15 @@ Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const s
     chmod(d.c_str(), 0755);
   }
   for (const auto& d : {w->work, w->work + "/tmp", w->data, w->data + "/tmp", w->outside}) chmod(d.c_str(), 0777);
+  // What a policy with read_only carves out of its writable grant (the
+  // write_read_only_carve_out and rename_read_only_carve_out probes): a
+  // directory with a file anyone may write, so only the carve-out refuses.
+  for (const auto& grant : {w->work, w->data}) {
+    fs::create_directories(grant + "/carved");
+    chmod((grant + "/carved").c_str(), 0777);
+    std::ofstream(grant + "/carved/victim") << "carved\n";
+    chmod((grant + "/carved/victim").c_str(), 0666);
+  }
 
   // The probes, read+execute for everyone; the setuid helper owned by root.
   std::error_code ec;

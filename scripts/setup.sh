@@ -14,7 +14,7 @@ packages=(
   podman runc uidmap busybox-static
   libtomlplusplus-dev strace musl-tools lld nettle-dev
   libc-ares-dev tinyproxy squid
-  scdoc man-db
+  scdoc man-db git bc
 )
 missing=()
 for p in "${packages[@]}"; do

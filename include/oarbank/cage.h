@@ -63,6 +63,21 @@ struct Spec {
   std::vector<std::string> read_dirs;   // extra read-only (and executable) directories
   std::vector<std::string> read_files;  // extra read-only (and executable) files
   int abi_floor = 1;                    // minimum Landlock ABI, else refused (>= 1)
+  // Further read-write directories: the agent CLI's own state and caches.
+  std::vector<std::string> state_dirs;
+  // Parts of a writable directory (worktree, scratch, state) the job may
+  // read but not change, bound read-only in its mount namespace. A writable
+  // worktree's history is always among them: its .git directory, or its
+  // .git pointer file with the git and common directories it names (those
+  // outside every writable directory are granted read-only instead).
+  std::vector<std::string> read_only;
+  // Whether the job may execute what it writes (a compiled test, a build
+  // script). Unset: yes for a writable worktree, no otherwise.
+  std::optional<bool> exec_writable;
+  // Egress allowlist, "host[:port]" ("*." for subdomains, 443 by default):
+  // the job reaches these through its own proxy (HTTPS_PROXY) and nothing
+  // else. Empty: no network at all.
+  std::vector<std::string> allow;
 };
 
 // Why a job ended other than by itself. `refused` is never a job that ran:
@@ -169,13 +184,16 @@ struct Availability {
 };
 Availability CheckAvailability();
 // True when the cage can be enforced here and the battery has proven the
-// class of Run(Spec)'s policies (a runner with no network, nothing written
-// executable, no GPU, no broker), so Run(Spec) would not be refused.
+// class of a default Spec's policy (a runner with no network, nothing
+// written executable, no GPU, no broker), so such a Run(Spec) would not be
+// refused. A Spec with a writable worktree (exec_writable) or an allow list
+// is another class: CheckAvailability().proven_classes lists those proven.
 bool Available();
 
 // The Spec as a runner policy (a read-only worktree is the bundle and
 // scratch the work directory; a writable worktree is work and scratch data;
-// read_dirs and read_files are tools), run under the supervisor: fresh
+// state_dirs are state; read_dirs and read_files are tools; read_only and
+// the worktree's history are read_only carve-outs), run under the supervisor: fresh
 // user, pid, ipc, uts, mount and network namespaces, the launcher verified
 // from outside before it may exec. Returns once nothing of the job is left.
 [[nodiscard]] Result Run(const Spec& spec, const RunOptions& options);

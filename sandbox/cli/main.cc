@@ -20,6 +20,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "sandbox/cli/cage_command.h"
 #include "sandbox/cli/egress_proxy_command.h"
 #include "sandbox/egress/resolver.h"
 #include "sandbox/broker/server.h"
@@ -202,7 +203,7 @@ int AgentMain(int argc, char** argv) {
   // seven here). Help, a typo or no subcommand registers them all, so the
   // usage lists every one.
   const std::string first = argc > 1 ? argv[1] : "";
-  const bool known = first == "sandbox-exec" || first == "sandbox-report" || first == "run" ||
+  const bool known = first == "sandbox-exec" || first == "sandbox-report" || first == "run" || first == "cage" ||
                      first == "egress-proxy" || first == "broker" || ManifestCommands::Names(first);
   auto wants = [&](const char* name) { return !known || first == name; };
   int abi_cap = -1;
@@ -321,6 +322,8 @@ int AgentMain(int argc, char** argv) {
         ->check(CLI::Range(0L, 4294967294L));
     brk->add_option("job-argv", broker_args.job_argv, "Run this job (after --); the broker stops when it exits");
   }
+  std::optional<CageCommand> cage_command;  // the Spec on the command line (sandbox/cli/cage_command.h)
+  if (wants("cage")) cage_command.emplace(app);
   std::optional<ManifestCommands> manifest_commands;  // manifest-check, approve, manifest-policy (sandbox/cli/manifest_commands.h)
   if (!known || ManifestCommands::Names(first)) manifest_commands.emplace(app);
 
@@ -346,6 +349,8 @@ int AgentMain(int argc, char** argv) {
   if (brk && brk->parsed()) return broker::BrokerMain(broker_args);
   if (manifest_commands)
     if (auto status = manifest_commands->Run()) return *status;
+  if (cage_command)
+    if (auto status = cage_command->Run()) return *status;
   if (exec && exec->parsed()) return SandboxExec(exec_policy, exec_argv, abi_cap, gate_fd);
   if (run && run->parsed()) {
     run_options.timeout = std::chrono::milliseconds(std::llround(timeout_s * 1000));

@@ -1,6 +1,7 @@
 #include "sandbox/launch/enforce.h"
 
 #include "sandbox/common/fault_hooks.h"
+#include "sandbox/launch/carve_out.h"
 
 #include "sandbox/host/root_etc.h"
 #include "sandbox/seccomp/filter.h"
@@ -259,6 +260,8 @@ std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOpt
   }
   FaultPause("launcher-grants-bound");
   if (auto f = CheckGrantsInPlace(witnesses)) return f;
+  // The policy's read_only parts of those grants (carve_out.h).
+  if (auto f = BindReadOnlyCarveOuts(plan)) return f;
   // What the module will reach by name: / read-only, and each grant, with no
   // symlink, on its bind, noexec unless exec_writable.
   if (plan.read_only_mounts) {

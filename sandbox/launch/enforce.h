@@ -12,7 +12,8 @@
 //   mount-namespace  (exec_writable=false) private user+mount namespace,
 //                    writable grants re-bound noexec,nosuid,nodev (in the
 //                    supervisor's job, whose namespaces are already its
-//                    own, only the binds)
+//                    own, only the binds); then the read_only carve-outs
+//                    bound read-only inside them (carve_out.h)
 //   drop-capabilities  bounding, ambient, inheritable, permitted, effective
 //   landlock         the ruleset for the host's ABI, then restrict_self
 //   seccomp          the deny-list; foreign and x32 syscall ABIs kill

@@ -154,6 +154,10 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
   plan.read_only_mounts = true;
   for (const auto& g : policy.grants())
     if (g.access == Access::kReadWrite) plan.writable_binds.push_back(g.path);
+  // A grant inside another is bound after it, or the outer bind would hide it.
+  std::stable_sort(plan.writable_binds.begin(), plan.writable_binds.end(),
+                   [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
+  for (const auto& r : policy.read_only()) plan.read_only_binds.push_back(r.path);
   plan.writable_noexec = !policy.exec_writable();
   if (host.runs_as_root && host.etc_view.idmap && abi != LandlockAbi::kNone)
     plan.root_etc_idmap_fd = host.etc_view.idmap->fd();

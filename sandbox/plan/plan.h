@@ -72,8 +72,12 @@ struct Plan {
   // A launch as root also mounts an idmapped copy of /etc over /etc there
   // (root_etc.h), when the host can make one: through this user namespace.
   bool read_only_mounts = false;  // set by the planner; cleared only by a test build's fault
-  std::vector<std::string> writable_binds;
+  std::vector<std::string> writable_binds;  // parents before what lies inside them
   bool writable_noexec = false;
+  // The policy's read_only carve-outs (carve_out.h): each bound read-only
+  // onto itself once the writable grants are in place, its ancestors inside
+  // the grant pinned by binds of their own so none can be renamed away.
+  std::vector<std::string> read_only_binds;
   int root_etc_idmap_fd = -1;
   std::vector<SeccompRule> seccomp;
   std::vector<Gap> gaps;

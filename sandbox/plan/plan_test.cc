@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 
 #include <errno.h>
+#include <filesystem>
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 #include <rapidcheck/gtest.h>
@@ -179,6 +181,33 @@ TEST(Plan, WritableGrantsLoseExecuteUnlessExecWritable) {
   EXPECT_TRUE(open.read_only_mounts);
   EXPECT_EQ(open.writable_binds, writable);
   EXPECT_FALSE(open.writable_noexec);
+}
+
+TEST(Plan, ReadOnlyCarveOutsAreBoundAndAddNoLandlockRule) {
+  TempTree tree;
+  std::filesystem::create_directories(tree.Path("work/.git"));
+  const Plan plan = PlanConfinement(tree.Runner(R"("read_only": [")" + tree.Path("work/.git") + R"("])"),
+                                    FakeHost(7));
+  EXPECT_EQ(plan.read_only_binds, std::vector<std::string>{tree.Path("work/.git")});
+  EXPECT_EQ(FindRule(plan, tree.Path("work/.git")), nullptr);
+  EXPECT_TRUE(PlanConfinement(tree.Runner(), FakeHost(7)).read_only_binds.empty());
+}
+
+TEST(Plan, AWritableGrantInsideAnotherIsBoundAfterIt) {
+  TempTree tree;
+  // A state directory inside another, listed first: the outer one is bound
+  // first whatever the policy's order, so its bind never hides the inner one.
+  std::filesystem::create_directories(tree.Path("outside/state/inner"));
+  const Plan plan = PlanConfinement(
+      tree.Runner(R"("state": [")" + tree.Path("outside/state/inner") + R"(", ")" + tree.Path("outside/state") +
+                  R"("])"),
+      FakeHost(7));
+  const auto& binds = plan.writable_binds;
+  const auto outer = std::find(binds.begin(), binds.end(), tree.Path("outside/state"));
+  const auto inner = std::find(binds.begin(), binds.end(), tree.Path("outside/state/inner"));
+  ASSERT_NE(outer, binds.end());
+  ASSERT_NE(inner, binds.end());
+  EXPECT_LT(outer, inner);
 }
 
 TEST(Plan, MetadataOutsideTheGrantsNeedsAMountNamespace) {

@@ -111,6 +111,7 @@ nlohmann::ordered_json PlanReport(const Plan& plan) {
          {{"read_only_mounts", plan.read_only_mounts},
           {"writable_binds", plan.writable_binds},
           {"writable_noexec", plan.writable_noexec},
+          {"read_only_binds", plan.read_only_binds},
           {"root_etc_idmapped", plan.root_etc_idmap_fd >= 0}}},
         {"broker", BrokerHandoffName(plan.broker)},
         // "built": the program the build compiled for exactly these rows is

@@ -207,7 +207,7 @@ Expected<Policy> ParsePolicy(std::string_view json_text) {
   if (!parsed.ok()) return parsed.error();
   const json& doc = parsed.value();
   if (auto e = CheckKeys(doc, "", {"contract", "role", "bundle", "runtime", "tools", "work", "data", "tmp",
-                                   "net", "broker", "devices", "exec_writable", "limits"}))
+                                   "state", "read_only", "net", "broker", "devices", "exec_writable", "limits"}))
     return *e;
 
   Policy p;
@@ -234,6 +234,8 @@ Expected<Policy> ParsePolicy(std::string_view json_text) {
   if (doc.contains("work") && !runner)
     return Bad("work", std::string("a ") + RoleName(p.role_) + " has no work directory (runner only)");
   if (doc.contains("tools") && !may_have_tools) return Bad("tools", "a coordinator may not use host tools");
+  if (doc.contains("state") && !runner)
+    return Bad("state", std::string("a ") + RoleName(p.role_) + " has no state directories (runner only)");
 
   auto add_grant = [&p](std::string field, const std::string& path, Access access) {
     p.grants_.push_back(Grant{std::move(field), path, IsDir(path), access});
@@ -302,6 +304,29 @@ Expected<Policy> ParsePolicy(std::string_view json_text) {
                             "'s private tmp lives there)");
     p.tmp_ = tmp.value();
     add_grant("tmp", *p.tmp_, Access::kReadWrite);
+  }
+
+  if (doc.contains("state")) {
+    const json& state = doc["state"];
+    if (!state.is_array()) return Bad("state", std::string("expected an array of directories, got ") + TypeName(state));
+    for (size_t i = 0; i < state.size(); ++i) {
+      const std::string where = "state[" + std::to_string(i) + "]";
+      auto dir = ParsePath(state[i], where, Kind::kDir);
+      if (!dir.ok()) return dir.error();
+      p.state_.push_back(dir.value());
+      add_grant(where, dir.value(), Access::kReadWrite);
+    }
+  }
+
+  if (doc.contains("read_only")) {
+    const json& ro = doc["read_only"];
+    if (!ro.is_array()) return Bad("read_only", std::string("expected an array of paths, got ") + TypeName(ro));
+    for (size_t i = 0; i < ro.size(); ++i) {
+      const std::string where = "read_only[" + std::to_string(i) + "]";
+      auto path = ParsePath(ro[i], where, Kind::kDirOrFile);
+      if (!path.ok()) return path.error();
+      p.read_only_.push_back(Grant{where, path.value(), IsDir(path.value()), Access::kReadExecute});
+    }
   }
 
   if (doc.contains("net")) {
@@ -392,6 +417,24 @@ Expected<Policy> ParsePolicy(std::string_view json_text) {
     for (const char* pseudo : {"/dev", "/proc", "/sys"})
       if (IsWithin(g.path, pseudo))
         return Bad(g.field, g.path + " is inside " + pseudo + ", which a grant may not name");
+
+  // A read-only carve-out lies strictly inside a writable grant (elsewhere
+  // nothing is writable to carve from), and no writable grant lies inside
+  // one (its bind would be made read-only with it).
+  for (const auto& r : p.read_only_) {
+    for (auto pseudo : {"/dev", "/proc", "/sys"})
+      if (IsWithin(r.path, pseudo)) return Bad(r.field, r.path + " is inside " + pseudo + ", which a grant may not name");
+    const bool inside = std::any_of(p.grants_.begin(), p.grants_.end(), [&](const Grant& w) {
+      return w.access == Access::kReadWrite && IsWithin(r.path, w.path) && r.path != w.path;
+    });
+    if (!inside)
+      return Bad(r.field, r.path + " lies inside no writable grant (work, data, tmp, state): only a part of one "
+                                   "can be carved out read-only");
+    for (const auto& w : p.grants_)
+      if (w.access == Access::kReadWrite && IsWithin(w.path, r.path))
+        return Bad(r.field, "the writable grant " + w.field + " (" + w.path + ") lies inside " + r.path +
+                                " and would become read-only");
+  }
 
   std::vector<Grant> read_execute;
   for (auto base : kBaseReadExecute) {

@@ -70,6 +70,14 @@ class Policy {
   const std::optional<std::string>& work() const { return work_; }
   const std::optional<std::string>& data() const { return data_; }
   const std::optional<std::string>& tmp() const { return tmp_; }
+  // A runner's further read-write directories (an agent CLI's own state and
+  // caches), canonical.
+  const std::vector<std::string>& state() const { return state_; }
+  // Read-only carve-outs: directories or files inside a writable grant that
+  // the job may read but not change, made by read-only binds in the job's
+  // mount namespace (Landlock only adds rights). Field "read_only[i]".
+  // Not in grants(): they add no Landlock rule.
+  const std::vector<Grant>& read_only() const { return read_only_; }
   const NetPolicy& net() const { return net_; }
   const std::optional<std::string>& broker() const { return broker_; }
   GpuMode gpu() const { return gpu_; }
@@ -91,6 +99,8 @@ class Policy {
   std::optional<std::string> work_;
   std::optional<std::string> data_;
   std::optional<std::string> tmp_;
+  std::vector<std::string> state_;
+  std::vector<Grant> read_only_;
   NetPolicy net_;
   std::optional<std::string> broker_;
   GpuMode gpu_ = GpuMode::kNone;

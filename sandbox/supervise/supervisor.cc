@@ -1,14 +1,18 @@
 #include "sandbox/supervise/supervisor.h"
 
 #include "sandbox/host/root_etc.h"
+#include "sandbox/launch/carve_out.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -432,6 +436,7 @@ struct Job::State {
   std::string cgroup_line;
   std::vector<std::string> fresh;  // namespaces the gate checks
   std::vector<std::string> noexec;  // writable grants the gate checks are noexec
+  std::vector<std::string> read_only;  // carve-outs the gate checks are read-only
   bool root_etc_idmapped = false;   // the gate checks a root job's /etc is the idmapped view
   Capture out_cap, err_cap;
   bool aborted = false;
@@ -542,7 +547,7 @@ struct Job::State {
                                         result.container.limits;
     }
     FaultPause("supervisor-init-reported", keeper, init);
-    const GateCheck check = VerifyConfined(launcher, init, cgroup_line, fresh, noexec, root_etc_idmapped);
+    const GateCheck check = VerifyConfined(launcher, init, cgroup_line, fresh, noexec, root_etc_idmapped, read_only);
     result.container.verified = check.reading;
     if (!check.ok) return Refuse("gate: the launcher is not confined: " + check.reason);
     if (egress >= 0) {
@@ -819,6 +824,7 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   s.fresh = {"user", "pid", "ipc", "uts", "mnt"};
   if (ns.net) s.fresh.push_back("net");
   if (plan.writable_noexec) s.noexec = plan.writable_binds;
+  s.read_only = plan.read_only_binds;
   s.root_etc_idmapped = plan.root_etc_idmap_fd >= 0 && !options.run_as_uid;
 
   // The process container's cgroup leaf, where the agent's cgroup is delegated.
@@ -948,13 +954,54 @@ Result RunPolicy(const Policy& policy, const std::vector<std::string>& argv, con
   return Start(policy, argv, options).Wait();
 }
 
+namespace {
+
+// A Spec path as the policy will read it (symlinks resolved), or itself
+// when it cannot be resolved (ParsePolicy then names it).
+std::string Canonical(const std::string& path) {
+  char resolved[PATH_MAX];
+  return realpath(path.c_str(), resolved) != nullptr ? std::string(resolved) : path;
+}
+
+bool WithinOrAt(const std::string& child, const std::string& parent) {
+  return child == parent || (child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 &&
+                             (parent == "/" || child[parent.size()] == '/'));
+}
+
+// The worktree's history: each path inside a writable directory becomes a
+// read_only carve-out (appended to `read_only`); those outside every one
+// are returned, to be granted read-only. A directory the caller named
+// writable itself stays writable. (With a read-only worktree `writable`
+// holds only the scratch and state: the history inside the worktree is
+// read-only already, and granting it again is harmless.)
+nlohmann::json PlaceHistory(const GitCarveOuts& git, const std::vector<std::string>& writable,
+                            nlohmann::json& read_only) {
+  nlohmann::json outside = nlohmann::json::array();
+  for (const auto& path : git.Paths()) {
+    if (std::find(writable.begin(), writable.end(), path) != writable.end()) continue;
+    const bool inside =
+        std::any_of(writable.begin(), writable.end(), [&](const std::string& w) { return WithinOrAt(path, w); });
+    (inside ? read_only : outside).push_back(path);
+  }
+  return outside;
+}
+
+}  // namespace
+
 oarbank::Expected<Policy> PolicyForSpec(const Spec& spec) {
-  nlohmann::json doc = {{"contract", 1}, {"role", "runner"}, {"net", {{"mode", "none"}}}, {"exec_writable", false}};
+  const bool writable_worktree = !spec.worktree.empty() && spec.worktree_writable;
+  const bool exec_writable = spec.exec_writable.value_or(writable_worktree);
+  nlohmann::json doc = {{"contract", 1}, {"role", "runner"}, {"net", {{"mode", "none"}}},
+                        {"exec_writable", exec_writable}};
+  if (!spec.allow.empty())
+    doc["net"] = {{"mode", "egress-allowlist"}, {"allow", spec.allow}, {"proxy_port", kCageProxyPort}};
   // Spec field for each policy field, so an error names what the caller wrote.
-  std::map<std::string, std::string> origin;
-  if (!spec.worktree.empty() && spec.worktree_writable) {
+  std::map<std::string, std::string> origin{{"net.allow", "allow"}, {"state", "state_dirs"}};
+  std::vector<std::string> writable;  // canonical, for placing the history
+  if (writable_worktree) {
     doc["work"] = spec.worktree;
     origin["work"] = "worktree";
+    writable.push_back(Canonical(spec.worktree));
     if (!spec.scratch.empty()) {
       doc["data"] = spec.scratch;
       origin["data"] = "scratch";
@@ -970,6 +1017,10 @@ oarbank::Expected<Policy> PolicyForSpec(const Spec& spec) {
       origin["work"] = "scratch";
     }
   }
+  if (!spec.scratch.empty()) writable.push_back(Canonical(spec.scratch));
+  if (!spec.state_dirs.empty()) doc["state"] = spec.state_dirs;
+  for (const auto& dir : spec.state_dirs) writable.push_back(Canonical(dir));
+  nlohmann::json read_only = spec.read_only;
   nlohmann::json tools = nlohmann::json::array();
   std::vector<std::string> tool_origin;  // tools[i] came from this Spec field
   for (const auto& [field, paths] : {std::pair{"read_dirs", &spec.read_dirs}, {"read_files", &spec.read_files}}) {
@@ -977,16 +1028,31 @@ oarbank::Expected<Policy> PolicyForSpec(const Spec& spec) {
     tools.push_back({{"id", field}, {"paths", *paths}});
     tool_origin.push_back(field);
   }
+  struct stat worktree {};
+  if (!spec.worktree.empty() && stat(spec.worktree.c_str(), &worktree) == 0 && S_ISDIR(worktree.st_mode)) {
+    auto git = ResolveGitCarveOuts(Canonical(spec.worktree));
+    if (!git.ok()) return Error{kGitCarveOutField, git.error().where + ": " + git.error().what};
+    if (git.value()) {
+      const nlohmann::json outside = PlaceHistory(*git.value(), writable, read_only);
+      if (!outside.empty()) {
+        tools.push_back({{"id", "git"}, {"paths", outside}});
+        tool_origin.push_back(kGitCarveOutField);
+      }
+    }
+  }
   if (!tools.empty()) doc["tools"] = tools;
+  if (!read_only.empty()) doc["read_only"] = read_only;
   auto policy = ParsePolicy(doc.dump());
   if (policy.ok()) return policy;
   Error e = policy.error();
   for (const auto& [field, from] : origin)
-    if (e.where == field) e.where = from;
+    if (e.where == field || e.where.rfind(field + "[", 0) == 0) e.where = from + e.where.substr(field.size());
   for (size_t i = 0; i < tool_origin.size(); ++i) {
     const std::string prefix = "tools[" + std::to_string(i) + "].paths";
     if (e.where.rfind(prefix, 0) == 0) e.where = tool_origin[i] + e.where.substr(prefix.size());
   }
+  if (e.where.rfind("read_only[", 0) == 0 && std::stoul(e.where.substr(10)) >= spec.read_only.size())
+    e.where = kGitCarveOutField;
   return e;
 }
 
@@ -1119,7 +1185,7 @@ nlohmann::ordered_json SupervisorReport(const HostFacts& host) {
                 "with the agent's proxy as its only listener"}}},
       {"verification",
        "read from /proc/<pid>/ before exec: NoNewPrivs 1, Seccomp 2, Seccomp_filters >= 1, CapEff/CapPrm/CapInh/CapAmb "
-       "0, the cgroup leaf, fresh namespaces, writable grants mounted noexec, a root job's /etc idmapped; Landlock leaves no trace there"},
+       "0, the cgroup leaf, fresh namespaces, writable grants mounted noexec, read_only carve-outs mounted ro, a root job's /etc idmapped; Landlock leaves no trace there"},
       {"process_container",
        {{"process_group", "always (setsid)"},
         {"pid_namespace", host.user_namespaces && ns.ok},

@@ -106,7 +106,15 @@ class Job {
 
 // The Spec as a DESIGN policy (role runner): a read-only worktree is the
 // bundle and scratch the work directory; a writable worktree is work and
-// scratch data; read_dirs and read_files are tools. Only ParsePolicy makes it.
+// scratch data; state_dirs are state; read_dirs and read_files are tools;
+// exec_writable as the Spec says (default: a writable worktree's); allow is
+// an egress-allowlist net on kCageProxyPort. The worktree's history
+// (launch/carve_out.h ResolveGitCarveOuts) is read_only where it lies inside a
+// writable directory and a "git" tool (read-only) elsewhere; when it cannot
+// be resolved safely the Error's `where` is kGitCarveOutField. Only
+// ParsePolicy makes the Policy.
+inline constexpr char kGitCarveOutField[] = "worktree .git";
+inline constexpr int kCageProxyPort = 3128;  // inside the job's own network namespace
 oarbank::Expected<Policy> PolicyForSpec(const Spec& spec);
 
 nlohmann::ordered_json ResultReport(const Result& result);

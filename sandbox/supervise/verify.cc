@@ -121,7 +121,7 @@ std::optional<std::string> CheckGateReading(const GateReading& r, pid_t parent) 
 
 GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line,
                          const std::vector<std::string>& fresh, const std::vector<std::string>& noexec,
-                         bool root_etc_idmapped) {
+                         bool root_etc_idmapped, const std::vector<std::string>& read_only) {
   GateCheck check;
   const std::string p = std::to_string(pid);
   int err = 0;
@@ -176,6 +176,10 @@ GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line
     }
     if (auto path = CheckNoexecMounts(mountinfo, noexec)) {
       check.reason = "the writable grant " + *path + " is not mounted noexec" + unreadable;
+      return check;
+    }
+    if (auto path = CheckMountOption(mountinfo, read_only, "ro")) {
+      check.reason = "the read-only carve-out " + *path + " is not mounted read-only" + unreadable;
       return check;
     }
     if (root_etc_idmapped && CheckMountOption(mountinfo, {"/etc"}, "idmapped")) {

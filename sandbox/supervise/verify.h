@@ -15,8 +15,9 @@
 // cgroup leaf (/proc/<pid>/cgroup), for each namespace the
 // job must have an inode other than the supervisor's, / mounted read-only
 // (/proc/<pid>/mountinfo: filesystem.metadata), each writable grant mounted
-// noexec when exec_writable is false, and /etc mounted idmapped for a root
-// job (root_etc.h).
+// noexec when exec_writable is false, each read_only carve-out mounted
+// read-only (carve_out.h), and /etc mounted idmapped for a root job
+// (root_etc.h).
 // Kernel limit: Landlock leaves no trace in /proc, so the Landlock step is
 // not verified here (the launcher fails closed on it, and the battery
 // proves it).
@@ -63,6 +64,6 @@ std::optional<std::string> CheckMountOption(std::string_view mountinfo, const st
 // a root job the idmapped /etc (root_etc.h).
 GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line,
                          const std::vector<std::string>& fresh, const std::vector<std::string>& noexec,
-                         bool root_etc_idmapped);
+                         bool root_etc_idmapped, const std::vector<std::string>& read_only = {});
 
 }  // namespace oarbank

@@ -1,0 +1,224 @@
+#include "sandbox/cli/cage_command.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "sandbox/cli/numbers.h"
+#include "sandbox/egress/allowlist.h"
+#include "sandbox/egress/resolver.h"
+#include "sandbox/common/exit_codes.h"
+#include "sandbox/supervise/job_egress.h"
+#include "sandbox/supervise/supervisor.h"
+
+namespace oarbank {
+
+struct CageCommand::Options {
+  cage::Spec spec;
+  bool exec_writable = false;
+  CLI::Option* exec_writable_option = nullptr;
+  std::vector<std::string> env;
+  double timeout_s = 0;
+  bool json = false;
+  bool unproven = false;
+  int abi_cap = -1;
+  std::vector<std::string> test_public;
+  std::string test_resolver;
+};
+
+namespace {
+
+constexpr double kMinTimeoutSeconds = 0.01;
+constexpr double kMaxTimeoutSeconds = 1e7;
+
+int Usage(const std::string& line) {
+  fprintf(stderr, "usage: %s\n", line.c_str());
+  return kExitUsage;
+}
+
+// The Spec field an error names, as the option that set it.
+std::string OptionFor(const std::string& where) {
+  static const std::pair<const char*, const char*> kOptions[] = {
+      {"worktree", "--worktree"}, {"scratch", "--scratch"},     {"state_dirs", "--state"},
+      {"read_dirs", "--read"},    {"read_files", "--read-file"}, {"read_only", "--read-only"},
+      {"allow", "--allow"},
+  };
+  for (const auto& [field, option] : kOptions)
+    if (where.rfind(field, 0) == 0) return option + where.substr(strlen(field));
+  return where;
+}
+
+// mkdir -p, each new directory 0700: the scratch is the job's HOME.
+std::optional<std::string> MakeScratch(const std::string& path) {
+  if (path.empty() || path[0] != '/') return "expected an absolute path, got \"" + path + "\"";
+  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
+    const std::string prefix = path.substr(0, slash);
+    if (!prefix.empty() && mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST)
+      return "cannot create " + prefix + ": " + strerror(errno);
+    if (slash == std::string::npos) break;
+  }
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return "not a directory: " + path;
+  return std::nullopt;
+}
+
+// "NAME=VALUE", or "NAME" for the caller's value (which must be set).
+std::optional<std::string> AddEnv(const std::string& entry, std::map<std::string, std::string>& env) {
+  const auto eq = entry.find('=');
+  const std::string name = entry.substr(0, eq);
+  if (name.empty() || name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") !=
+                          std::string::npos || (name[0] >= '0' && name[0] <= '9'))
+    return "--env: expected NAME or NAME=VALUE (NAME: letters, digits, _), got \"" + entry + "\"";
+  if (eq != std::string::npos) {
+    env[name] = entry.substr(eq + 1);
+    return std::nullopt;
+  }
+  const char* value = getenv(name.c_str());
+  if (value == nullptr) return "--env " + name + ": not set in this environment (give NAME=VALUE)";
+  env[name] = value;
+  return std::nullopt;
+}
+
+// What the cage was made of, for --json: the policy the Spec became.
+nlohmann::ordered_json CageSummary(const Policy& policy) {
+  nlohmann::ordered_json writable = nlohmann::ordered_json::array(), read = nlohmann::ordered_json::array(),
+                         read_only = nlohmann::ordered_json::array();
+  for (const auto& g : policy.grants()) (g.access == Access::kReadWrite ? writable : read).push_back(g.path);
+  for (const auto& g : policy.read_only()) read_only.push_back(g.path);
+  return {{"writable", writable},
+          {"read", read},
+          {"read_only", read_only},
+          {"exec_writable", policy.exec_writable()},
+          {"net", NetModeName(policy.net().mode)},
+          {"allow", policy.net().allow}};
+}
+
+int Report(const cage::Result& result, bool json, const Policy& policy) {
+  int status = result.signal != 0 ? 128 + result.signal : result.exit_code;
+  if (result.fault == cage::Fault::kRefused) status = kExitNotEnforced;
+  if (result.fault == cage::Fault::kExec) status = kExitExecFailed;
+  if (json) {
+    nlohmann::ordered_json report = cage::ResultReport(result);
+    report["cage"] = CageSummary(policy);
+    const std::string text = report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    fwrite(text.data(), 1, text.size(), stdout);
+    fputc('\n', stdout);
+  } else {
+    fwrite(result.stdout_text.data(), 1, result.stdout_text.size(), stdout);
+    fflush(stdout);
+    fwrite(result.stderr_text.data(), 1, result.stderr_text.size(), stderr);
+    if (result.stdout_truncated)
+      fprintf(stderr, "sandbox: stdout cut at the cap: %llu bytes dropped\n", (unsigned long long)result.stdout_dropped);
+    if (result.stderr_truncated)
+      fprintf(stderr, "sandbox: stderr cut at the cap: %llu bytes dropped\n", (unsigned long long)result.stderr_dropped);
+    if (result.fault != cage::Fault::kNone)
+      fprintf(stderr, "sandbox: %s: %s\n", cage::FaultName(result.fault), result.reason.c_str());
+  }
+  fflush(stdout);
+  return status;
+}
+
+// A relative path on the command line is taken from the working directory.
+void MakeAbsolute(std::string& path) {
+  if (path.empty() || path[0] == '/') return;
+  char cwd[PATH_MAX];
+  if (getcwd(cwd, sizeof cwd) != nullptr) path = std::string(cwd) + "/" + path;
+}
+
+}  // namespace
+
+CageCommand::CageCommand(CLI::App& app) : o_(std::make_shared<Options>()) {
+  Options& o = *o_;
+  cage::Spec& s = o.spec;
+  sub_ = app.add_subcommand("cage", "Run ARGV in the coding-agent cage: a worktree, the agent's state, nothing else");
+  sub_->add_option("--worktree", s.worktree, "The working directory (read-only unless --writable)");
+  sub_->add_flag("--writable", s.worktree_writable,
+                 "The worktree is read-write; its .git (or the .git pointer file and the git and common directories "
+                 "it names) stays read-only");
+  sub_->add_option("--state", s.state_dirs, "A read-write directory of the agent's own: its state, caches (repeatable)")
+      ->allow_extra_args(false);
+  sub_->add_option("--scratch", s.scratch, "Read-write HOME and TMPDIR of the job (created 0700 if missing)");
+  sub_->add_option("--read", s.read_dirs, "A read-only directory (repeatable)")->allow_extra_args(false);
+  sub_->add_option("--read-file", s.read_files, "A read-only file (repeatable)")->allow_extra_args(false);
+  sub_->add_option("--read-only", s.read_only,
+                   "A part of a writable directory kept read-only, by a read-only bind (repeatable)")
+      ->allow_extra_args(false);
+  o.exec_writable_option = sub_->add_flag(
+      "--exec-writable,!--no-exec-writable", o.exec_writable,
+      "Whether the job may execute what it writes (default: on with --writable, off otherwise)");
+  sub_->add_option("--allow", s.allow,
+                   "HOST[:PORT] the job may reach through its own egress proxy ('*.' for subdomains, 443 by default; "
+                   "repeatable). None: no network")
+      ->allow_extra_args(false);
+  sub_->add_option("--env", o.env, "NAME=VALUE, or NAME for this environment's value (repeatable); nothing else passes")
+      ->allow_extra_args(false);
+  sub_->add_option("--abi-floor", s.abi_floor, "Refuse to run below this Landlock ABI (default 1)")
+      ->check(CLI::Range(1, 1000));
+  sub_->add_option("--timeout", o.timeout_s, "Kill the job after S seconds (0: none; else 0.01 to 1e7)")
+      ->check(FiniteRange(kMinTimeoutSeconds, kMaxTimeoutSeconds, /*zero_means_none=*/true));
+  sub_->add_flag("--json", o.json, "Print the result as JSON (as run --json)");
+  sub_->add_flag("--unproven", o.unproven,
+                 "Run even though the battery attestation does not prove the cage's policy class here (the result "
+                 "says \"unproven (operator override)\")");
+  sub_->add_option("--landlock-abi-max", o.abi_cap,
+                   "Use at most this Landlock ABI (testing: can only lower what the kernel offers)")
+      ->check(CLI::Range(0, 1000));
+  sub_->add_option("--egress-test-public-range", o.test_public,
+                   "TEST ONLY: the job's egress proxy treats this CIDR (inside 198.18.0.0/15) as public (repeatable)")
+      ->allow_extra_args(false)
+      ->group("");
+  sub_->add_option("--egress-test-resolver", o.test_resolver, "TEST ONLY: the job's egress proxy answers lookups from this file")
+      ->group("");
+  sub_->add_option("argv", s.argv, "Command to run in the cage (after --)")->required();
+}
+
+std::optional<int> CageCommand::Run() const {
+  if (!sub_->parsed()) return std::nullopt;
+  Options o = *o_;
+  cage::Spec& spec = o.spec;
+  if (spec.worktree_writable && spec.worktree.empty()) return Usage("--writable: needs --worktree DIR");
+  MakeAbsolute(spec.worktree);
+  MakeAbsolute(spec.scratch);
+  for (auto* paths : {&spec.state_dirs, &spec.read_dirs, &spec.read_files, &spec.read_only})
+    for (auto& path : *paths) MakeAbsolute(path);
+  if (o.exec_writable_option->count() > 0) spec.exec_writable = o.exec_writable;
+  if (!spec.scratch.empty())
+    if (auto why = MakeScratch(spec.scratch)) return Usage("--scratch: " + *why);
+  cage::RunOptions options;
+  for (const auto& entry : o.env)
+    if (auto why = AddEnv(entry, options.env)) return Usage(*why);
+  options.timeout = std::chrono::milliseconds(std::llround(o.timeout_s * 1000));
+  options.unproven = o.unproven;
+  options.landlock_abi_cap = o.abi_cap;
+  // Every path and host is checked before anything runs: bad input is 64,
+  // a history that cannot be carved out safely is a refusal (70).
+  auto policy = cage::PolicyForSpec(spec);
+  if (!policy.ok()) {
+    const Error& e = policy.error();
+    if (e.where == cage::kGitCarveOutField) {
+      fprintf(stderr, "sandbox: refused: %s: %s\n", e.where.c_str(), e.what.c_str());
+      return kExitNotEnforced;
+    }
+    return Usage(OptionFor(e.where) + ": " + e.what);
+  }
+  JobEgressOptions egress;
+  for (const auto& r : o.test_public) {
+    auto cidr = egress::ParseTestPublicRange(r);
+    if (!cidr.ok()) return Usage("--egress-test-public-range " + r + ": " + cidr.error().what);
+    egress.test_public.push_back(cidr.value());
+  }
+  if (!o.test_resolver.empty()) egress.resolver = std::make_shared<egress::FileResolver>(o.test_resolver);
+  options.egress = std::make_shared<const JobEgressOptions>(std::move(egress));
+  return Report(cage::Run(spec, options), o.json, policy.value());
+}
+
+}  // namespace oarbank
