@@ -23,6 +23,7 @@
 
 #include "environment.h"
 #include "exit_codes.h"
+#include "json_formats.h"
 #include "host_facts.h"
 #include "manifest.h"
 #include "manifest_policy.h"
@@ -223,6 +224,7 @@ int RunModuleConform(const ModuleConformOptions& o) {
   }
 
   nlohmann::ordered_json report;
+  report["format"] = kModuleFormat;
   report["manifest"] = fs::absolute(o.manifest).string();
   report["module"] = m.name;
   report["version"] = m.version;

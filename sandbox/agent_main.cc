@@ -29,6 +29,7 @@
 #include "attestation.h"
 #include "exit_codes.h"
 #include "host_facts.h"
+#include "json_formats.h"
 #include "manifest_cli.h"
 #include "namespaces.h"
 #include "plan.h"
@@ -118,7 +119,8 @@ int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, i
 int SandboxReport(const std::string& policy_path, int abi_cap) {
   HostFacts host = ProbeHost(abi_cap);
   ProbeRootEtc(host);
-  nlohmann::ordered_json report = HostReport(host);
+  nlohmann::ordered_json report = {{"format", kReportFormat}};
+  report.update(HostReport(host));
   if (!policy_path.empty()) {
     auto policy = LoadPolicyFile(policy_path);
     if (!policy.ok()) {

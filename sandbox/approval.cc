@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "json_formats.h"
 #include "sha256.h"
 #include "trust_file.h"
 
@@ -125,7 +126,7 @@ std::optional<Error> AppendApproval(const std::string& path, const ApprovalRecor
   if (!lock.ok()) return lock.error();
   auto existing = LoadApprovals(path);
   if (!existing.ok()) return existing.error();
-  json doc = {{"approvals", json::array()}};
+  json doc = {{"format", kApprovalsFormat}, {"approvals", json::array()}};
   for (const auto& r : existing.value()) doc["approvals"].push_back(RecordJson(r));
   doc["approvals"].push_back(RecordJson(record));
   return WriteTrustedFile(path, doc.dump(2) + "\n", 0644);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "approval.h"
+#include "json_formats.h"
 #include "exit_codes.h"
 #include "host_facts.h"
 #include "install_paths.h"
@@ -94,7 +95,8 @@ std::optional<int> ManifestCommands::Run() const {
   if (o.check->parsed()) {
     const auto lint = LintPortability(m, ProbeHost());
     if (o.json) {
-      nlohmann::ordered_json j = {{"module", m.name},
+      nlohmann::ordered_json j = {{"format", kManifestCheckFormat},
+                                  {"module", m.name},
                                   {"version", m.version},
                                   {"requests", nlohmann::json::parse(CanonicalRequests(m))},
                                   {"digest", RequestsDigest(m)},

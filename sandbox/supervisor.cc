@@ -28,6 +28,7 @@
 #include "exit_codes.h"
 #include "fault_pause.h"
 #include "job_egress.h"
+#include "json_formats.h"
 #include "namespaces.h"
 #include "plan.h"
 #include "text_encoding.h"
@@ -1056,6 +1057,7 @@ nlohmann::ordered_json ResultReport(const Result& r) {
   auto text = [](const std::string& s) { return IsUtf8(s) ? s : Base64(s); };
   auto encoding = [](const std::string& s) { return IsUtf8(s) ? "utf-8" : "base64"; };
   return {
+      {"format", kRunFormat},
       {"exit_code", r.exit_code},
       {"signal", r.signal},
       {"refused", r.refused},

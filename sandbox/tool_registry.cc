@@ -1,5 +1,6 @@
 #include "tool_registry.h"
 
+#include "json_formats.h"
 #include "trust_file.h"
 
 #include <limits.h>
@@ -137,7 +138,7 @@ Result<std::vector<ResolvedTool>> ResolveTools(const ToolRegistry& registry, con
 }
 
 std::string ToolsFileJson(const std::vector<ResolvedTool>& tools) {
-  nlohmann::ordered_json j = {{"tools", nlohmann::ordered_json::object()}};
+  nlohmann::ordered_json j = {{"format", kToolsFormat}, {"tools", nlohmann::ordered_json::object()}};
   for (const auto& t : tools) j["tools"][t.id] = t.paths;
   return j.dump(2) + "\n";
 }
