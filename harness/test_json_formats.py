@@ -1,7 +1,10 @@
 """Every JSON document the tools print or write, produced for real by the
 built binaries, against its page in docs/json/ (read by json_docs.py): its
 `format`, every member the page marks `always`, no member or object the
-page does not describe, each value of its documented type.
+page does not describe, each value of its documented type. Each test also
+requires that its documents, together, held every object and member the
+page describes (the few exceptions named), so a page cannot keep a member
+the tools no longer write.
 
 - report: sandbox-report without a policy and with each valid fixture
   policy, as root and as uid 65534;
@@ -10,8 +13,9 @@ page does not describe, each value of its documented type.
 - battery: a partial oarbank-conform run (two probes under runner_strict,
   which writes no attestation); the attestation itself, which only a
   complete run writes, is checked in test_proof_gate.py;
-- matrix: matrix_report.py over that battery.json as a capped row and a
-  guest row whose results are the fixture kernel_matrix tests use;
+- matrix: matrix_report.py over that battery.json as a capped row, and a
+  guest row from the faked guest results test_kernel_matrix.py uses (a
+  real guest needs the kernel matrix's QEMU run);
 - module: oarbank-conform module of a sample module that fails, with
   denials explained;
 - manifest-check, approvals, tools: manifest-check --json, approve and
