@@ -25,6 +25,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from xml.sax.saxutils import escape as xml_escape
 
+FORMAT = "oarbank.matrix/1"  # docs/json/matrix.md
 FAILURES = {"BROKEN", "ESCAPED", "UNEXPECTED"}
 REFUSED = "refused (exit 70)"
 
@@ -280,6 +281,7 @@ def build(kernels_json: str, results: str, guests=None, capped=None, expectation
         rows.append(judge_capped(int(n), os.path.join(capped_dir, str(n)), floor))
     probes = sorted({p for r in rows for p in r.cells})
     return {
+        "format": FORMAT,
         "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "kernels_json": os.path.abspath(kernels_json),
         "results": os.path.abspath(results),

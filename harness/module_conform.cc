@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sandbox/common/json_formats.h"
 #include "sandbox/supervise/environment.h"
 #include "sandbox/common/exit_codes.h"
 #include "sandbox/host/host_facts.h"
@@ -223,6 +224,7 @@ int RunModuleConform(const ModuleConformOptions& o) {
   }
 
   nlohmann::ordered_json report;
+  report["format"] = kModuleFormat;
   report["manifest"] = fs::absolute(o.manifest).string();
   report["module"] = m.name;
   report["version"] = m.version;

@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 
+#include "sandbox/common/json_formats.h"
 #include "sandbox/plan/report.h"
 
 namespace oarbank {
@@ -109,7 +110,8 @@ nlohmann::ordered_json BatteryJson(const BatteryResult& r) {
   for (const auto& c : r.confined) confined.push_back(CellJson(c));
   nlohmann::ordered_json counts;
   for (const auto& [o, k] : CountAll(r).by_outcome) counts[OutcomeName(o)] = k;
-  return {{"verdict", r.passed ? "PASS" : "FAIL"},
+  return {{"format", kBatteryFormat},
+          {"verdict", r.passed ? "PASS" : "FAIL"},
           {"summary", VerdictLine(r)},
           {"landlock_abi", r.abi},
           {"capped", r.host.landlock_capped},

@@ -30,6 +30,7 @@ from testlib import AGENT, NOBODY, landlock_abi
 PLATFORM = {"x86_64": "linux/amd64", "aarch64": "linux/arm64"}.get(os.uname().machine, "linux/" + os.uname().machine)
 OTHER_PLATFORM = "linux/s390x" if PLATFORM != "linux/s390x" else "linux/amd64"
 BUSYBOX = "/bin/busybox"
+REPLY = "oarbank.broker-reply/1"  # every answer's format (docs/json/broker-reply.md)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the broker maps container ids with --uidmap: needs root")
 
@@ -211,7 +212,7 @@ def test_malformed_and_oversized_requests_are_refused_not_crashes(store, job):
             answer = b.request(None, raw=raw)
             assert answer["ok"] is False and answer["error"] == "bad_request", (raw[:40], answer)
         answer = b.request(None, raw=b"{\"op\": \"status\", \"pad\": \"" + b"a" * 70000)
-        assert answer == {"ok": False, "error": "bad_request", "detail": "request: longer than 65536 bytes"}
+        assert answer == {"format": REPLY, "ok": False, "error": "bad_request", "detail": "request: longer than 65536 bytes"}
         # Still serving.
         assert b.request({"op": "status"})["ok"] is True
         assert b.proc.poll() is None
@@ -229,7 +230,8 @@ def test_connections_beyond_the_cap_are_refused(store, job):
             held.append(c)
         time.sleep(0.5)  # the broker has accepted them all
         answer = b.request(None, raw=b'{"op": "status"}\n')
-        assert answer == {"ok": False, "error": "bad_request", "detail": "broker: 32 connections already open"}
+        assert answer == {"format": REPLY, "ok": False, "error": "bad_request",
+                          "detail": "broker: 32 connections already open"}
         for c in held:
             c.close()
         held = []
@@ -366,7 +368,7 @@ def test_no_runtime_on_path(store, job, tmp_path):
 def test_pull_answers_for_present_images_only(store, job):
     b = Broker(store, job, "broker-pull")
     try:
-        assert b.request({"op": "container.pull", "image": store.ref, "platform": PLATFORM}) == {"ok": True}
+        assert b.request({"op": "container.pull", "image": store.ref, "platform": PLATFORM}) == {"format": REPLY, "ok": True}
         absent = "localhost/oarbank-broker-absent@sha256:" + "0" * 64
         b.stop()
         b = Broker(store, job, "broker-pull", extra=["--image", f"{absent}={PLATFORM}"])

@@ -194,7 +194,8 @@ def test_the_agent_refuses_an_unapproved_manifest_and_accepts_it_once_approved(w
     assert r.returncode == 0, r.stderr
     policy = json.loads(r.stdout)
     assert policy["tools"] == [{"id": "faketool", "paths": [str(base / "tools" / "faketool")]}]
-    assert json.loads(tools_file.read_text()) == {"tools": {"faketool": [str(base / "tools" / "faketool")]}}
+    assert json.loads(tools_file.read_text()) == {"format": "oarbank.tools/1",
+                                               "tools": {"faketool": [str(base / "tools" / "faketool")]}}
     # The Policy is one the launcher takes: run something under it.
     (base / "policy.json").write_text(r.stdout)
     run = subprocess.run([str(AGENT), "sandbox-exec", str(base / "policy.json"), "--",

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+import json_docs
 from job_tree import make_tree, remove_tree, write_policy
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -86,6 +87,25 @@ def test_the_attestation_binds_kernel_launcher_and_battery(attestation):
     assert PROVEN in a["proven_classes"]
     st = attestation.stat()
     assert stat.S_IMODE(st.st_mode) == 0o644 and st.st_uid == 0
+
+
+def test_the_attestation_and_the_full_battery_report_are_what_their_pages_document(attestation):
+    json_docs.check("attestation", json.loads(attestation.read_text()))
+    json_docs.check("battery", json.loads((attestation.parent / "reports" / "battery.json").read_text()))
+
+
+@pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nobody"])
+def test_an_attestation_with_members_its_reader_does_not_know_still_proves(attestation, job, uid):
+    a = json.loads(attestation.read_text())
+    a["a_later_member"] = {"x": 1}
+    for part in ("kernel", "launcher", "battery"):
+        a[part]["a_later_member"] = [1]
+    later = job / "later-attestation.json"
+    later.write_text(json.dumps(a))
+    os.chmod(later, 0o644)
+    r = run(later, "--json", policy(job), "--", "/bin/true", uid=uid)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["container"]["proof"] == f"proven ({later})"
 
 
 @pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nobody"])

@@ -9,17 +9,59 @@
 # cage::Run(Spec) and check its Result. Then purges both packages and checks
 # that nothing of them is left. Needs root (apt, the battery).
 #
-#   scripts/package-test.sh [OUT]   # OUT: where the .debs go (default: a new /tmp directory)
+# Whatever its end (a failed step, an interrupt), it leaves neither package
+# installed and none of its working directories behind; it refuses to start
+# where oarbank-sandbox or liboarbank-sandbox-dev is already installed (it
+# would replace and purge the operator's). scripts/test.sh runs it after the
+# pytest suites.
+#
+#   scripts/package-test.sh [OUT]   # OUT: where the .debs and logs go (default: a new
+#                                   # /tmp directory, removed when the test passes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=$(pwd)
-out=${1:-$(mktemp -d /tmp/oarbank-package.XXXXXX)}
+for p in oarbank-sandbox liboarbank-sandbox-dev; do
+  if dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null | grep -qv '^not-installed$'; then
+    echo "package-test: $p is already installed here; purge it first (this test would replace and purge it)" >&2
+    exit 1
+  fi
+done
+own_out=0
+if [ $# -ge 1 ]; then out=$1; else out=$(mktemp -d /tmp/oarbank-package.XXXXXX); own_out=1; fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 case "$out/" in "$src"/*) echo "package-test: OUT must lie outside the source tree" >&2; exit 64 ;; esac
 start=$SECONDS
 step() { echo "== $* ($((SECONDS - start)) s)"; }
 fail() { echo "package-test: FAIL: $*" >&2; exit 1; }
+
+# What this run made, undone on every exit: the tree copy, the installed
+# packages (set before apt-get install, so a half-done install is purged
+# too), the working directory, and OUT when it is ours and the test passed.
+copy="" installed=0 work=""
+cleanup() {
+  local rc=$?
+  cd /
+  [ -n "$copy" ] && rm -rf "$copy"
+  if [ "$installed" = 1 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq oarbank-sandbox liboarbank-sandbox-dev >/dev/null 2>&1 ||
+      dpkg --purge oarbank-sandbox liboarbank-sandbox-dev >/dev/null 2>&1 || true
+    if dpkg-query -W -f='${db:Status-Status}\n' oarbank-sandbox liboarbank-sandbox-dev 2>/dev/null | grep -qv '^not-installed$'; then
+      echo "package-test: could not purge the packages it installed" >&2
+      rc=1
+    fi
+  fi
+  [ -n "$work" ] && rm -rf "$work"
+  if [ "$rc" != 0 ]; then
+    echo "package-test: logs in $out" >&2
+  elif [ "$own_out" = 1 ]; then
+    rm -rf "$out"
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 step "build dependencies"
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
@@ -32,7 +74,7 @@ copy="$out/oarbank-sandbox-$version"
 rm -rf "$copy" && mkdir -p "$copy"
 git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$copy"
 (cd "$copy" && dpkg-buildpackage -us -uc -b -j"$(nproc)" >"$out/build.log" 2>&1) || { tail -50 "$out/build.log"; fail "dpkg-buildpackage"; }
-rm -rf "$copy"  # from here on only the installed package is used
+rm -rf "$copy" && copy=""  # from here on only the installed package is used
 debs=("$out"/oarbank-sandbox_"$version"_*.deb "$out"/liboarbank-sandbox-dev_"$version"_*.deb)
 ls -l "${debs[@]}"
 
@@ -43,6 +85,7 @@ step "install"
 # What exists before the packages do: the agent's state and configuration
 # (/var/lib/oarbank, /etc/oarbank) may be the operator's from a clone.
 before=$(ls -d /var/lib/oarbank /etc/oarbank 2>/dev/null || true)
+installed=1
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${debs[@]}" >/dev/null
 dpkg -L oarbank-sandbox liboarbank-sandbox-dev | sort >"$out/installed-files"
 
@@ -97,6 +140,7 @@ g++ -std=c++20 -O1 -o consumer-pc consumer-src/main.cc $(pkg-config --cflags --l
 step "purge"
 cd /
 DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq oarbank-sandbox liboarbank-sandbox-dev >/dev/null
+installed=0
 if dpkg -l oarbank-sandbox liboarbank-sandbox-dev 2>/dev/null | grep -q '^[ir]'; then fail "a package is still installed"; fi
 left=()
 while read -r f; do
@@ -111,5 +155,4 @@ for d in /usr/libexec/oarbank /usr/share/oarbank /usr/include/oarbank /usr/share
 done
 after=$(ls -d /var/lib/oarbank /etc/oarbank 2>/dev/null || true)
 [ "$before" = "$after" ] || fail "the packages left state behind: $after (before: $before)"
-rm -rf "$work"
 step "package-test: ok"

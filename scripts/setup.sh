@@ -15,6 +15,7 @@ packages=(
   libtomlplusplus-dev strace musl-tools lld nettle-dev
   libc-ares-dev tinyproxy squid
   scdoc man-db git bc
+  build-essential debhelper dpkg-dev lintian fakeroot  # scripts/package-test.sh
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -2,10 +2,13 @@
 # Every test: installs and builds (scripts/setup.sh), a bounded fuzz run of
 # each parser (policy, egress request, broker request, manifest), the GoogleTest and rapidcheck suites under CTest
 # (confinement tests run the confined side as root and as uid 65534), and the
-# pytest suites (the CLI end to end, and the escape battery with its
-# reports), then the kernel matrix: the battery inside eight Debian kernels
-# booted in QEMU and at every capped Landlock ABI of this host. Needs root
-# (packages, uid switching).
+# pytest suites (the CLI end to end, the escape battery with its
+# reports, every JSON document against its page in docs/json/), the Debian
+# package (scripts/package-test.sh: built, installed, used from the installed
+# paths only, purged; it leaves nothing installed, whatever its end), then the
+# kernel matrix: the battery inside nine Debian kernels booted in QEMU and
+# at every capped Landlock ABI of this host. Needs root (packages, uid
+# switching).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -21,6 +24,9 @@ ctest --test-dir build --output-on-failure -j2
 
 echo "== pytest"
 /usr/bin/python3 -m pytest -q harness
+
+echo "== package test"
+./scripts/package-test.sh
 
 echo "== kernel matrix"
 ./scripts/kernel-matrix.sh

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <set>
 
+#include "sandbox/common/json_formats.h"
+
 namespace oarbank::broker {
 namespace {
 
@@ -433,7 +435,11 @@ nlohmann::ordered_json RefusalJson(const Refused& refused) {
 }
 
 std::string AnswerLine(const nlohmann::ordered_json& answer) {
-  return answer.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  // Every answer says its format first; the members are the answer's.
+  nlohmann::ordered_json line = {{"format", kBrokerReplyFormat}};
+  for (const auto& [key, value] : answer.items())
+    if (key != "format") line[key] = value;
+  return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace oarbank::broker

@@ -20,6 +20,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "sandbox/common/json_formats.h"
 #include "sandbox/cli/cage_command.h"
 #include "sandbox/cli/egress_proxy_command.h"
 #include "sandbox/egress/resolver.h"
@@ -100,7 +101,8 @@ int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, i
 int SandboxReport(const std::string& policy_path, int abi_cap) {
   HostFacts host = ProbeHost(abi_cap);
   ProbeRootEtc(host);
-  nlohmann::ordered_json report = HostReport(host);
+  nlohmann::ordered_json report = {{"format", kReportFormat}};
+  report.update(HostReport(host));
   if (!policy_path.empty()) {
     auto policy = LoadPolicyFile(policy_path);
     if (!policy.ok()) {

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sandbox/common/json_formats.h"
 #include "sandbox/manifest/approval.h"
 #include "sandbox/common/exit_codes.h"
 #include "sandbox/host/host_facts.h"
@@ -94,7 +95,8 @@ std::optional<int> ManifestCommands::Run() const {
   if (o.check->parsed()) {
     const auto lint = LintPortability(m, ProbeHost());
     if (o.json) {
-      nlohmann::ordered_json j = {{"module", m.name},
+      nlohmann::ordered_json j = {{"format", kManifestCheckFormat},
+                                  {"module", m.name},
                                   {"version", m.version},
                                   {"requests", nlohmann::json::parse(CanonicalRequests(m))},
                                   {"digest", RequestsDigest(m)},

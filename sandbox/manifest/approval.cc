@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sandbox/common/json_formats.h"
 #include "sandbox/common/parse_error.h"
 #include "sandbox/common/sha256.h"
 #include "sandbox/common/trust_file.h"
@@ -124,7 +125,7 @@ std::optional<Error> AppendApproval(const std::string& path, const ApprovalRecor
   if (!lock.ok()) return lock.error();
   auto existing = LoadApprovals(path);
   if (!existing.ok()) return existing.error();
-  json doc = {{"approvals", json::array()}};
+  json doc = {{"format", kApprovalsFormat}, {"approvals", json::array()}};
   for (const auto& r : existing.value()) doc["approvals"].push_back(RecordJson(r));
   doc["approvals"].push_back(RecordJson(record));
   return WriteTrustedFile(path, doc.dump(2) + "\n", 0644);

@@ -102,6 +102,24 @@ TEST(Approval, TheStoreIsAnAppendOnlyJsonTrail) {
   EXPECT_FALSE(CheckApproved(v2, loaded.value()).has_value());
   const auto j = nlohmann::json::parse(std::ifstream(store));
   EXPECT_EQ(j["approvals"][0]["digest"], RequestsDigest(v1));
+  EXPECT_EQ(j["format"], "oarbank.approvals/1");
+
+  // Members the reader does not know (a later version's) are ignored, at
+  // the top and in a record; a store written before `format` reads the same.
+  tree.Write("later.json",
+             R"({"format": "oarbank.approvals/1", "signed": {"by": "x"}, "approvals": [{"module": "demo",)"
+             R"( "version": "1", "digest": "sha256:0", "who": "alice", "when": "t", "ticket": 42}]})",
+             0644);
+  auto later = LoadApprovals(tree.Path("later.json"));
+  ASSERT_TRUE(later.ok()) << later.error().what;
+  ASSERT_EQ(later.value().size(), 1u);
+  EXPECT_EQ(later.value()[0].who, "alice");
+  tree.Write("before.json", R"({"approvals": [{"module": "demo", "version": "1", "digest": "sha256:0", "who": "bob",)"
+                            R"( "when": "t"}]})",
+             0644);
+  auto before = LoadApprovals(tree.Path("before.json"));
+  ASSERT_TRUE(before.ok()) << before.error().what;
+  EXPECT_EQ(before.value()[0].who, "bob");
 
   tree.Write("bad.json", R"({"approvals": [{"module": "demo", "version": "1", "digest": "x", "who": ""}]})", 0644);
   auto bad = LoadApprovals(tree.Path("bad.json"));
@@ -184,7 +202,7 @@ TEST(ToolRegistry, TheToolsFileListsCanonicalPathsById) {
   TempTree tree;
   ASSERT_FALSE(WriteToolsFile(tree.Path("tools.json"), {{"java17", {"/usr/lib/jvm/x"}, true}}).has_value());
   const auto j = nlohmann::json::parse(std::ifstream(tree.Path("tools.json")));
-  EXPECT_EQ(j, nlohmann::json::parse(R"({"tools": {"java17": ["/usr/lib/jvm/x"]}})"));
+  EXPECT_EQ(j, nlohmann::json::parse(R"({"format": "oarbank.tools/1", "tools": {"java17": ["/usr/lib/jvm/x"]}})"));
 }
 
 // ---- manifest -> Policy ------------------------------------------------------

@@ -1,5 +1,6 @@
 #include "sandbox/manifest/tool_registry.h"
 
+#include "sandbox/common/json_formats.h"
 #include "sandbox/common/parse_error.h"
 #include "sandbox/common/trust_file.h"
 
@@ -136,7 +137,7 @@ Expected<std::vector<ResolvedTool>> ResolveTools(const ToolRegistry& registry, c
 }
 
 std::string ToolsFileJson(const std::vector<ResolvedTool>& tools) {
-  nlohmann::ordered_json j = {{"tools", nlohmann::ordered_json::object()}};
+  nlohmann::ordered_json j = {{"format", kToolsFormat}, {"tools", nlohmann::ordered_json::object()}};
   for (const auto& t : tools) j["tools"][t.id] = t.paths;
   return j.dump(2) + "\n";
 }

@@ -127,6 +127,28 @@ TEST_F(AttestationTest, NoFileOrAnotherFormatProvesNothing) {
   EXPECT_NE(a.detail.find("is not a battery attestation"), std::string::npos) << a.detail;
 }
 
+TEST_F(AttestationTest, MembersTheReaderDoesNotKnowAreIgnored) {
+  // A later oarbank.attestation/1 may add members (docs/json/attestation.md):
+  // at the top and in each object, they change nothing.
+  Attestation a;
+  a.binding = here_;
+  a.proven_classes = {kClass};
+  nlohmann::ordered_json j = AttestationJson(a);
+  j["signed_by"] = {{"key", "x"}};
+  j["kernel"]["cmdline"] = "quiet";
+  j["launcher"]["path"] = "/usr/bin/oarbank-agent";
+  j["battery"]["probes"] = 104;
+  std::ofstream(path_) << j.dump(2);
+  chmod(path_.c_str(), 0644);
+  const Attestation read = ReadAttestation(path_, here_);
+  ASSERT_TRUE(read.present) << read.detail;
+  EXPECT_EQ(read.proven_classes, std::vector<std::string>{kClass});
+  // The format is what is checked: another number is another document.
+  j["format"] = "oarbank.attestation/2";
+  std::ofstream(path_) << j.dump(2);
+  EXPECT_FALSE(ReadAttestation(path_, here_).present);
+}
+
 TEST_F(AttestationTest, AnAttestationAnotherUserCouldWriteProvesNothing) {
   if (geteuid() != 0) GTEST_SKIP() << "chown needs root";
   Written(here_);

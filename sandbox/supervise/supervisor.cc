@@ -23,6 +23,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "sandbox/common/json_formats.h"
 #include "sandbox/plan/attestation.h"
 #include "sandbox/plan/capabilities.h"
 #include "sandbox/supervise/cgroup.h"
@@ -1122,6 +1123,7 @@ nlohmann::ordered_json ResultReport(const Result& r) {
   auto text = [](const std::string& s) { return IsUtf8(s) ? s : Base64(s); };
   auto encoding = [](const std::string& s) { return IsUtf8(s) ? "utf-8" : "base64"; };
   return {
+      {"format", kRunFormat},
       {"exit_code", r.exit_code},
       {"signal", r.signal},
       {"refused", r.refused},
