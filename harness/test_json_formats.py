@@ -169,6 +169,12 @@ def test_run_json(tree, uid):
     doc = json.loads(refused.stdout)
     json_docs.check("run", doc, page)
     assert doc["refused"] is True and "battery.proven" in doc["reason"]
+    # cage --json: the same document with what the cage was made of.
+    caged = agent("cage", "--unproven", "--json", "--worktree", str(tree / "bundle"), "--", "/bin/true", uid=uid)
+    assert caged.returncode == 0, caged.stderr
+    doc = json.loads(caged.stdout)
+    json_docs.check("run", doc, page)
+    assert doc["format"] == "oarbank.run/1" and str(tree / "bundle") in doc["cage"]["read"], doc["cage"]
     assert page.unseen() == [], page.unseen()
 
 
