@@ -29,6 +29,7 @@
 #include "attestation.h"
 #include "exit_codes.h"
 #include "host_facts.h"
+#include "job_network.h"
 #include "manifest_cli.h"
 #include "namespaces.h"
 #include "plan.h"
@@ -133,7 +134,17 @@ int SandboxReport(const std::string& policy_path, int abi_cap) {
   // The network a policy's job gets under `run` (sandbox-exec keeps the host's).
   if (!policy_path.empty())
     if (auto policy = LoadPolicyFile(policy_path); policy.ok())
+{
       report["supervisor"]["job_network"] = PlanJobNamespaces(policy.value()).net_detail;
+      // The placement `run` makes (egress-any is enforced there, never by sandbox-exec alone).
+      HostFacts supervised = host;
+      supervised.job_network = SupervisedJobNetworkFacts(policy.value().net().mode == NetMode::kEgressAny);
+      const Placement placement = Place(policy.value(), supervised);
+      nlohmann::ordered_json at_fault = nlohmann::ordered_json::array();
+      for (const auto& c : placement.at_fault)
+        at_fault.push_back({{"id", CapabilityName(c.id)}, {"status", StatusName(c.status)}, {"detail", c.detail}});
+      report["supervisor"]["placement"] = {{"verdict", VerdictName(placement.verdict)}, {"at_fault", at_fault}};
+    }
   report["containers"] = broker::ContainerRuntimeReport();
   std::cout << report.dump(2) << "\n";
   return 0;

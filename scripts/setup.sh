@@ -15,6 +15,7 @@ packages=(
   libtomlplusplus-dev strace musl-tools lld nettle-dev
   libc-ares-dev tinyproxy squid
   scdoc man-db
+  libnftables-dev slirp4netns nftables
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -89,6 +89,9 @@ struct Container {
   // RunOptions::unproven.
   std::string proof;
   GateReading verified;       // what the gate read in /proc/<pid>/status
+  // egress-any: packets the job network's ruleset dropped (read when the
+  // job ended); -1 for other modes or when unreadable.
+  long long net_dropped = -1;
 };
 
 struct Result {

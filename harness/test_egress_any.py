@@ -1,0 +1,395 @@
+"""egress-any under `run`: a network namespace of the job's own whose only
+way out is slirp4netns, filtered by the agent's nftables ruleset
+(sandbox/job_network.h).
+
+The whole world lives in network namespaces this module creates, with no
+route off the machine:
+  up   the supervisor's namespace (the stack's outside end); its only
+       uplink is a veth to `pub`; its loopback and its own veth address
+       stand for the host's
+  pub  the "public" servers, at 198.19.N.2 and its NAT64 form
+       64:ff9b::198.19.N.2 (declared public by run's test-only
+       --egress-test-public-range, which accepts nothing outside
+       198.18.0.0/15), a name server at 198.19.N.53 (the stack's resolver
+       forwards there: /etc/netns/<up>/resolv.conf), and decoys on every
+       non-public class that can be assigned there
+Every decoy logs what reaches it (harness/egress_any_peers.py): "sees
+nothing" is checked at the decoy, not only by the job's errors.
+
+Needs root (network namespaces, uid switching); CI runs as root.
+"""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BUILD = os.environ.get("OARBANK_BUILD", os.path.join(ROOT, "build"))
+AGENT = os.path.join(BUILD, "sandbox", "oarbank-agent")
+PEERS = os.path.join(os.path.dirname(__file__), "egress_any_peers.py")
+DNS_SERVER = os.path.join(os.path.dirname(__file__), "egress_dns.py")
+
+N = 20 + os.getpid() % 200
+PUBLIC_RANGE = f"198.19.{N}.0/24"
+PUBLIC4 = f"198.19.{N}.2"
+PUBLIC6 = f"64:ff9b::198.19.{N}.2"
+DNS = f"198.19.{N}.53"
+UP_ADDR = f"198.18.{N}.1"  # the supervisor's own address: not public, and the host's
+PUB_ADDR = f"198.18.{N}.2"
+PORT = 4443
+# Decoys: one per non-public class that can be assigned to an interface.
+DECOYS4 = {
+    "rfc1918_10": "10.77.0.2", "rfc1918_172": "172.16.77.2", "rfc1918_192": "192.168.77.2",
+    "cgnat": "100.64.77.2", "metadata": "169.254.169.254", "test_net": "192.0.2.77",
+    "benchmark_undeclared": f"198.18.{N}.3", "ietf": "192.0.0.77",
+}
+DECOYS6 = {
+    "ula": "fd77::2", "documentation6": "2001:db8::77", "sixtofour_private": "2002:a4d:2::1",
+    "nat64_private": "64:ff9b::a4d:2", "teredo": "2001::77", "site_local": "fec0::77",
+}
+UP, PUB = f"oea-up-{os.getpid()}", f"oea-pub-{os.getpid()}"
+VETH_UP, VETH_PUB = f"oeau{os.getpid() % 100000}", f"oeap{os.getpid() % 100000}"
+
+if os.geteuid() != 0:
+    pytest.skip("network namespaces and uid switching need root (CI runs as root)", allow_module_level=True)
+
+# The job's side: every probe named on its command line, one JSON object out.
+MODULE = r'''
+import errno, json, os, random, socket, struct, subprocess, sys
+spec = json.loads(sys.argv[1])
+out = {}
+def err(e):
+    return errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__
+def tcp(addr, port):
+    fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.settimeout(2)
+    try:
+        s.connect((addr, port))
+        return s.recv(200).decode().strip()
+    except socket.timeout:
+        return "timeout"
+    except OSError as e:
+        return "connect " + err(e)
+    finally:
+        s.close()
+def udp(addr, port):
+    fam = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    s = socket.socket(fam, socket.SOCK_DGRAM)
+    s.settimeout(1.5)
+    try:
+        s.sendto(b"ping", (addr, port))
+        return s.recv(200).decode()
+    except socket.timeout:
+        return "timeout"
+    except OSError as e:
+        return "sendto " + err(e)
+    finally:
+        s.close()
+def dns(server, name, qtype):
+    q = struct.pack("!HHHHHH", random.randrange(65536), 0x0100, 1, 0, 0, 0)
+    q += b"".join(bytes([len(l)]) + l.encode() for l in name.split(".")) + b"\0" + struct.pack("!HH", qtype, 1)
+    fam = socket.AF_INET6 if ":" in server else socket.AF_INET
+    s = socket.socket(fam, socket.SOCK_DGRAM)
+    s.settimeout(3)
+    try:
+        s.sendto(q, (server, 53))
+        data = s.recv(4096)
+    except socket.timeout:
+        return "timeout"
+    except OSError as e:
+        return "dns " + err(e)
+    finally:
+        s.close()
+    ancount = struct.unpack("!H", data[6:8])[0]
+    pos = len(q)
+    addrs = []
+    for _ in range(ancount):
+        pos += 2  # a compressed name pointer to the question
+        rtype, _c, _ttl, rdlen = struct.unpack("!HHIH", data[pos:pos + 10])
+        pos += 10
+        rdata = data[pos:pos + rdlen]
+        pos += rdlen
+        if rtype == 1:
+            addrs.append(socket.inet_ntop(socket.AF_INET, rdata))
+        elif rtype == 28:
+            addrs.append(socket.inet_ntop(socket.AF_INET6, rdata))
+    return addrs
+for label, addr, port in spec.get("tcp", []):
+    out["tcp " + label] = tcp(addr, port)
+for label, addr, port in spec.get("udp", []):
+    out["udp " + label] = udp(addr, port)
+for label, server, name, qtype in spec.get("dns", []):
+    answer = dns(server, name, qtype)
+    out["dns " + label] = answer
+    if isinstance(answer, list) and answer:
+        out["dns-connect " + label] = tcp(answer[0], spec["port"])
+try:
+    socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 12)  # NETLINK_NETFILTER
+    out["netlink"] = "opened"
+except OSError as e:
+    out["netlink"] = err(e)
+for args in (["flush", "ruleset"], ["add", "rule", "inet", "oarbank", "output", "accept"]):
+    r = subprocess.run(["/usr/sbin/nft", *args], capture_output=True, text=True)
+    out["nft " + args[0]] = [r.returncode, r.stderr.strip()[:200]]
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+try:
+    s.bind(("0.0.0.0", spec["port"]))
+    s.listen(1)
+    out["listen"] = "listening"
+except OSError as e:
+    out["listen"] = err(e)
+print(json.dumps(out))
+'''
+
+
+def sh(*args, check=True):
+    return subprocess.run(args, capture_output=True, text=True, check=check, timeout=30)
+
+
+class Peers:
+    def __init__(self, log, netns, specs):
+        self.log = pathlib.Path(log)
+        self.log.touch()
+        self.proc = subprocess.Popen(["ip", "netns", "exec", netns, "python3", PEERS, str(log), *specs],
+                                     stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        assert line, "peers did not start"
+
+    def events(self, local=None):
+        out = [json.loads(l) for l in self.log.read_text().splitlines() if l.strip()]
+        return [e for e in out if local is None or e["local"] == local]
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def fmt(addr, port):
+    return f"[{addr}]:{port}" if ":" in addr else f"{addr}:{port}"
+
+
+@pytest.fixture(scope="module")
+def world():
+    work = pathlib.Path(tempfile.mkdtemp(prefix="oea-"))
+    os.chmod(work, 0o755)
+    made = []
+    procs = []
+    try:
+        for ns in (UP, PUB):
+            sh("ip", "netns", "add", ns)
+            made.append(ns)
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        sh("ip", "link", "add", VETH_UP, "netns", UP, "type", "veth", "peer", "name", VETH_PUB, "netns", PUB)
+        sh("ip", "-n", UP, "addr", "add", f"{UP_ADDR}/24", "dev", VETH_UP)
+        sh("ip", "-n", UP, "addr", "add", "fd99::1/64", "dev", VETH_UP, "nodad")
+        sh("ip", "-n", PUB, "addr", "add", f"{PUB_ADDR}/24", "dev", VETH_PUB)
+        sh("ip", "-n", PUB, "addr", "add", "fd99::2/64", "dev", VETH_PUB, "nodad")
+        for ns, dev in ((UP, VETH_UP), (PUB, VETH_PUB)):
+            sh("ip", "-n", ns, "link", "set", dev, "up")
+        sh("ip", "-n", UP, "route", "add", "default", "via", PUB_ADDR)
+        sh("ip", "-n", UP, "-6", "route", "add", "default", "via", "fd99::2")
+        for a in [PUBLIC4, DNS, *DECOYS4.values()]:
+            sh("ip", "-n", PUB, "addr", "add", f"{a}/32", "dev", "lo")
+        for a in [PUBLIC6, *DECOYS6.values()]:
+            sh("ip", "-n", PUB, "addr", "add", f"{a}/128", "dev", "lo", "nodad")
+        # The stack's resolver forwards to the up namespace's name server.
+        etc = pathlib.Path("/etc/netns") / UP
+        etc.mkdir(parents=True, exist_ok=True)
+        (etc / "resolv.conf").write_text(f"nameserver {DNS}\n")
+        zone = work / "zone.json"
+        zone.write_text(json.dumps({
+            "pub.test": {"a": [PUBLIC4], "aaaa": [PUBLIC6]},
+            "decoy.test": {"a": [DECOYS4["rfc1918_10"]], "aaaa": [DECOYS6["ula"]]},
+            "meta.test": {"a": [DECOYS4["metadata"]]},
+            "loop.test": {"a": ["127.0.0.1"], "aaaa": ["::1"]},
+        }))
+        dns_log = work / "dns.log"
+        dns = subprocess.Popen(["ip", "netns", "exec", PUB, "python3", DNS_SERVER, str(dns_log), str(zone), DNS],
+                               stdout=subprocess.PIPE, text=True)
+        procs.append(dns)
+        assert dns.stdout.readline(), "name server did not start"
+        public = Peers(work / "public.log", PUB, [f"{PUBLIC4}|{PORT}", f"{PUBLIC6}|{PORT}"])
+        decoys = Peers(work / "decoys.log", PUB,
+                       [f"{a}|{PORT}" for a in [*DECOYS4.values(), *DECOYS6.values(), PUB_ADDR]])
+        # The host's side: its loopback and its own address, where the
+        # supervisor's sockets live.
+        host = Peers(work / "host.log", UP, [f"127.0.0.1|{PORT}", f"::1|{PORT}", f"{UP_ADDR}|{PORT}",
+                                             f"fd99::1|{PORT}"])
+        module = work / "bundle"
+        module.mkdir()
+        (module / "module.py").write_text(MODULE)
+        for d in ("work", "data"):
+            (work / d).mkdir()
+            os.chmod(work / d, 0o777)
+        policy = work / "policy.json"
+        policy.write_text(json.dumps({"contract": 1, "role": "runner", "bundle": str(module),
+                                      "work": str(work / "work"), "data": str(work / "data"),
+                                      "net": {"mode": "egress-any"}}))
+        yield {"work": work, "public": public, "decoys": decoys, "host": host, "policy": policy,
+               "module": module / "module.py", "dns_log": dns_log}
+        for p in (public, decoys, host):
+            p.stop()
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        shutil.rmtree(pathlib.Path("/etc/netns") / UP, ignore_errors=True)
+        for ns in made:
+            sh("ip", "netns", "del", ns, check=False)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def in_up(cmd, uid):
+    """cmd in the up namespace, as `uid`. /dev/net/tun is the kernel's own
+    device; Debian makes it 0666, this machine may not: an unprivileged
+    supervisor gets a 0666 node of it in a private mount namespace."""
+    if uid != 0:
+        cmd = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", *cmd]
+        cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+               'mount -t tmpfs -o mode=0755 oea /mnt && mknod -m 0666 /mnt/tun c 10 200 && '
+               'mount --bind /mnt/tun /dev/net/tun && umount -l /mnt && exec "$@"', "oea", *cmd]
+    return ["ip", "netns", "exec", UP, *cmd]
+
+
+def run_job(world, uid, spec, extra=()):
+    cmd = [AGENT, "run", "--json", "--unproven", "--timeout", "60", "--egress-test-public-range", PUBLIC_RANGE,
+           *extra, str(world["policy"]), "--", "/usr/bin/python3", str(world["module"]), json.dumps(spec)]
+    return subprocess.run(in_up(cmd, uid), capture_output=True, text=True, timeout=90)
+
+
+def spec_all():
+    tcp = [["public4", PUBLIC4, PORT], ["public6", PUBLIC6, PORT]]
+    tcp += [[k, v, PORT] for k, v in {**DECOYS4, **DECOYS6}.items()]
+    tcp += [["mapped_private", "::ffff:" + DECOYS4["rfc1918_10"], PORT],
+            ["gateway", "10.0.2.2", PORT],  # the stack's gateway: never the host's loopback
+            ["host_loopback4", "127.0.0.1", PORT], ["host_loopback6", "::1", PORT],
+            ["host_address", UP_ADDR, PORT], ["host_address6", "fd99::1", PORT],
+            ["pub_veth", PUB_ADDR, PORT]]
+    udp = [["public4", PUBLIC4, PORT], ["public6", PUBLIC6, PORT],
+           ["rfc1918_10", DECOYS4["rfc1918_10"], PORT], ["metadata", DECOYS4["metadata"], PORT],
+           ["ula", DECOYS6["ula"], PORT], ["gateway", "10.0.2.2", PORT], ["host_address", UP_ADDR, PORT]]
+    dns = [["pub A", "10.0.2.3", "pub.test", 1], ["pub AAAA", "10.0.2.3", "pub.test", 28],
+           ["decoy A", "10.0.2.3", "decoy.test", 1], ["decoy AAAA", "10.0.2.3", "decoy.test", 28],
+           ["meta A", "10.0.2.3", "meta.test", 1], ["loop A", "10.0.2.3", "loop.test", 1]]
+    return {"tcp": tcp, "udp": udp, "dns": dns, "port": PORT}
+
+
+@pytest.mark.parametrize("uid", [0, 65534], ids=["root", "nobody"])
+def test_public_servers_answer_and_nothing_else_is_reached(world, uid):
+    before = {name: len(world[name].events()) for name in ("public", "decoys", "host")}
+    r = run_job(world, uid, spec_all())
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout)
+    assert result["exit_code"] == 0, result
+    assert "net" in result["container"]["namespaces"], result
+    out = json.loads(result["stdout"])
+    # The public servers answer, TCP and UDP, IPv4 and IPv6 (NAT64 form).
+    assert out["tcp public4"] == f"HELLO {PUBLIC4}:{PORT}", out
+    assert out["tcp public6"] == f"HELLO [{PUBLIC6}]:{PORT}", out
+    assert out["udp public4"] == f"UDP {PUBLIC4}:{PORT}", out
+    assert out["udp public6"] == f"UDP [{PUBLIC6}]:{PORT}", out
+    # The stack's resolver answers; names that point at decoys lead nowhere.
+    assert out["dns pub A"] == [PUBLIC4] and out["dns pub AAAA"] == [PUBLIC6], out
+    assert out["dns-connect pub A"] == f"HELLO {PUBLIC4}:{PORT}", out
+    assert out["dns decoy A"] == [DECOYS4["rfc1918_10"]], out
+    for name in ("decoy A", "decoy AAAA", "meta A", "loop A"):
+        assert not out["dns-connect " + name].startswith("HELLO"), (name, out)
+    # Every decoy, the host's loopback and its own addresses: refused.
+    for label in [*DECOYS4, *DECOYS6, "mapped_private", "gateway", "host_loopback4", "host_loopback6",
+                  "host_address", "host_address6", "pub_veth"]:
+        assert not out["tcp " + label].startswith("HELLO"), (label, out)
+    for label in ["rfc1918_10", "metadata", "ula", "gateway", "host_address"]:
+        assert not out["udp " + label].startswith("UDP"), (label, out)
+    # The job cannot touch the rules, nor listen.
+    assert out["netlink"] == "EPERM", out
+    for op in ("nft flush", "nft add"):
+        assert out[op][0] != 0 and "Operation not permitted" in out[op][1], (op, out)
+    assert out["listen"] == "EPERM", out
+    time.sleep(0.3)
+    # At the receiving end: the public servers saw exactly the job's
+    # connections; no decoy and nothing of the host saw anything.
+    public = world["public"].events()[before["public"]:]
+    assert sorted(e["local"] for e in public if e["event"] == "tcp") == sorted(
+        [fmt(PUBLIC4, PORT), fmt(PUBLIC6, PORT), fmt(PUBLIC4, PORT)]), public
+    assert world["decoys"].events()[before["decoys"]:] == []
+    assert world["host"].events()[before["host"]:] == []
+    # The ruleset counted what it dropped.
+    assert result["container"]["net_dropped"] > 0, result
+
+
+def test_the_gate_reads_the_ruleset_back_and_the_report_says_enforced(world):
+    r = subprocess.run(in_up([AGENT, "sandbox-report", str(world["policy"])], 0), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report["supervisor"]["net_egress_any"]["status"] == "enforced", report["supervisor"]
+    assert report["supervisor"]["placement"]["verdict"] == "ok", report["supervisor"]
+    # sandbox-exec alone: unavailable, and it refuses with 70.
+    assert report["placement"]["verdict"] == "CAPABILITY_NOT_ENFORCED", report["placement"]
+    caps = {c["id"]: c for c in report["capabilities"]}
+    assert caps["net.egress-any"]["status"] == "unavailable"
+    r = subprocess.run([AGENT, "sandbox-exec", str(world["policy"]), "--", "/bin/true"], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 70 and "net.egress-any" in r.stderr, r.stderr
+
+
+def test_without_the_stack_run_refuses_with_70_naming_it(world):
+    """A host without slirp4netns: the part is named, nothing runs."""
+    marker = world["work"] / "ran"
+    cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+           'mount -t tmpfs -o mode=0755 oea /usr/bin/slirp4netns 2>/dev/null || '
+           'mount --bind /dev/null /usr/bin/slirp4netns; exec "$@"', "oea",
+           AGENT, "run", "--unproven", str(world["policy"]), "--", "/usr/bin/touch", str(marker)]
+    r = subprocess.run(["ip", "netns", "exec", UP, *cmd], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 70, r.stdout + r.stderr
+    assert "net.egress-any" in r.stderr and "slirp4netns" in r.stderr, r.stderr
+    assert not marker.exists()
+
+
+def test_without_the_netfilter_helper_run_refuses_with_70_naming_nftables(world):
+    marker = world["work"] / "ran2"
+    helper = os.path.join(BUILD, "sandbox", "oarbank-netfilter")
+    cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+           f'mount --bind /dev/null {helper}; exec "$@"', "oea",
+           AGENT, "run", "--unproven", str(world["policy"]), "--", "/usr/bin/touch", str(marker)]
+    r = subprocess.run(["ip", "netns", "exec", UP, *cmd], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 70, r.stdout + r.stderr
+    assert "net.egress-any" in r.stderr and "nftables" in r.stderr, r.stderr
+    assert not marker.exists()
+
+
+def stacks_in_up():
+    up = os.stat(f"/run/netns/{UP}").st_ino
+    out = []
+    for p in os.listdir("/proc"):
+        try:
+            if p.isdigit() and pathlib.Path(f"/proc/{p}/comm").read_text().strip() == "slirp4netns" and \
+                    os.stat(f"/proc/{p}/ns/net").st_ino == up:
+                out.append(int(p))
+        except OSError:
+            pass
+    return out
+
+
+def test_no_stack_outlives_the_job_nor_a_killed_agent(world):
+    r = run_job(world, 0, {"port": PORT})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert stacks_in_up() == []
+    cmd = [AGENT, "run", "--unproven", str(world["policy"]), "--", "/bin/sleep", "30"]
+    agent = subprocess.Popen(in_up(cmd, 0))
+    deadline = time.time() + 20
+    while time.time() < deadline and not stacks_in_up():
+        time.sleep(0.05)
+    assert stacks_in_up(), "the job's stack never started"
+    os.kill(agent.pid, 9)
+    agent.wait()
+    deadline = time.time() + 5
+    while time.time() < deadline and stacks_in_up():
+        time.sleep(0.05)
+    assert stacks_in_up() == []
