@@ -18,6 +18,7 @@ nothing" is checked at the decoy, not only by the job's errors.
 
 Needs root (network namespaces, uid switching); CI runs as root.
 """
+import ipaddress
 import json
 import os
 import pathlib
@@ -37,7 +38,7 @@ DNS_SERVER = os.path.join(os.path.dirname(__file__), "egress_dns.py")
 N = 20 + os.getpid() % 200
 PUBLIC_RANGE = f"198.19.{N}.0/24"
 PUBLIC4 = f"198.19.{N}.2"
-PUBLIC6 = f"64:ff9b::198.19.{N}.2"
+PUBLIC6 = str(ipaddress.ip_address(f"64:ff9b::198.19.{N}.2"))  # its NAT64 form, canonical
 DNS = f"198.19.{N}.53"
 UP_ADDR = f"198.18.{N}.1"  # the supervisor's own address: not public, and the host's
 PUB_ADDR = f"198.18.{N}.2"
@@ -298,14 +299,23 @@ def test_public_servers_answer_and_nothing_else_is_reached(world, uid):
     assert out["dns pub A"] == [PUBLIC4] and out["dns pub AAAA"] == [PUBLIC6], out
     assert out["dns-connect pub A"] == f"HELLO {PUBLIC4}:{PORT}", out
     assert out["dns decoy A"] == [DECOYS4["rfc1918_10"]], out
-    for name in ("decoy A", "decoy AAAA", "meta A", "loop A"):
-        assert not out["dns-connect " + name].startswith("HELLO"), (name, out)
-    # Every decoy, the host's loopback and its own addresses: refused.
-    for label in [*DECOYS4, *DECOYS6, "mapped_private", "gateway", "host_loopback4", "host_loopback6",
-                  "host_address", "host_address6", "pub_veth"]:
-        assert not out["tcp " + label].startswith("HELLO"), (label, out)
-    for label in ["rfc1918_10", "metadata", "ula", "gateway", "host_address"]:
-        assert not out["udp " + label].startswith("UDP"), (label, out)
+    # Every decoy, the host's own addresses and the stack's gateway: refused
+    # by the ruleset, at once (admin-prohibited: EHOSTUNREACH for IPv4,
+    # EACCES for IPv6, EPERM for a datagram). Loopback is the job's own
+    # namespace's, where nothing listens.
+    def refusal(addr):
+        return "connect EACCES" if ":" in addr and not addr.startswith("::ffff:") else "connect EHOSTUNREACH"
+    for label, addr, _port in spec_all()["tcp"][2:]:
+        if label.startswith("host_loopback"):
+            assert out["tcp " + label] == "connect ECONNREFUSED", (label, out)
+        else:
+            assert out["tcp " + label] == refusal(addr), (label, out)
+    for label, addr, _port in spec_all()["udp"][2:]:
+        assert out["udp " + label] == "sendto EPERM", (label, out)
+    assert out["dns-connect decoy A"] == "connect EHOSTUNREACH", out
+    assert out["dns-connect decoy AAAA"] == "connect EACCES", out
+    assert out["dns-connect meta A"] == "connect EHOSTUNREACH", out
+    assert out["dns-connect loop A"] == "connect ECONNREFUSED", out
     # The job cannot touch the rules, nor listen.
     assert out["netlink"] == "EPERM", out
     for op in ("nft flush", "nft add"):
@@ -316,11 +326,15 @@ def test_public_servers_answer_and_nothing_else_is_reached(world, uid):
     # connections; no decoy and nothing of the host saw anything.
     public = world["public"].events()[before["public"]:]
     assert sorted(e["local"] for e in public if e["event"] == "tcp") == sorted(
-        [fmt(PUBLIC4, PORT), fmt(PUBLIC6, PORT), fmt(PUBLIC4, PORT)]), public
+        [fmt(PUBLIC4, PORT), fmt(PUBLIC6, PORT), fmt(PUBLIC4, PORT), fmt(PUBLIC6, PORT)]), public
     assert world["decoys"].events()[before["decoys"]:] == []
     assert world["host"].events()[before["host"]:] == []
-    # The ruleset counted what it dropped.
-    assert result["container"]["net_dropped"] > 0, result
+    # The ruleset counted what it refused: at least every refused connect
+    # and datagram above.
+    refused = sum(1 for k, v in out.items() if k.startswith(("tcp ", "udp ", "dns-connect ")) and
+                  v.startswith(("connect EHOSTUNREACH", "connect EACCES", "sendto EPERM")))
+    assert refused >= 27, out
+    assert result["container"]["net_dropped"] >= refused, result
 
 
 def test_the_gate_reads_the_ruleset_back_and_the_report_says_enforced(world):
@@ -381,12 +395,15 @@ def test_no_stack_outlives_the_job_nor_a_killed_agent(world):
     r = run_job(world, 0, {"port": PORT})
     assert r.returncode == 0, r.stdout + r.stderr
     assert stacks_in_up() == []
-    cmd = [AGENT, "run", "--unproven", str(world["policy"]), "--", "/bin/sleep", "30"]
+    started = world["work"] / "work" / "started"
+    started.unlink(missing_ok=True)
+    cmd = [AGENT, "run", "--unproven", str(world["policy"]), "--", "/bin/sh", "-c", f"touch {started}; sleep 30"]
     agent = subprocess.Popen(in_up(cmd, 0))
     deadline = time.time() + 20
-    while time.time() < deadline and not stacks_in_up():
+    while time.time() < deadline and not started.exists():
         time.sleep(0.05)
-    assert stacks_in_up(), "the job's stack never started"
+    assert started.exists(), "the job never started"
+    assert len(stacks_in_up()) == 1
     os.kill(agent.pid, 9)
     agent.wait()
     deadline = time.time() + 5

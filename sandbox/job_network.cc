@@ -207,7 +207,6 @@ Result<std::unique_ptr<JobNetwork>> JobNetwork::Start(pid_t init, const JobNetwo
                                    "--mtu=65520",
                                    "--disable-host-loopback",
                                    "--enable-ipv6",
-                                   "--enable-sandbox",
                                    "--enable-seccomp",
                                    "--ready-fd=3",
                                    "--exit-fd=4",
@@ -215,6 +214,9 @@ Result<std::unique_ptr<JobNetwork>> JobNetwork::Start(pid_t init, const JobNetwo
                                    "--userns-path=/proc/self/fd/5",
                                    "/proc/self/fd/6",
                                    "tap0"};
+  // --enable-sandbox (an empty root, no capabilities) becomes uid 0 in the
+  // job's user namespace, which only a root agent maps there.
+  if (geteuid() == 0) args.insert(args.begin() + 4, "--enable-sandbox");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -27,9 +27,10 @@
 // (10.0.2.0/24, fd00::/64) and independent of the host, where pasta copies
 // the host's addresses and routes into the job; it maps nothing inbound
 // unless asked through an API socket, which is never opened here, where
-// pasta forwards ports by default; and it confines itself (--enable-sandbox,
-// --enable-seccomp), which matters for a process that parses every packet
-// the job sends. The cost is throughput (bench/egress_any.sh).
+// pasta forwards ports by default; and it confines itself (--enable-seccomp,
+// and --enable-sandbox under a root agent, the only one that maps uid 0 in
+// the job's user namespace, which that option needs), which matters for a
+// process that parses every packet the job sends. The cost is throughput (bench/egress_any.sh).
 #pragma once
 
 #include <sys/types.h>
