@@ -410,3 +410,41 @@ def test_no_stack_outlives_the_job_nor_a_killed_agent(world):
     while time.time() < deadline and stacks_in_up():
         time.sleep(0.05)
     assert stacks_in_up() == []
+
+
+FAULTY = os.path.join(BUILD, "sandbox", "oarbank-agent-faulty")
+
+
+@pytest.mark.skipif(not os.path.exists(FAULTY), reason="no oarbank-agent-faulty (OARBANK_TEST_HOOKS=OFF)")
+@pytest.mark.parametrize("tamper", [["flush", "ruleset"],
+                                    ["insert", "rule", "inet", "oarbank", "output", "accept"]],
+                         ids=["flush", "accept-all"])
+def test_the_gate_refuses_a_ruleset_changed_after_it_was_installed(world, tamper):
+    """The ruleset is read back from outside at the gate: changed between
+    its installation and the gate (by whoever could: here root, from
+    outside), the job is refused with 70 and the module never runs."""
+    marker = world["work"] / "work" / "tampered-ran"
+    marker.unlink(missing_ok=True)
+    pause = world["work"] / f"pause-{tamper[0]}"
+    env = dict(os.environ, OARBANK_FAULT_PAUSE="supervisor-init-reported", OARBANK_FAULT_PAUSE_FILE=str(pause))
+    cmd = ["ip", "netns", "exec", UP, FAULTY, "run", "--unproven", str(world["policy"]), "--", "/usr/bin/touch",
+           str(marker)]
+    agent = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 30
+        while time.time() < deadline and not pause.exists():
+            time.sleep(0.02)
+        assert pause.exists(), "the agent never reached the gate"
+        init = int(pause.read_text().split()[2])
+        r = subprocess.run(["nsenter", "-t", str(init), "-U", "-n", "--preserve-credentials", "nft", *tamper],
+                           capture_output=True, text=True, timeout=10)
+        assert r.returncode == 0, r.stderr
+        pathlib.Path(str(pause) + ".go").touch()
+        out, err = agent.communicate(timeout=30)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+    assert agent.returncode == 70, out + err
+    assert "gate: the job's network: the ruleset read back differs from the one installed" in err, err
+    assert not marker.exists()
