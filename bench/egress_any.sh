@@ -29,7 +29,7 @@ agent="$(realpath "$build/sandbox/oarbank-agent")"
 up="oeab-up-$$" pub="oeab-pub-$$" work="$(mktemp -d /tmp/oeab-XXXXXX)"
 server_pid=""
 cleanup() {
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
   ip netns del "$up" 2>/dev/null || true
   ip netns del "$pub" 2>/dev/null || true
   rm -rf "$work"

@@ -448,3 +448,23 @@ def test_the_gate_refuses_a_ruleset_changed_after_it_was_installed(world, tamper
     assert agent.returncode == 70, out + err
     assert "gate: the job's network: the ruleset read back differs from the one installed" in err, err
     assert not marker.exists()
+
+
+def test_the_stack_leaves_the_hosts_shared_mounts_alone(world):
+    """slirp4netns --enable-sandbox detaches its old root: in the host's
+    mount namespace that unmount would propagate to every shared mount (the
+    network namespaces of /run/netns). The agent gives it a private mount
+    namespace first. Run here in the host's mount namespace, not through
+    `ip netns exec` (whose own mount namespace would hide the damage)."""
+    probe_ns = f"oea-keep-{os.getpid()}"
+    sh("ip", "netns", "add", probe_ns)
+    try:
+        r = subprocess.run([AGENT, "sandbox-report"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        r = subprocess.run([AGENT, "run", "--unproven", str(world["policy"]), "--", "/bin/true"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        for ns in (probe_ns, UP, PUB):
+            assert sh("ip", "netns", "exec", ns, "true", check=False).returncode == 0, ns
+    finally:
+        sh("ip", "netns", "del", probe_ns, check=False)

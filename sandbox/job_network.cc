@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -216,13 +217,20 @@ Result<std::unique_ptr<JobNetwork>> JobNetwork::Start(pid_t init, const JobNetwo
                                    "tap0"};
   // --enable-sandbox (an empty root, no capabilities) becomes uid 0 in the
   // job's user namespace, which only a root agent maps there.
-  if (geteuid() == 0) args.insert(args.begin() + 4, "--enable-sandbox");
+  const bool sandboxed = geteuid() == 0;
+  if (sandboxed) args.insert(args.begin() + 4, "--enable-sandbox");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
     setsid();  // not in the agent's process group: a terminal's ^C is the agent's to handle
+    // --enable-sandbox pivots into an empty root and detaches the old one;
+    // in the host's mount namespace that unmount propagates to every shared
+    // mount (/run/netns/*). So the stack gets a mount namespace of its own,
+    // everything private, first; without one it does not run.
+    if (sandboxed && (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0))
+      _exit(126);
     ExecWithFds(kJobStackPath, argv.data(),
                 {{devnull, 0}, {devnull, 1}, {log >= 0 ? log : devnull, 2}, {ready[1], 3}, {exit_pipe[0], 4},
                  {net->userns_.get(), 5}, {net->netns_.get(), 6}},
