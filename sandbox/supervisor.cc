@@ -1014,7 +1014,10 @@ Result RunPolicy(const Policy& policy, const std::vector<std::string>& argv, con
 }
 
 oarbank::Result<Policy> PolicyForSpec(const Spec& spec) {
-  nlohmann::json doc = {{"contract", 1}, {"role", "runner"}, {"net", {{"mode", "none"}}}, {"exec_writable", false}};
+  nlohmann::json doc = {{"contract", 1},
+                        {"role", "runner"},
+                        {"net", {{"mode", spec.egress_any ? "egress-any" : "none"}}},
+                        {"exec_writable", false}};
   // Spec field for each policy field, so an error names what the caller wrote.
   std::map<std::string, std::string> origin;
   if (!spec.worktree.empty() && spec.worktree_writable) {

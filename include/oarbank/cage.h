@@ -63,6 +63,10 @@ struct Spec {
   std::vector<std::string> read_dirs;   // extra read-only (and executable) directories
   std::vector<std::string> read_files;  // extra read-only (and executable) files
   int abi_floor = 1;                    // minimum Landlock ABI, else refused (>= 1)
+  // Full trust, separately approved: outbound to any public address and
+  // the stack's resolver, never loopback, link-local, private addresses or
+  // the host's own (net.mode "egress-any", docs/egress.md). Default: none.
+  bool egress_any = false;
 };
 
 // Why a job ended other than by itself. `refused` is never a job that ran:
