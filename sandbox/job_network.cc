@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,7 +81,10 @@ void Reap(pid_t pid, std::chrono::milliseconds grace) {
 Result<std::string> RunHelper(const std::string& helper, const char* mode, int userns, int netns,
                               const std::string& input, Clock::time_point deadline) {
   int in[2], out[2], err[2];
-  if (pipe2(in, O_CLOEXEC) != 0) return Error{"nftables", std::string("pipe: ") + strerror(errno)};
+  // stdin is a socket, not a pipe: a helper that ended before reading it
+  // must not take the agent with it through SIGPIPE (send's MSG_NOSIGNAL).
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0)
+    return Error{"nftables", std::string("socketpair: ") + strerror(errno)};
   if (pipe2(out, O_CLOEXEC) != 0) {
     close(in[0]), close(in[1]);
     return Error{"nftables", std::string("pipe: ") + strerror(errno)};
@@ -93,10 +97,10 @@ Result<std::string> RunHelper(const std::string& helper, const char* mode, int u
   std::string mode_arg = mode;
   char* argv[] = {path.data(), mode_arg.data(), nullptr};
   const pid_t pid = fork();
-  if (pid == 0) ExecWithFds(path.c_str(), argv, {{in[0], 0}, {out[1], 1}, {err[1], 2}, {userns, 3}, {netns, 4}}, 4);
+  if (pid == 0) ExecWithFds(path.c_str(), argv, {{in[1], 0}, {out[1], 1}, {err[1], 2}, {userns, 3}, {netns, 4}}, 4);
   const int fork_err = errno;
-  for (int fd : {in[0], out[1], err[1]}) close(fd);
-  UniqueFd to(in[1]), from(out[0]), errs(err[0]);
+  for (int fd : {in[1], out[1], err[1]}) close(fd);
+  UniqueFd to(in[0]), from(out[0]), errs(err[0]);
   if (pid < 0) return Error{"nftables", std::string("fork: ") + strerror(fork_err)};
   for (int fd : {to.get(), from.get(), errs.get()}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
   std::string stdout_text, stderr_text;
@@ -118,7 +122,7 @@ Result<std::string> RunHelper(const std::string& helper, const char* mode, int u
     for (int i = 0; i < n; ++i) {
       if (p[i].revents == 0) continue;
       if (p[i].fd == to.get()) {
-        const ssize_t w = write(to.get(), input.data() + written, input.size() - written);
+        const ssize_t w = send(to.get(), input.data() + written, input.size() - written, MSG_NOSIGNAL);
         if (w > 0) written += static_cast<size_t>(w);
         if ((w < 0 && errno != EAGAIN && errno != EINTR) || written == input.size()) to.Reset();
         continue;
