@@ -468,3 +468,127 @@ def test_the_stack_leaves_the_hosts_shared_mounts_alone(world):
             assert sh("ip", "netns", "exec", ns, "true", check=False).returncode == 0, ns
     finally:
         sh("ip", "netns", "del", probe_ns, check=False)
+
+
+PLATFORM = {"x86_64": "linux/amd64", "aarch64": "linux/arm64"}.get(os.uname().machine, "linux/" + os.uname().machine)
+
+
+@pytest.fixture(scope="module")
+def image_store(world):
+    """A busybox-static image in a throw-away broker state directory
+    (as harness/test_broker.py's store; nothing is pulled)."""
+    if shutil.which("podman") is None or shutil.which("runc") is None or not os.path.exists("/bin/busybox"):
+        pytest.skip("podman, runc or busybox-static is not installed (scripts/setup.sh installs them)")
+    root = pathlib.Path(tempfile.mkdtemp(prefix="oeak-", dir="/tmp"))
+    os.chmod(root, 0o755)
+    state = root / "state"
+    state.mkdir(mode=0o700)
+    (root / "prep").mkdir()
+    r = subprocess.run([AGENT, "broker", "--socket", str(root / "prep.sock"), "--work", str(root / "prep"), "--job",
+                        "oea-prepare", "--state-dir", str(state), "--", "true"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    image = root / "image"
+    (image / "bin").mkdir(parents=True)
+    shutil.copy("/bin/busybox", image / "bin" / "busybox")
+    for applet in ("sh", "nc", "echo", "cat"):
+        os.symlink("busybox", image / "bin" / applet)
+    import tarfile
+    with tarfile.open(root / "image.tar", "w") as tar:
+        tar.add(image, arcname=".")
+    env = {"CONTAINERS_CONF": f"{state}/containers.conf", "CONTAINERS_STORAGE_CONF": f"{state}/storage.conf",
+           "PATH": os.environ["PATH"], "HOME": f"{state}/home", "TMPDIR": f"{state}/tmp"}
+    podman = ["podman", f"--root={state}/storage", f"--runroot={state}/run", f"--tmpdir={state}/tmp",
+              f"--runtime={shutil.which('runc')}", "--storage-driver=vfs", "--cgroup-manager=cgroupfs",
+              "--events-backend=file"]
+    subprocess.run([*podman, "import", "--quiet", str(root / "image.tar"), "localhost/oea-broker:1"], env=env,
+                   check=True, capture_output=True, timeout=120)
+    digest = subprocess.run([*podman, "image", "inspect", "--format", "{{.Digest}}", "localhost/oea-broker:1"],
+                            env=env, check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    yield {"root": root, "state": state, "ref": "localhost/oea-broker@" + digest}
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def broker_run(sock, ref, script):
+    import socket as sk
+    s = sk.socket(sk.AF_UNIX)
+    s.settimeout(120)
+    s.connect(str(sock))
+    s.sendall((json.dumps({"op": "container.run", "image": ref, "platform": PLATFORM, "args": ["sh", "-c", script],
+                           "network": "egress", "timeout_s": 60}) + "\n").encode())
+    answer = json.loads(s.makefile("rb").readline())
+    s.close()
+    return answer
+
+
+def test_a_broker_container_joins_the_jobs_network_and_its_ruleset(world, image_store):
+    """The broker gives a container of an egress-any job the job's own
+    network namespace (run --publish-netns, broker --job-netns), never
+    Podman's bridge: the public servers answer, the decoys, the stack's
+    gateway and the host see nothing."""
+    link = image_store["root"] / "job-netns"
+    started, stop = world["work"] / "work" / "started-broker", world["work"] / "work" / "stop-broker"
+    started.unlink(missing_ok=True)
+    stop.unlink(missing_ok=True)
+    job = subprocess.Popen(in_up([AGENT, "run", "--unproven", "--egress-test-public-range", PUBLIC_RANGE,
+                                  "--publish-netns", str(link), str(world["policy"]), "--", "/bin/sh", "-c",
+                                  f"touch {started}; while [ ! -e {stop} ]; do sleep 0.05; done"], 0))
+    work = image_store["root"] / "work"
+    work.mkdir(exist_ok=True)
+    broker = None
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline and not started.exists():
+            time.sleep(0.05)
+        assert started.exists() and os.path.islink(link), "the job never started"
+        sock = image_store["root"] / "broker.sock"
+        # The broker in the host's namespaces (ip netns exec would hide the
+        # cgroup mounts Podman needs): its containers join the job's network
+        # by the published path, whatever network the broker is in.
+        broker = subprocess.Popen([AGENT, "broker", "--socket", str(sock), "--work", str(work), "--job", "oea-broker",
+                                   "--state-dir", str(image_store["state"]), "--image",
+                                   f"{image_store['ref']}={PLATFORM}", "--network-granted", "--job-netns", str(link),
+                                   "--", "/bin/sleep", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+        assert broker.stdout.readline().startswith("broker: listening on "), broker.stderr.read()
+        before = {name: len(world[name].events()) for name in ("public", "decoys", "host")}
+        targets = [PUBLIC4, PUBLIC6, DECOYS4["rfc1918_10"], DECOYS4["metadata"], DECOYS6["ula"], "10.0.2.2", UP_ADDR]
+        script = "; ".join(f"echo {t} $(echo | nc -w 2 {t} {PORT} 2>&1 || echo failed)" for t in targets)
+        script += "; readlink /proc/self/ns/net"
+        answer = broker_run(sock, image_store["ref"], script)
+        assert answer.get("exit_code") == 0, json.dumps(answer)
+        lines = answer["stdout_tail"].strip().splitlines()
+        out = {l.split(" ", 1)[0]: l.split(" ", 1)[1] if " " in l else "" for l in lines[:-1]}
+        assert out[PUBLIC4] == f"HELLO {PUBLIC4}:{PORT}", answer
+        assert out[PUBLIC6] == f"HELLO [{PUBLIC6}]:{PORT}", answer
+        for t in targets[2:]:
+            assert "HELLO" not in out[t], (t, answer)
+        # The container's network namespace is the job's.
+        assert lines[-1] == os.readlink(os.readlink(link)), (lines[-1], os.readlink(link))
+        time.sleep(0.3)
+        assert world["decoys"].events()[before["decoys"]:] == []
+        assert world["host"].events()[before["host"]:] == []
+        assert len([e for e in world["public"].events()[before["public"]:] if e["event"] == "tcp"]) == 2
+    finally:
+        if broker is not None:
+            broker.kill()
+            broker.wait()
+        stop.touch()
+        try:
+            job.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            job.wait()
+    assert job.returncode == 0
+    deadline = time.time() + 10
+    while time.time() < deadline and os.path.lexists(link):
+        time.sleep(0.05)
+    assert not os.path.lexists(link), "the job's namespace link outlived the job"
+
+
+def test_a_network_grant_without_the_jobs_namespace_is_refused(image_store):
+    r = subprocess.run([AGENT, "broker", "--socket", str(image_store["root"] / "x.sock"), "--work",
+                        str(image_store["root"]), "--job", "oea-x", "--state-dir", str(image_store["state"]),
+                        "--network-granted", "--", "true"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 64, r.stderr
+    assert "--job-netns" in r.stderr and "never Podman's bridge" in r.stderr, r.stderr

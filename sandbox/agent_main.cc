@@ -296,6 +296,8 @@ int AgentMain(int argc, char** argv) {
     run->add_option("--egress-test-resolver", run_egress_resolver,
                     "TEST ONLY: the job's egress proxy answers lookups from this file")
         ->group("");
+    run->add_option("--publish-netns", run_options.publish_netns,
+                    "Make a symlink at PATH to the job's network namespace while it runs (for broker --job-netns)");
     run->add_option("--egress-max-connections", run_egress.max_connections,
                     "Connections the job may hold through its egress proxy at once (64)")
         ->check(CLI::Range(1, 1 << 20));
@@ -342,6 +344,10 @@ int AgentMain(int argc, char** argv) {
     brk->add_option("--max-timeout", broker_args.max_timeout_s, "The longest timeout_s a request may ask")
         ->check(FiniteRange(1, 1e7));
     brk->add_flag("--network-granted", broker_args.network_granted, "The job's policy has an egress grant");
+    brk->add_option("--job-netns", broker_args.job_netns,
+                    "The job's network namespace (run --publish-netns): containers with network join it");
+    brk->add_option("--job-proxy-port", broker_args.job_proxy_port,
+                    "egress-allowlist jobs: the job's proxy port, set as HTTPS_PROXY/HTTP_PROXY in containers");
     brk->add_option("--state-dir", broker_args.state_dir, "Podman's storage and configuration for the broker");
     brk->add_option("--subid-registry", broker_args.subid_registry,
                     "Which subordinate id range each live job holds (a root-owned trust file)");

@@ -65,6 +65,12 @@ struct RuntimeConfig {
   uid_t job_uid = 0;
   gid_t job_gid = 0;
   uint32_t subid_base = 0;  // the job's leased range (subid_ranges.h); 0: none, nothing runs
+  // A container with network joins the job's own network namespace (a file
+  // naming it, `run --publish-netns`), never Podman's bridge: egress-any
+  // jobs' containers are behind the job's ruleset, egress-allowlist jobs'
+  // reach only the job's proxy, at `job_proxy` (HTTPS_PROXY, HTTP_PROXY).
+  std::string job_netns;
+  std::string job_proxy;  // "http://127.0.0.1:<port>", or empty
 };
 
 // <state>/mounts/job-<job>: the job's staging points, and nobody else's.

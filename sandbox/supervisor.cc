@@ -468,6 +468,26 @@ struct Job::State {
   bool job_network = false;
   JobNetworkSettings network_settings;
   std::unique_ptr<JobNetwork> network;
+  // run --publish-netns: the symlink to the job's network namespace, made
+  // at the gate and removed at the end.
+  std::string publish_netns;
+  bool published = false;
+
+  void PublishNetns() {
+    if (publish_netns.empty()) return;
+    const std::string target = "/proc/" + std::to_string(init) + "/ns/net";
+    if (symlink(target.c_str(), publish_netns.c_str()) != 0)
+      return Refuse("publish-netns: " + publish_netns + ErrnoText(errno));
+    published = true;
+  }
+
+  void UnpublishNetns() {
+    if (!published) return;
+    char buf[64] = {};
+    const std::string target = "/proc/" + std::to_string(init) + "/ns/net";
+    if (readlink(publish_netns.c_str(), buf, sizeof buf - 1) > 0 && target == buf) unlink(publish_netns.c_str());
+    published = false;
+  }
 
   ~State() {
     StopProxy();
@@ -601,6 +621,8 @@ struct Job::State {
       ServeEgress();
       if (aborted) return;
     }
+    PublishNetns();
+    if (aborted) return;
     if (send(gate, &kGateGo, 1, MSG_NOSIGNAL) != 1) return Refuse("gate: release" + ErrnoText(errno));
     phase = Phase::kAwaitExec;
   }
@@ -730,6 +752,7 @@ struct Job::State {
     StopProxy();
     CloseFd(egress);
     CloseFd(net);
+    UnpublishNetns();
     StopNetwork();
     // A keeper that died without closing the container: clean up here.
     if (leaf && !closed) {
@@ -937,6 +960,7 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   cp.run_as_gid = options.run_as_gid;
   cp.supervisor = getpid();
   cp.ignored_signals = IgnoredSignals();
+  s.publish_netns = options.publish_netns;
   if (ns.job_network) {
     s.job_network = true;
     if (options.egress) s.network_settings.test_public = options.egress->test_public;

@@ -160,6 +160,10 @@ struct RunOptions {
   // Where the attestation is read; empty: $OARBANK_BATTERY_ATTESTATION, else
   // the installed default (/var/lib/oarbank/battery-attestation.json).
   std::string attestation_path;
+  // For the job's container broker (`broker --job-netns`): a symlink made
+  // at this path, once the gate has verified the job, to the job's network
+  // namespace (/proc/<init>/ns/net), removed when the job ends. Empty: none.
+  std::string publish_netns;
 };
 
 // The capability gate: whether the cage, namespaces included, can be
