@@ -521,19 +521,23 @@ def broker_run(sock, ref, script):
     return answer
 
 
-def test_a_broker_container_joins_the_jobs_network_and_its_ruleset(world, image_store):
+@pytest.mark.parametrize("uid", [0, 65534], ids=["root", "nobody"])
+def test_a_broker_container_joins_the_jobs_network_and_its_ruleset(world, image_store, uid):
     """The broker gives a container of an egress-any job the job's own
     network namespace (run --publish-netns, broker --job-netns), never
     Podman's bridge: the public servers answer, the decoys, the stack's
     gateway and the host see nothing."""
-    link = image_store["root"] / "job-netns"
-    started, stop = world["work"] / "work" / "started-broker", world["work"] / "work" / "stop-broker"
+    links = image_store["root"] / "links"  # where the job's uid may make its link
+    links.mkdir(exist_ok=True)
+    os.chmod(links, 0o1777)
+    link = links / f"job-netns-{uid}"
+    started, stop = world["work"] / "work" / f"started-broker-{uid}", world["work"] / "work" / f"stop-broker-{uid}"
     started.unlink(missing_ok=True)
     stop.unlink(missing_ok=True)
     job = subprocess.Popen(in_up([AGENT, "run", "--unproven", "--egress-test-public-range", PUBLIC_RANGE,
                                   "--publish-netns", str(link), str(world["policy"]), "--", "/bin/sh", "-c",
-                                  f"touch {started}; while [ ! -e {stop} ]; do sleep 0.05; done"], 0))
-    work = image_store["root"] / "work"
+                                  f"touch {started}; while [ ! -e {stop} ]; do sleep 0.05; done"], uid))
+    work = image_store["root"] / f"work-{uid}"
     work.mkdir(exist_ok=True)
     broker = None
     try:
@@ -541,11 +545,11 @@ def test_a_broker_container_joins_the_jobs_network_and_its_ruleset(world, image_
         while time.time() < deadline and not started.exists():
             time.sleep(0.05)
         assert started.exists() and os.path.islink(link), "the job never started"
-        sock = image_store["root"] / "broker.sock"
+        sock = image_store["root"] / f"broker-{uid}.sock"
         # The broker in the host's namespaces (ip netns exec would hide the
         # cgroup mounts Podman needs): its containers join the job's network
         # by the published path, whatever network the broker is in.
-        broker = subprocess.Popen([AGENT, "broker", "--socket", str(sock), "--work", str(work), "--job", "oea-broker",
+        broker = subprocess.Popen([AGENT, "broker", "--socket", str(sock), "--work", str(work), "--job", f"oea-broker-{uid}",
                                    "--state-dir", str(image_store["state"]), "--image",
                                    f"{image_store['ref']}={PLATFORM}", "--network-granted", "--job-netns", str(link),
                                    "--", "/bin/sleep", "120"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -592,3 +596,67 @@ def test_a_network_grant_without_the_jobs_namespace_is_refused(image_store):
                         "--network-granted", "--", "true"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 64, r.stderr
     assert "--job-netns" in r.stderr and "never Podman's bridge" in r.stderr, r.stderr
+
+
+def test_an_allowlist_jobs_container_sees_only_the_jobs_proxy(world, image_store):
+    """egress-allowlist: the container joins the job's network namespace,
+    where the only listener is the job's proxy, and has HTTPS_PROXY and
+    HTTP_PROXY pointing at it: the listed name is reached through it, a
+    direct connect to the same server is not."""
+    port = 20000 + os.getpid() % 20000
+    resolver = world["work"] / "resolver.txt"
+    resolver.write_text(f"pub.test {PUBLIC4}\n")
+    policy = world["work"] / "allowlist.json"
+    policy.write_text(json.dumps({"contract": 1, "role": "runner", "bundle": str(world["module"].parent),
+                                  "work": str(world["work"] / "work"), "data": str(world["work"] / "data"),
+                                  "net": {"mode": "egress-allowlist", "allow": [f"pub.test:{PORT}"],
+                                          "proxy_port": port}}))
+    link = image_store["root"] / "allow-netns"
+    started, stop = world["work"] / "work" / "started-allow", world["work"] / "work" / "stop-allow"
+    started.unlink(missing_ok=True)
+    stop.unlink(missing_ok=True)
+    job = subprocess.Popen(in_up([AGENT, "run", "--unproven", "--egress-test-public-range", PUBLIC_RANGE,
+                                  "--egress-test-resolver", str(resolver), "--publish-netns", str(link), str(policy),
+                                  "--", "/bin/sh", "-c", f"touch {started}; while [ ! -e {stop} ]; do sleep 0.05; done"],
+                                 0), stderr=subprocess.DEVNULL)
+    work = image_store["root"] / "work-allow"
+    work.mkdir(exist_ok=True)
+    broker = None
+    try:
+        deadline = time.time() + 20
+        while time.time() < deadline and not started.exists():
+            time.sleep(0.05)
+        assert started.exists() and os.path.islink(link), "the job never started"
+        sock = image_store["root"] / "broker-allow.sock"
+        broker = subprocess.Popen([AGENT, "broker", "--socket", str(sock), "--work", str(work), "--job", "oea-allow",
+                                   "--state-dir", str(image_store["state"]), "--image",
+                                   f"{image_store['ref']}={PLATFORM}", "--network-granted", "--job-netns", str(link),
+                                   "--job-proxy-port", str(port), "--", "/bin/sleep", "120"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert broker.stdout.readline().startswith("broker: listening on "), broker.stderr.read()
+        before = len(world["public"].events())
+        script = (f'echo "proxy $HTTPS_PROXY $HTTP_PROXY"; '
+                  f'printf "CONNECT pub.test:{PORT} HTTP/1.1\\r\\n\\r\\n" | nc -w 3 127.0.0.1 {port} | tr -d "\\r" | '
+                  f'tr "\\n" " "; echo; echo "direct $(echo | nc -w 2 {PUBLIC4} {PORT} 2>&1 || echo failed)"')
+        answer = broker_run(sock, image_store["ref"], script)
+        assert answer.get("exit_code") == 0, json.dumps(answer)
+        lines = answer["stdout_tail"].strip().splitlines()
+        assert lines[0] == f"proxy http://127.0.0.1:{port} http://127.0.0.1:{port}", lines
+        assert lines[1].startswith("HTTP/1.1 200 Connection established") and f"HELLO {PUBLIC4}:{PORT}" in lines[1], \
+            lines
+        assert lines[2].startswith("direct") and "HELLO" not in lines[2], lines
+        time.sleep(0.3)
+        # Exactly the one tunnel arrived, from the supervisor's side.
+        arrived = [e for e in world["public"].events()[before:] if e["event"] == "tcp"]
+        assert len(arrived) == 1 and arrived[0]["local"] == f"{PUBLIC4}:{PORT}", arrived
+    finally:
+        if broker is not None:
+            broker.kill()
+            broker.wait()
+        stop.touch()
+        try:
+            job.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            job.wait()
+    assert job.returncode == 0
