@@ -40,6 +40,7 @@ PUBLIC_RANGE = f"198.19.{N}.0/24"
 PUBLIC4 = f"198.19.{N}.2"
 PUBLIC6 = str(ipaddress.ip_address(f"64:ff9b::198.19.{N}.2"))  # its NAT64 form, canonical
 DNS = f"198.19.{N}.53"
+LAN_DNS = "10.99.0.53"  # the name server the host's resolv.conf names: on the LAN, not public
 UP_ADDR = f"198.18.{N}.1"  # the supervisor's own address: not public, and the host's
 PUB_ADDR = f"198.18.{N}.2"
 PORT = 4443
@@ -125,6 +126,14 @@ for label, addr, port in spec.get("tcp", []):
     out["tcp " + label] = tcp(addr, port)
 for label, addr, port in spec.get("udp", []):
     out["udp " + label] = udp(addr, port)
+for name in spec.get("resolve", []):
+    try:
+        infos = socket.getaddrinfo(name, spec["port"], 0, socket.SOCK_STREAM)
+        addr = infos[0][4][0]
+        out["resolve " + name] = sorted({i[4][0] for i in infos})
+        out["resolve-connect " + name] = tcp(addr, spec["port"])
+    except OSError as e:
+        out["resolve " + name] = "gaierror " + str(e.errno)
 for label, server, name, qtype in spec.get("dns", []):
     answer = dns(server, name, qtype)
     out["dns " + label] = answer
@@ -195,14 +204,18 @@ def world():
             sh("ip", "-n", ns, "link", "set", dev, "up")
         sh("ip", "-n", UP, "route", "add", "default", "via", PUB_ADDR)
         sh("ip", "-n", UP, "-6", "route", "add", "default", "via", "fd99::2")
-        for a in [PUBLIC4, DNS, *DECOYS4.values()]:
+        for a in [PUBLIC4, DNS, LAN_DNS, *DECOYS4.values()]:
             sh("ip", "-n", PUB, "addr", "add", f"{a}/32", "dev", "lo")
         for a in [PUBLIC6, *DECOYS6.values()]:
             sh("ip", "-n", PUB, "addr", "add", f"{a}/128", "dev", "lo", "nodad")
         # The stack's resolver forwards to the up namespace's name server.
         etc = pathlib.Path("/etc/netns") / UP
         etc.mkdir(parents=True, exist_ok=True)
-        (etc / "resolv.conf").write_text(f"nameserver {DNS}\n")
+        # The up namespace's (the host's) name server is on the LAN: the
+        # stack's resolver forwards there from the host's side, and the
+        # job's own queries to it (the same resolv.conf) go to the stack's
+        # resolver instead.
+        (etc / "resolv.conf").write_text(f"nameserver {LAN_DNS}\n")
         zone = work / "zone.json"
         zone.write_text(json.dumps({
             "pub.test": {"a": [PUBLIC4], "aaaa": [PUBLIC6]},
@@ -215,6 +228,10 @@ def world():
                                stdout=subprocess.PIPE, text=True)
         procs.append(dns)
         assert dns.stdout.readline(), "name server did not start"
+        lan_dns = subprocess.Popen(["ip", "netns", "exec", PUB, "python3", DNS_SERVER, str(work / "lan-dns.log"),
+                                    str(zone), LAN_DNS], stdout=subprocess.PIPE, text=True)
+        procs.append(lan_dns)
+        assert lan_dns.stdout.readline(), "the LAN name server did not start"
         public = Peers(work / "public.log", PUB, [f"{PUBLIC4}|{PORT}", f"{PUBLIC6}|{PORT}"])
         decoys = Peers(work / "decoys.log", PUB,
                        [f"{a}|{PORT}" for a in [*DECOYS4.values(), *DECOYS6.values(), PUB_ADDR]])
@@ -278,7 +295,8 @@ def spec_all():
     dns = [["pub A", "10.0.2.3", "pub.test", 1], ["pub AAAA", "10.0.2.3", "pub.test", 28],
            ["decoy A", "10.0.2.3", "decoy.test", 1], ["decoy AAAA", "10.0.2.3", "decoy.test", 28],
            ["meta A", "10.0.2.3", "meta.test", 1], ["loop A", "10.0.2.3", "loop.test", 1]]
-    return {"tcp": tcp, "udp": udp, "dns": dns, "port": PORT}
+    dns += [["lan server", LAN_DNS, "pub.test", 1]]
+    return {"tcp": tcp, "udp": udp, "dns": dns, "port": PORT, "resolve": ["pub.test", "decoy.test"]}
 
 
 @pytest.mark.parametrize("uid", [0, 65534], ids=["root", "nobody"])
@@ -316,6 +334,13 @@ def test_public_servers_answer_and_nothing_else_is_reached(world, uid):
     assert out["dns-connect decoy AAAA"] == "connect EACCES", out
     assert out["dns-connect meta A"] == "connect EHOSTUNREACH", out
     assert out["dns-connect loop A"] == "connect ECONNREFUSED", out
+    # The job's own resolver (libc, the host's resolv.conf naming a LAN name
+    # server) works: its queries go to the stack's resolver, which answers.
+    assert out["dns lan server"] == [PUBLIC4], out
+    assert out["resolve pub.test"] == sorted([PUBLIC4, PUBLIC6]), out
+    assert out["resolve-connect pub.test"].startswith("HELLO "), out
+    assert out["resolve decoy.test"] == sorted([DECOYS4["rfc1918_10"], DECOYS6["ula"]]), out
+    assert not out["resolve-connect decoy.test"].startswith("HELLO"), out
     # The job cannot touch the rules, nor listen.
     assert out["netlink"] == "EPERM", out
     for op in ("nft flush", "nft add"):
@@ -325,8 +350,10 @@ def test_public_servers_answer_and_nothing_else_is_reached(world, uid):
     # At the receiving end: the public servers saw exactly the job's
     # connections; no decoy and nothing of the host saw anything.
     public = world["public"].events()[before["public"]:]
-    assert sorted(e["local"] for e in public if e["event"] == "tcp") == sorted(
-        [fmt(PUBLIC4, PORT), fmt(PUBLIC6, PORT), fmt(PUBLIC4, PORT), fmt(PUBLIC6, PORT)]), public
+    answered = [v.split()[1] for k, v in out.items()
+                if k.startswith(("tcp ", "dns-connect ", "resolve-connect ")) and v.startswith("HELLO ")]
+    assert len(answered) == 6, out  # public4, public6, pub A, pub AAAA, the LAN server's answer, resolve pub.test
+    assert sorted(e["local"] for e in public if e["event"] == "tcp") == sorted(answered), public
     assert world["decoys"].events()[before["decoys"]:] == []
     assert world["host"].events()[before["host"]:] == []
     # The ruleset counted what it refused: at least every refused connect

@@ -86,6 +86,17 @@ std::string RulesetText(const RulesetInputs& in) {
          (rule.accept ? " accept" : std::string(" ") + kJobRulesetRefusal) + "\n";
   }
   t += "  }\n";
+  // Every name query goes to the stack's resolver, whatever server the
+  // job's resolv.conf (the host's) names: a LAN or link-local resolver is
+  // not public, and the job resolves through the stack alone. Loopback is
+  // the job's own namespace's and left alone.
+  t += "  chain dns {\n";
+  t += "    type nat hook output priority -100; policy accept;\n";
+  for (const char* proto : {"udp", "tcp"}) {
+    t += std::string("    ip daddr != 127.0.0.0/8 ") + proto + " dport 53 dnat ip to " + kJobStackDns4 + "\n";
+    t += std::string("    ip6 daddr != ::1 ") + proto + " dport 53 dnat ip6 to " + kJobStackDns6 + "\n";
+  }
+  t += "  }\n";
   t += "  chain input {\n";
   t += "    type filter hook input priority filter; policy drop;\n";
   t += "    iif \"lo\" accept\n";
