@@ -16,6 +16,7 @@ packages=(
   libc-ares-dev tinyproxy squid
   scdoc man-db git bc
   build-essential debhelper dpkg-dev lintian fakeroot  # scripts/package-test.sh
+  libnftables-dev slirp4netns nftables
 )
 missing=()
 for p in "${packages[@]}"; do

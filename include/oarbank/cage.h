@@ -78,6 +78,10 @@ struct Spec {
   // the job reaches these through its own proxy (HTTPS_PROXY) and nothing
   // else. Empty: no network at all.
   std::vector<std::string> allow;
+  // Full trust, separately approved: outbound to any public address and
+  // the stack's resolver, never loopback, link-local, private addresses or
+  // the host's own (net.mode "egress-any", docs/egress.md). Default: none.
+  bool egress_any = false;
 };
 
 // Why a job ended other than by itself. `refused` is never a job that ran:
@@ -104,6 +108,9 @@ struct Container {
   // RunOptions::unproven.
   std::string proof;
   GateReading verified;       // what the gate read in /proc/<pid>/status
+  // egress-any: packets the job network's ruleset dropped (read when the
+  // job ended); -1 for other modes or when unreadable.
+  long long net_dropped = -1;
 };
 
 struct Result {
@@ -168,6 +175,10 @@ struct RunOptions {
   // Where the attestation is read; empty: $OARBANK_BATTERY_ATTESTATION, else
   // the installed default (/var/lib/oarbank/battery-attestation.json).
   std::string attestation_path;
+  // For the job's container broker (`broker --job-netns`): a symlink made
+  // at this path, once the gate has verified the job, to the job's network
+  // namespace (/proc/<init>/ns/net), removed when the job ends. Empty: none.
+  std::string publish_netns;
 };
 
 // The capability gate: whether the cage, namespaces included, can be

@@ -497,7 +497,7 @@ std::vector<std::string> BuildRunArgv(const RuntimeConfig& rt, const RunRequest&
                         "--cpu-quota=" + std::to_string(req.cpu_quota_us), "--memory=" + std::to_string(memory),
                         "--memory-swap=" + std::to_string(memory), "--pids-limit=" + std::to_string(kPidsLimit),
                         "--timeout=" + std::to_string(backstop), "--uidmap=" + map, "--gidmap=" + map,
-                        std::string(req.network ? "--network=bridge" : "--network=none"),
+                        req.network ? "--network=ns:" + rt.job_netns : std::string("--network=none"),
                         std::string("--security-opt=no-new-privileges"), std::string("--http-proxy=false"),
                         std::string("--systemd=false"), std::string("--ipc=private"), std::string("--pid=private"),
                         std::string("--uts=private"), std::string("--cgroupns=private"),
@@ -507,6 +507,9 @@ std::vector<std::string> BuildRunArgv(const RuntimeConfig& rt, const RunRequest&
     argv.push_back("--volume=" + sources[i] + ":" + req.mounts[i].destination +
                    (req.mounts[i].read_only ? ":ro" : ":rw") + ",nosuid,nodev");
   for (const auto& [k, v] : req.env) argv.push_back("--env=" + k + "=" + v);
+  if (req.network && !rt.job_proxy.empty())
+    for (const char* name : {"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"})
+      argv.push_back(std::string("--env=") + name + "=" + rt.job_proxy);
   if (req.workdir) argv.push_back("--workdir=" + *req.workdir);
   if (req.entrypoint) {
     nlohmann::json ep = *req.entrypoint;
@@ -526,7 +529,7 @@ std::string PrepareState(const RuntimeConfig& rt) {
   // raised, so runc and no default ulimits.
   std::ofstream conf(rt.state_dir + "/containers.conf");
   conf << "# Written by oarbank-agent broker; the system's podman configuration is never used.\n"
-          "[containers]\ndefault_ulimits = []\nhttp_proxy = false\n"
+          "[containers]\ndefault_ulimits = []\ndefault_sysctls = []\nhttp_proxy = false\n"
           "[engine]\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\nruntime = \"runc\"\n";
   std::ofstream storage(rt.state_dir + "/storage.conf");
   storage << "[storage]\ndriver = \"vfs\"\ngraphroot = \"" << rt.state_dir << "/storage\"\nrunroot = \""

@@ -11,9 +11,10 @@
 //   --label oarbank.job=<job> --name oarbank-<job>-<pid>-<n>
 //   --uidmap 0:<base>:65536 --gidmap 0:<base>:65536, <base> the job's own
 //   subordinate range (subid_ranges.h)
-//   --network none (or Podman's bridge network with --network-granted:
-//   unfiltered, so only for egress-any jobs; an allowlist-proxied
-//   container network does not exist yet)
+//   --network none, or with --network-granted --network ns:<the job's own
+//   network namespace> (never Podman's bridge): behind an egress-any job's
+//   ruleset, or with only an egress-allowlist job's proxy (HTTPS_PROXY,
+//   HTTP_PROXY set to it)
 //   --security-opt no-new-privileges --http-proxy=false --systemd=false
 //   -v <pinned source>:<dst>:{ro|rw},nosuid,nodev for the validated mounts
 // and never --privileged, --network host, --device, --volumes-from, an
@@ -65,6 +66,12 @@ struct RuntimeConfig {
   uid_t job_uid = 0;
   gid_t job_gid = 0;
   uint32_t subid_base = 0;  // the job's leased range (subid_ranges.h); 0: none, nothing runs
+  // A container with network joins the job's own network namespace (a file
+  // naming it, `run --publish-netns`), never Podman's bridge: egress-any
+  // jobs' containers are behind the job's ruleset, egress-allowlist jobs'
+  // reach only the job's proxy, at `job_proxy` (HTTPS_PROXY, HTTP_PROXY).
+  std::string job_netns;
+  std::string job_proxy;  // "http://127.0.0.1:<port>", or empty
 };
 
 // <state>/mounts/job-<job>: the job's staging points, and nobody else's.

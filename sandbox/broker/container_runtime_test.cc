@@ -96,6 +96,21 @@ TEST(ContainerRuntime, RunArgvNeverWidens) {
     EXPECT_TRUE(Has(argv, expected)) << expected;
 }
 
+TEST(ContainerRuntime, AnAllowlistJobsContainerGetsTheJobsProxy) {
+  RuntimeConfig rt = Config();
+  rt.job_netns = "/run/oarbank/job-netns";
+  rt.job_proxy = "http://127.0.0.1:3128";
+  RunRequest r = Request();
+  r.network = true;
+  const auto argv = BuildRunArgv(rt, r, {"/s/0", "/s/1"}, "n");
+  for (const char* name : {"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"})
+    EXPECT_TRUE(Has(argv, std::string("--env=") + name + "=http://127.0.0.1:3128")) << name;
+  r.network = false;  // no network: neither the namespace nor the proxy
+  const auto none = BuildRunArgv(rt, r, {"/s/0", "/s/1"}, "n");
+  EXPECT_TRUE(Has(none, "--network=none"));
+  for (const auto& a : none) EXPECT_EQ(a.find("PROXY"), std::string::npos) << a;
+}
+
 TEST(ContainerRuntime, EgressAndRootJobs) {
   RuntimeConfig rt = Config();
   rt.job_uid = 0;
@@ -105,9 +120,13 @@ TEST(ContainerRuntime, EgressAndRootJobs) {
   r.env = {{"A", "1"}};
   r.workdir = "/out";
   r.entrypoint = std::vector<std::string>{"/bin/sh", "-c"};
+  rt.job_netns = "/run/oarbank/job-netns";
   const auto argv = BuildRunArgv(rt, r, {"/s/0", "/s/1"}, "n");
-  EXPECT_TRUE(Has(argv, "--network=bridge"));
+  // The job's own network namespace, never Podman's bridge.
+  EXPECT_TRUE(Has(argv, "--network=ns:/run/oarbank/job-netns"));
+  for (const auto& a : argv) EXPECT_EQ(a.find("bridge"), std::string::npos) << a;
   EXPECT_FALSE(Has(argv, "--network=none"));
+  for (const auto& a : argv) EXPECT_EQ(a.find("PROXY"), std::string::npos) << a;  // no proxy: egress-any
   // Container root is the job's subordinate base, never host root.
   EXPECT_TRUE(Has(argv, "--uidmap=0:100065536:65536"));
   EXPECT_TRUE(Has(argv, "--gidmap=0:100065536:65536"));

@@ -116,6 +116,16 @@ std::variant<Broker, std::string> MakeBroker(const BrokerArgs& args) {
   b.config.mem_gb = args.mem_gb;
   b.config.max_timeout_s = args.max_timeout_s;
   b.config.network_granted = args.network_granted;
+  // Containers never get Podman's bridge: a network grant is the job's own
+  // network namespace, or nothing.
+  if (args.network_granted && (args.job_netns.empty() || args.job_netns.front() != '/'))
+    return "--network-granted: needs --job-netns PATH, the job's network namespace (run --publish-netns): "
+           "containers join it, never Podman's bridge";
+  if (!args.network_granted && (!args.job_netns.empty() || args.job_proxy_port != 0))
+    return "--job-netns, --job-proxy-port: only with --network-granted";
+  if (args.job_proxy_port < 0 || args.job_proxy_port > 65535) return "--job-proxy-port: expected 1..65535";
+  b.runtime.job_netns = args.job_netns;
+  if (args.job_proxy_port > 0) b.runtime.job_proxy = "http://127.0.0.1:" + std::to_string(args.job_proxy_port);
   if (args.socket_path.empty() || args.socket_path.front() != '/' ||
       args.socket_path.size() >= sizeof(sockaddr_un::sun_path))
     return "--socket: expected an absolute path shorter than " + std::to_string(sizeof(sockaddr_un::sun_path)) +

@@ -53,6 +53,8 @@ struct BrokerArgs {
   double mem_gb = 1;
   double max_timeout_s = 3600;
   bool network_granted = false;
+  std::string job_netns;   // with network_granted: the job's network namespace (run --publish-netns)
+  long job_proxy_port = 0;  // egress-allowlist jobs: the job's proxy on 127.0.0.1 in that namespace
   std::string state_dir = OARBANK_STATE_DIR "/containers";
   long job_uid = -1;  // default: the work directory's owner
   long job_gid = -1;

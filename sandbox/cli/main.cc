@@ -37,6 +37,7 @@
 #include "sandbox/policy/policy.h"
 #include "sandbox/common/read_file.h"
 #include "sandbox/plan/report.h"
+#include "sandbox/supervise/job_network.h"
 #include "sandbox/supervise/supervisor.h"
 #ifdef OARBANK_FAULT_INJECTION
 #include "sandbox/cli/fault_injection.h"
@@ -117,7 +118,17 @@ int SandboxReport(const std::string& policy_path, int abi_cap) {
   // The network a policy's job gets under `run` (sandbox-exec keeps the host's).
   if (!policy_path.empty())
     if (auto policy = LoadPolicyFile(policy_path); policy.ok())
+{
       report["supervisor"]["job_network"] = PlanJobNamespaces(policy.value()).net_detail;
+      // The placement `run` makes (egress-any is enforced there, never by sandbox-exec alone).
+      HostFacts supervised = host;
+      supervised.job_network = SupervisedJobNetworkFacts(policy.value().net().mode == NetMode::kEgressAny);
+      const Placement placement = Place(policy.value(), supervised);
+      nlohmann::ordered_json at_fault = nlohmann::ordered_json::array();
+      for (const auto& c : placement.at_fault)
+        at_fault.push_back({{"id", CapabilityName(c.id)}, {"status", StatusName(c.status)}, {"detail", c.detail}});
+      report["supervisor"]["placement"] = {{"verdict", VerdictName(placement.verdict)}, {"at_fault", at_fault}};
+    }
   report["containers"] = broker::ContainerRuntimeReport();
   std::cout << report.dump(2) << "\n";
   return 0;
@@ -269,6 +280,8 @@ int AgentMain(int argc, char** argv) {
     run->add_option("--egress-test-resolver", run_egress_resolver,
                     "TEST ONLY: the job's egress proxy answers lookups from this file")
         ->group("");
+    run->add_option("--publish-netns", run_options.publish_netns,
+                    "Make a symlink at PATH to the job's network namespace while it runs (for broker --job-netns)");
     run->add_option("--egress-max-connections", run_egress.max_connections,
                     "Connections the job may hold through its egress proxy at once (64)")
         ->check(CLI::Range(1, 1 << 20));
@@ -315,6 +328,10 @@ int AgentMain(int argc, char** argv) {
     brk->add_option("--max-timeout", broker_args.max_timeout_s, "The longest timeout_s a request may ask")
         ->check(FiniteRange(1, 1e7));
     brk->add_flag("--network-granted", broker_args.network_granted, "The job's policy has an egress grant");
+    brk->add_option("--job-netns", broker_args.job_netns,
+                    "The job's network namespace (run --publish-netns): containers with network join it");
+    brk->add_option("--job-proxy-port", broker_args.job_proxy_port,
+                    "egress-allowlist jobs: the job's proxy port, set as HTTPS_PROXY/HTTP_PROXY in containers");
     brk->add_option("--state-dir", broker_args.state_dir, "Podman's storage and configuration for the broker");
     brk->add_option("--subid-registry", broker_args.subid_registry,
                     "Which subordinate id range each live job holds (a root-owned trust file)");

@@ -220,6 +220,18 @@ Expected<Cidr> ParseTestPublicRange(std::string_view text) {
   return c;
 }
 
+std::vector<Cidr> NonPublicIpv4Blocks() {
+  std::vector<Cidr> out;
+  for (const auto& [cidr, reason] : Ipv4Blocks()) out.push_back(cidr);
+  return out;
+}
+
+std::vector<Cidr> NonPublicIpv6GlobalBlocks() {
+  std::vector<Cidr> out;
+  for (const auto& [cidr, reason] : Ipv6Blocks()) out.push_back(cidr);
+  return out;
+}
+
 std::optional<std::string> NonPublicReason(const IpAddress& a, const std::vector<Cidr>& test_public) {
   if (a.v4) return Ipv4Reason(a, test_public);
   // ::ffff:a.b.c.d reaches a.b.c.d; 64:ff9b::a.b.c.d reaches it through NAT64.

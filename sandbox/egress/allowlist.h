@@ -85,4 +85,12 @@ Expected<Cidr> ParseTestPublicRange(std::string_view text);
 // reason, e.g. "loopback (127.0.0.0/8)".
 std::optional<std::string> NonPublicReason(const IpAddress& address, const std::vector<Cidr>& test_public = {});
 
+// The tables NonPublicReason decides by, for a packet filter that must refuse
+// exactly the same addresses (job_ruleset.h): the IPv4 blocks, and the
+// blocks inside 2000::/3 that are not public. Outside 2000::/3 only
+// ::ffff:0:0/96 (IPv4-mapped) and 64:ff9b::/96 (NAT64) can be public, by
+// the IPv4 address they carry.
+std::vector<Cidr> NonPublicIpv4Blocks();
+std::vector<Cidr> NonPublicIpv6GlobalBlocks();
+
 }  // namespace oarbank::egress

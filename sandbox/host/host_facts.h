@@ -47,6 +47,17 @@ struct HostFacts {
 
   CgroupFacts cgroup;
 
+  // An egress-any job's network (job_network.h): only a supervisor (`run`,
+  // cage::Run) gives a job one, so `supervised` is set by the supervisor
+  // and its report alone; `sandbox-exec` leaves it false and egress-any
+  // unavailable. `ok`/`missing`/`detail` are ProbeJobNetwork's.
+  struct JobNetworkFacts {
+    bool supervised = false;
+    bool ok = false;
+    std::string missing;
+    std::string detail;
+  } job_network;
+
   // Existing GPU device nodes (devices.gpu = "compute").
   std::vector<std::string> gpu_nodes;
 

@@ -148,7 +148,16 @@ CapabilityStatus Assess(CapabilityId id, const HostFacts& h) {
       return NeedsAbi(id, h, 4, "6.7", "no link-local address (TCP only to the proxy port)");
     case CapabilityId::kNetNeverListen: return NeedsSeccomp(id, h, "listen and bind refused");
     case CapabilityId::kNetEgressAny:
-      return Unavailable(id, "Landlock filters ports, not addresses, so loopback and link-local cannot be refused");
+      if (!h.job_network.supervised)
+        return Unavailable(id, "sandbox-exec alone: Landlock filters ports, not addresses, so loopback and link-local "
+                               "cannot be refused; under run a network namespace of the job's own enforces it "
+                               "(supervisor.net_egress_any)");
+      if (!h.user_namespaces) return Unavailable(id, "user namespaces: " + h.user_namespaces_detail);
+      if (!h.job_network.ok)
+        return Unavailable(id, "missing " + h.job_network.missing + ": " + h.job_network.detail);
+      return Enforced(id, "a network namespace of the job's own, its only way out slirp4netns (run by the agent); an "
+                          "nftables ruleset drops every destination that is not public but the stack's resolver, and "
+                          "all inbound but replies; verified from outside by the gate");
     case CapabilityId::kIpcUnixSockets: return NeedsSeccomp(id, h, "socket(AF_UNIX) and datagram socketpairs refused; stream pairs allowed");
     case CapabilityId::kIpcBrokerOnly:
       // ABI 9: the module connects by path and Landlock lets it reach the

@@ -106,6 +106,9 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
   ll.abi = abi;
   ll.handled_fs = HandledFs(abi);
   ll.handled_net = HandledNet(abi);
+  // egress-any: any TCP port; its job network's ruleset decides by address
+  // (job_network.h). Bind stays handled (and refused by seccomp too).
+  if (policy.net().mode == NetMode::kEgressAny) ll.handled_net &= ~kNetConnectTcp;
   ll.scoped = HandledScopes(abi);
   if (abi != LandlockAbi::kNone) {
     for (auto base : kBaseReadExecute) {

@@ -56,7 +56,12 @@ NamespacePlan PlanJobNamespaces(const Policy& policy) {
                         "namespace; Landlock limits TCP to that port";
       break;
     case NetMode::kEgressAny:
-      plan.net_detail = "host network namespace (egress-any is never placed)";
+      plan.net = true;
+      plan.job_network = true;
+      plan.clone_flags |= CLONE_NEWNET;
+      plan.net_detail = "network namespace of its own (egress-any): its only way out is slirp4netns, run by the "
+                        "agent; an nftables ruleset installed before the launcher drops every destination that is "
+                        "not public but the stack's resolver, and everything inbound but replies (job_network.h)";
       break;
   }
   return plan;

@@ -33,6 +33,7 @@
 #include "sandbox/common/exit_codes.h"
 #include "sandbox/common/fault_hooks.h"
 #include "sandbox/supervise/job_egress.h"
+#include "sandbox/supervise/job_network.h"
 #include "sandbox/supervise/namespaces.h"
 #include "sandbox/plan/plan.h"
 #include "sandbox/common/text_encoding.h"
@@ -78,6 +79,7 @@ struct JobFds {
   int root_etc_tree = -1;  // keeper -> launcher: root's idmapped /etc (root_etc.h)
   int broker = -1;      // the module's broker connection (kJobBrokerFd in the launcher)
   int egress_child = -1;  // init -> supervisor: the proxy listener (job_egress.h)
+  int net_child = -1;     // init <-> supervisor: egress-any's job network (job_network.h)
 };
 
 // Everything the job's processes need, prepared before the fork: after it
@@ -243,6 +245,20 @@ void CloseAllBut(std::initializer_list<int> keep) {
       _exit(1);
     }
   }
+  // egress-any: the supervisor installs the ruleset and starts the stack on
+  // this network namespace; no launcher before it says so.
+  if (f.net_child >= 0) {
+    char c = 'N';
+    ssize_t r;
+    do r = write(f.net_child, &c, 1);
+    while (r < 0 && errno == EINTR);
+    if (r == 1) {
+      do r = read(f.net_child, &c, 1);
+      while (r < 0 && errno == EINTR);
+    }
+    if (r != 1 || c != 'G') _exit(1);
+    close(f.net_child);
+  }
   // The launcher borrows init's memory until it execs (vfork): no copy of the
   // agent's page tables and no copy-on-write fault while it confines itself,
   // about 1 ms here. init only waits, so being suspended until then costs it
@@ -296,7 +312,7 @@ void KeeperAbort(int) {
   if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != cp.supervisor) _exit(1);
   setsid();
   CloseAllBut({f.status_w, f.gate_child, f.sync_r, f.sync_w, f.out_w, f.err_w, f.devnull, f.broker,
-               f.egress_child, cp.plan->root_etc_idmap_fd});
+               f.egress_child, f.net_child, cp.plan->root_etc_idmap_fd});
 
   // The job's /proc files must belong to its uid for the maps to be
   // written: an agent that changed uid without exec is not dumpable, and
@@ -352,7 +368,7 @@ void KeeperAbort(int) {
   }
   g_keeper_init = init;
   sigprocmask(SIG_UNBLOCK, &term, nullptr);  // an abort already asked for kills init now
-  for (int fd : {f.sync_r, f.gate_child, f.out_w, f.err_w, f.devnull, f.broker, f.egress_child})
+  for (int fd : {f.sync_r, f.gate_child, f.out_w, f.err_w, f.devnull, f.broker, f.egress_child, f.net_child})
     if (fd >= 0) close(fd);
   SendRecord(f.status_w, Record::kInitPid, init, 0, "", "");
 
@@ -452,11 +468,63 @@ struct Job::State {
   std::vector<std::string> egress_allow;
   JobEgressOptions egress_options;
   std::unique_ptr<egress::EgressProxy> proxy;
+  // egress-any: init's channel, and the stack and ruleset of the job's
+  // network namespace (job_network.h), stopped when the job has ended.
+  int net = -1;
+  bool job_network = false;
+  JobNetworkSettings network_settings;
+  std::unique_ptr<JobNetwork> network;
+  // run --publish-netns: the symlink to the job's network namespace, made
+  // at the gate and removed at the end.
+  std::string publish_netns;
+  bool published = false;
+
+  void PublishNetns() {
+    if (publish_netns.empty()) return;
+    const std::string target = "/proc/" + std::to_string(init) + "/ns/net";
+    if (symlink(target.c_str(), publish_netns.c_str()) != 0)
+      return Refuse("publish-netns: " + publish_netns + ErrnoText(errno));
+    published = true;
+  }
+
+  void UnpublishNetns() {
+    if (!published) return;
+    char buf[64] = {};
+    const std::string target = "/proc/" + std::to_string(init) + "/ns/net";
+    if (readlink(publish_netns.c_str(), buf, sizeof buf - 1) > 0 && target == buf) unlink(publish_netns.c_str());
+    published = false;
+  }
 
   ~State() {
     StopProxy();
-    for (int fd : {gate, status, out, err, egress})
+    for (int fd : {gate, status, out, err, egress, net})
       if (fd >= 0) close(fd);
+  }
+
+  // init's namespaces exist: rules, then the stack, then init may fork
+  // the launcher.
+  void OnJobNetwork() {
+    char c = 0;
+    const ssize_t n = recv(net, &c, 1, MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (n != 1 || c != 'N') return CloseFd(net);  // init ended; the status pipe says why
+    while (init <= 0 && status >= 0 && !aborted) AwaitStatus();
+    if (init <= 0) return Refuse("network: the job's init never reported");
+    auto started = JobNetwork::Start(init, network_settings, start + kSetupDeadline);
+    if (!started.ok())
+      return Refuse("sandbox: CAPABILITY_NOT_ENFORCED: net.egress-any (" + started.error().where + ": " +
+                    started.error().what + ")");
+    network = std::move(started).value();
+    if (send(net, "G", 1, MSG_NOSIGNAL) != 1) return Refuse("network: release init" + ErrnoText(errno));
+    CloseFd(net);
+  }
+
+  // Packets dropped, then the stack stopped; after the job has ended.
+  void StopNetwork() {
+    if (!network) return;
+    result.container.net_dropped = network->Dropped();
+    network->Stop();
+    network.reset();
   }
 
   // Closes the listener and every proxied connection, joins its threads.
@@ -551,10 +619,16 @@ struct Job::State {
     const GateCheck check = VerifyConfined(launcher, init, cgroup_line, fresh, noexec, root_etc_idmapped, read_only);
     result.container.verified = check.reading;
     if (!check.ok) return Refuse("gate: the launcher is not confined: " + check.reason);
+    if (job_network) {
+      const std::string why = network ? network->Verify() : "not set up";
+      if (!why.empty()) return Refuse("gate: the job's network: " + why);
+    }
     if (egress >= 0) {
       ServeEgress();
       if (aborted) return;
     }
+    PublishNetns();
+    if (aborted) return;
     if (send(gate, &kGateGo, 1, MSG_NOSIGNAL) != 1) return Refuse("gate: release" + ErrnoText(errno));
     phase = Phase::kAwaitExec;
   }
@@ -625,10 +699,10 @@ struct Job::State {
   template <typename Done>
   void Pump(Done done) {
     while (!done() && (gate >= 0 || status >= 0 || out >= 0 || err >= 0)) {
-      pollfd fds[4];
-      int* owners[4];
+      pollfd fds[5];
+      int* owners[5];
       nfds_t nfds = 0;
-      for (int* fd : {&gate, &status, &out, &err}) {
+      for (int* fd : {&gate, &status, &out, &err, &net}) {
         if (*fd < 0) continue;
         fds[nfds] = {*fd, POLLIN, 0};
         owners[nfds++] = fd;
@@ -664,6 +738,7 @@ struct Job::State {
         int& fd = *owners[i];
         if (&fd == &gate) OnGate();
         else if (&fd == &status) OnStatus();
+        else if (&fd == &net) OnJobNetwork();
         else if (&fd == &out) OnOutput(out, out_cap);
         else OnOutput(err, err_cap);
       }
@@ -682,6 +757,9 @@ struct Job::State {
     // Nothing of the job is left to connect to the proxy.
     StopProxy();
     CloseFd(egress);
+    CloseFd(net);
+    UnpublishNetns();
+    StopNetwork();
     // A keeper that died without closing the container: clean up here.
     if (leaf && !closed) {
       leaf->Kill();
@@ -800,6 +878,7 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
 
   if (argv.empty()) return refuse("argv: empty");
   HostFacts host = ProbeHost(options.landlock_abi_cap);
+  host.job_network = SupervisedJobNetworkFacts(policy.net().mode == NetMode::kEgressAny);
   ProbeRootEtc(host);
   host.etc_view.proof_tree.reset();  // the keeper makes each job's copy (MakeRootEtcTree)
   const int floor = std::max(1, options.abi_floor);
@@ -888,6 +967,11 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   cp.run_as_gid = options.run_as_gid;
   cp.supervisor = getpid();
   cp.ignored_signals = IgnoredSignals();
+  s.publish_netns = options.publish_netns;
+  if (ns.job_network) {
+    s.job_network = true;
+    if (options.egress) s.network_settings.test_public = options.egress->test_public;
+  }
   if (ns.egress_listener) {
     cp.egress_port = policy.net().proxy_port;
     s.egress_allow = policy.net().allow;
@@ -896,17 +980,19 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
 
   JobFds f;
   int status_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, sync_pipe[2] = {-1, -1};
-  int gate_pair[2] = {-1, -1}, egress_pair[2] = {-1, -1};
+  int gate_pair[2] = {-1, -1}, egress_pair[2] = {-1, -1}, net_pair[2] = {-1, -1};
   const int one = 1;
   f.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (f.devnull < 0 || pipe2(status_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0 ||
       pipe2(err_pipe, O_CLOEXEC) != 0 || pipe2(sync_pipe, O_CLOEXEC) != 0 ||
       socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, gate_pair) != 0 ||
       setsockopt(gate_pair[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one) != 0 ||
-      (ns.egress_listener && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, egress_pair) != 0)) {
+      (ns.egress_listener && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, egress_pair) != 0) ||
+      (ns.job_network && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, net_pair) != 0)) {
     const int err = errno;
     for (int fd : {f.devnull, status_pipe[0], status_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1],
-                   sync_pipe[0], sync_pipe[1], gate_pair[0], gate_pair[1], egress_pair[0], egress_pair[1], broker_fd})
+                   sync_pipe[0], sync_pipe[1], gate_pair[0], gate_pair[1], egress_pair[0], egress_pair[1],
+                   net_pair[0], net_pair[1], broker_fd})
       if (fd >= 0) close(fd);
     if (s.leaf) s.leaf->Remove();
     return refuse("job-setup: pipes" + ErrnoText(err));
@@ -920,6 +1006,8 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   f.gate_child = gate_pair[1];
   f.egress_child = egress_pair[1];
   s.egress = egress_pair[0];
+  f.net_child = net_pair[1];
+  s.net = net_pair[0];
   s.status = status_pipe[0];
   s.out = out_pipe[0];
   s.err = err_pipe[0];
@@ -936,6 +1024,7 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   for (int fd : {f.status_w, f.out_w, f.err_w, f.sync_r, f.sync_w, f.gate_child, f.devnull}) close(fd);
   if (f.broker >= 0) close(f.broker);
   if (f.egress_child >= 0) close(f.egress_child);
+  if (f.net_child >= 0) close(f.net_child);
   if (s.keeper < 0) {
     s.keeper = -1;
     s.Refuse("job-setup: fork" + ErrnoText(fork_err));
@@ -992,10 +1081,15 @@ nlohmann::json PlaceHistory(const GitCarveOuts& git, const std::vector<std::stri
 oarbank::Expected<Policy> PolicyForSpec(const Spec& spec) {
   const bool writable_worktree = !spec.worktree.empty() && spec.worktree_writable;
   const bool exec_writable = spec.exec_writable.value_or(writable_worktree);
-  nlohmann::json doc = {{"contract", 1}, {"role", "runner"}, {"net", {{"mode", "none"}}},
+  nlohmann::json doc = {{"contract", 1},
+                        {"role", "runner"},
+                        {"net", {{"mode", spec.egress_any ? "egress-any" : "none"}}},
                         {"exec_writable", exec_writable}};
-  if (!spec.allow.empty())
+  if (!spec.allow.empty()) {
+    // An allowlist narrows what egress-any would give: asking for both is a mistake, never the wider one.
+    if (spec.egress_any) return Error{"allow", "an allowlist and egress_any exclude each other"};
     doc["net"] = {{"mode", "egress-allowlist"}, {"allow", spec.allow}, {"proxy_port", kCageProxyPort}};
+  }
   // Spec field for each policy field, so an error names what the caller wrote.
   std::map<std::string, std::string> origin{{"net.allow", "allow"}, {"state", "state_dirs"}};
   std::vector<std::string> writable;  // canonical, for placing the history
@@ -1150,6 +1244,7 @@ nlohmann::ordered_json ResultReport(const Result& r) {
         {"cgroup_detail", r.container.cgroup_detail},
         {"limits", r.container.limits},
         {"proof", r.container.proof},
+        {"net_dropped", r.container.net_dropped},
         {"verified",
          {{"NoNewPrivs", v.no_new_privs},
           {"Seccomp", v.seccomp},
@@ -1170,6 +1265,9 @@ nlohmann::ordered_json SupervisorReport(const HostFacts& host) {
     return nlohmann::ordered_json{{"status", StatusName(s.status)}, {"detail", s.detail}};
   };
   const Attestation attestation = ReadAttestation(AttestationPath(), BindingForThisProcess(host, LauncherHash::kWhenNeeded));
+  HostFacts supervised = host;
+  supervised.job_network = SupervisedJobNetworkFacts(true);
+  const CapabilityStatus egress_any = Assess(CapabilityId::kNetEgressAny, supervised);
   return {
       {"available", a.available},
       {"reason", a.reason},
@@ -1183,8 +1281,10 @@ nlohmann::ordered_json SupervisorReport(const HostFacts& host) {
       {"namespaces",
        {{"available", host.user_namespaces && ns.ok},
         {"detail", host.user_namespaces ? ns.detail : host.user_namespaces_detail},
-        {"job", "user, pid (init reaps; fresh /proc), ipc, uts, mnt; net for net none, and for egress-allowlist "
-                "with the agent's proxy as its only listener"}}},
+        {"job", "user, pid (init reaps; fresh /proc), ipc, uts, mnt; net for net none, for egress-allowlist "
+                "with the agent's proxy as its only listener, and for egress-any with slirp4netns and an nftables "
+                "ruleset"}}},
+      {"net_egress_any", {{"status", StatusName(egress_any.status)}, {"detail", egress_any.detail}}},
       {"verification",
        "read from /proc/<pid>/ before exec: NoNewPrivs 1, Seccomp 2, Seccomp_filters >= 1, CapEff/CapPrm/CapInh/CapAmb "
        "0, the cgroup leaf, fresh namespaces, writable grants mounted noexec, read_only carve-outs mounted ro, a root job's /etc idmapped; Landlock leaves no trace there"},

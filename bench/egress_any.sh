@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# egress-any benchmark: what the job's network (slirp4netns and the nftables
+# ruleset, sandbox/supervise/job_network.h) costs against direct, in one run: the
+# throughput of one large TCP transfer (best of three) and the median time
+# to a server's first byte over a fresh connection, from the supervisor's
+# own network namespace (direct) and from inside an egress-any job (through
+# the stack), to the same server (harness/egress_upstream.py).
+#
+#   bench/egress_any.sh [--bytes N] [--samples N]
+#
+# Needs root: it builds two network namespaces joined by a veth pair, with
+# addresses in 198.18.0.0/15 only (198.19.250.2 is declared public to the
+# job with run's test-only --egress-test-public-range), and removes them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" != 0 ]; then echo "bench/egress_any.sh: needs root (network namespaces)" >&2; exit 64; fi
+bytes=$((256 << 20))
+samples=200
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bytes) bytes="$2"; shift 2 ;;
+    --samples) samples="$2"; shift 2 ;;
+    *) echo "bench/egress_any.sh: unknown option $1" >&2; exit 64 ;;
+  esac
+done
+build="${OARBANK_BUILD:-build}"
+ninja -C "$build" oarbank-agent oarbank-netfilter >/dev/null
+agent="$(realpath "$build/sandbox/oarbank-agent")"
+up="oeab-up-$$" pub="oeab-pub-$$" work="$(mktemp -d /tmp/oeab-XXXXXX)"
+server_pid=""
+cleanup() {
+  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  ip netns del "$up" 2>/dev/null || true
+  ip netns del "$pub" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+ip netns add "$up"
+ip netns add "$pub"
+ip link add "oeab$$" netns "$up" type veth peer name "oebp$$" netns "$pub"
+ip -n "$up" addr add 198.18.250.1/24 dev "oeab$$"
+ip -n "$pub" addr add 198.18.250.2/24 dev "oebp$$"
+ip -n "$pub" addr add 198.19.250.2/32 dev lo
+for ns in "$up" "$pub"; do ip -n "$ns" link set lo up; done
+ip -n "$up" link set "oeab$$" up
+ip -n "$pub" link set "oebp$$" up
+ip -n "$up" route add default via 198.18.250.2
+ip netns exec "$pub" python3 harness/egress_upstream.py "$work/server.log" \
+  "198.19.250.2|5001|counted" "198.19.250.2|5002|banner" >"$work/ready" &
+server_pid=$!
+for _ in $(seq 100); do [ -s "$work/ready" ] && break; sleep 0.05; done
+chmod 755 "$work"
+cp bench/egress_any_client.py "$work/client.py"
+printf '{"contract": 1, "role": "runner", "bundle": "%s", "net": {"mode": "egress-any"}}\n' "$work" >"$work/policy.json"
+client=(/usr/bin/python3 "$work/client.py" 198.19.250.2 5001 5002 "$bytes" "$samples")
+direct="$(ip netns exec "$up" "${client[@]}")"
+job="$(ip netns exec "$up" "$agent" run --json --unproven --egress-test-public-range 198.19.250.0/24 \
+  "$work/policy.json" -- "${client[@]}")"
+# The start-up cost: /bin/true as an egress-any job against a net-none job.
+printf '{"contract": 1, "role": "runner", "bundle": "%s", "net": {"mode": "none"}}\n' "$work" >"$work/none.json"
+times() {
+  for _ in 1 2 3 4 5; do
+    ip netns exec "$up" "$agent" run --json --unproven --egress-test-public-range 198.19.250.0/24 "$1" -- /bin/true
+  done | python3 -c '
+import json, statistics, sys
+text, d, seconds = sys.stdin.read(), json.JSONDecoder(), []
+i = 0
+while i < len(text.rstrip()):
+    obj, i = d.raw_decode(text, i)
+    assert obj["exit_code"] == 0, obj
+    seconds.append(obj["seconds"])
+    while i < len(text) and text[i].isspace():
+        i += 1
+print(round(1000 * statistics.median(seconds), 1))'
+}
+start_any="$(times "$work/policy.json")"
+start_none="$(times "$work/none.json")"
+python3 - "$direct" "$job" "$start_any" "$start_none" <<'PY'
+import json, sys
+direct = json.loads(sys.argv[1])
+result = json.loads(sys.argv[2])
+assert result["exit_code"] == 0, result
+job = json.loads(result["stdout"])
+print(f"throughput, one TCP transfer (best of 3): direct {direct['mib_per_s']} MiB/s, "
+      f"egress-any {job['mib_per_s']} MiB/s: {job['mib_per_s'] / direct['mib_per_s']:.2f}x direct")
+print(f"first byte over a fresh connection (median of {job['samples']}): direct {direct['connect_ms_median']} ms, "
+      f"egress-any {job['connect_ms_median']} ms: +{job['connect_ms_median'] - direct['connect_ms_median']:.3f} ms")
+print(f"a job of /bin/true (median of 5): egress-any {sys.argv[3]} ms, net none {sys.argv[4]} ms: "
+      f"+{float(sys.argv[3]) - float(sys.argv[4]):.1f} ms for the stack and the ruleset")
+PY

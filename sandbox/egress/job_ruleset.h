@@ -1,0 +1,51 @@
+// The nftables ruleset of an egress-any job's network namespace: outbound
+// to public addresses and the stack's DNS resolver, nothing else; nothing
+// inbound but replies. Pure: built from the egress proxy's own
+// classification (sandbox/egress/allowlist.h NonPublicReason), so the job's packet
+// filter and the proxy refuse exactly the same addresses.
+//
+// The destination rules are an ordered first-match list; `RulesAdmit`
+// evaluates it as the kernel does, which is how the tests hold it equal to
+// NonPublicReason, address by address.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sandbox/egress/allowlist.h"
+
+namespace oarbank {
+
+// The user-mode stack's fixed addressing inside the job (slirp4netns).
+inline constexpr char kJobStackDns4[] = "10.0.2.3";
+inline constexpr char kJobStackDns6[] = "fd00::3";
+
+struct RulesetInputs {
+  std::vector<egress::Cidr> test_public;           // egress::ParseTestPublicRange only
+  std::vector<egress::IpAddress> host_addresses;   // the supervisor's own, public or not
+};
+
+struct DestinationRule {
+  egress::Cidr cidr;
+  bool accept = false;
+  std::string why;
+};
+
+// First match wins; an IPv4 address no rule matches is public (accepted),
+// an IPv6 address no rule matches is dropped (the list ends with ::/0).
+std::vector<DestinationRule> DestinationRules(const RulesetInputs& in);
+bool RulesAdmit(const std::vector<DestinationRule>& rules, const egress::IpAddress& address);
+
+// What the output chain does with a destination that is not public: the
+// packet never leaves, it is counted, and the sender is told at once
+// (EHOSTUNREACH for a connect, EPERM for a datagram) rather than left to
+// time out.
+inline constexpr char kJobRulesetRefusal[] = "counter reject with icmpx admin-prohibited";
+
+// The ruleset in nft's syntax: table inet oarbank, chains output and input.
+std::string RulesetText(const RulesetInputs& in);
+
+// The addresses of every interface of this process's network namespace.
+std::vector<egress::IpAddress> HostAddresses();
+
+}  // namespace oarbank

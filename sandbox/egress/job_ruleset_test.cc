@@ -1,0 +1,98 @@
+// The egress-any job's ruleset (job_ruleset.h) refuses exactly what the
+// egress proxy refuses (NonPublicReason), address by address; the kernel's
+// side of it is in harness/test_egress_any.py.
+#include "sandbox/egress/job_ruleset.h"
+
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+namespace oarbank {
+namespace {
+
+using egress::IpAddress;
+
+IpAddress Ip(const std::string& text) {
+  auto ip = egress::ParseIpAddress(text);
+  EXPECT_TRUE(ip.has_value()) << text;
+  return ip.value_or(IpAddress{});
+}
+
+const char* kEdges[] = {
+    "0.0.0.0", "0.255.255.255", "1.1.1.1", "9.255.255.255", "10.0.0.0", "10.255.255.255", "11.0.0.0",
+    "100.63.255.255", "100.64.0.0", "100.127.255.255", "100.128.0.0", "127.0.0.1", "169.254.169.254",
+    "172.15.255.255", "172.16.0.1", "172.31.255.255", "172.32.0.0", "192.0.0.1", "192.0.2.1", "192.88.99.1",
+    "192.168.1.1", "198.17.255.255", "198.18.0.1", "198.19.255.255", "198.20.0.0", "198.51.100.1", "203.0.113.1",
+    "224.0.0.1", "239.255.255.255", "240.0.0.1", "255.255.255.255", "8.8.8.8",
+    "::", "::1", "::10.0.0.1", "::8.8.8.8", "::ffff:10.0.0.1", "::ffff:8.8.8.8", "::ffff:127.0.0.1",
+    "::ffff:169.254.169.254", "64:ff9b::8.8.8.8", "64:ff9b::10.1.2.3", "64:ff9b::198.19.0.2", "64:ff9b:1::1",
+    "100::1", "fc00::1", "fd00::3", "fe80::1", "fec0::1", "ff02::1", "ff0e::1", "2001::1", "2001:1ff::1",
+    "2001:200::1", "2001:db8::1", "2002:a00:1::1", "2002:808:808::1", "2606:4700::1111", "3fff::1", "4000::1",
+    "1fff:ffff::1", "2000::", "3fff:ffff::1",
+};
+
+void ExpectSameAsProxy(const RulesetInputs& in, const IpAddress& a) {
+  const auto rules = DestinationRules(in);
+  EXPECT_EQ(RulesAdmit(rules, a), !egress::NonPublicReason(a, in.test_public).has_value()) << a.ToString();
+}
+
+TEST(JobRuleset, RefusesExactlyWhatTheProxyRefusesAtTheEdges) {
+  for (const char* text : kEdges) ExpectSameAsProxy({}, Ip(text));
+  RulesetInputs test;
+  test.test_public = {egress::ParseTestPublicRange("198.19.0.0/16").value()};
+  for (const char* text : kEdges) ExpectSameAsProxy(test, Ip(text));
+  EXPECT_TRUE(RulesAdmit(DestinationRules(test), Ip("198.19.0.2")));
+  EXPECT_TRUE(RulesAdmit(DestinationRules(test), Ip("64:ff9b::198.19.0.2")));
+  EXPECT_FALSE(RulesAdmit(DestinationRules(test), Ip("198.18.0.2")));
+}
+
+RC_GTEST_PROP(JobRuleset, RefusesExactlyWhatTheProxyRefuses, ()) {
+  IpAddress a;
+  a.v4 = *rc::gen::arbitrary<bool>();
+  // Random bytes under a prefix the tables care about, or none.
+  static const char* prefixes[] = {"::", "::ffff:0:0", "64:ff9b::", "2001::", "2002::", "fc00::", "fe80::", "ff00::"};
+  const IpAddress base = a.v4 ? IpAddress{} : Ip(prefixes[*rc::gen::inRange<size_t>(0, std::size(prefixes))]);
+  const auto bytes = *rc::gen::container<std::vector<uint8_t>>(16, rc::gen::arbitrary<uint8_t>());
+  const int keep = a.v4 ? 0 : (*rc::gen::arbitrary<bool>() ? 12 : 4);
+  for (size_t i = 0; i < 16; ++i) a.bytes[i] = static_cast<int>(i) < keep ? base.bytes[i] : bytes[i];
+  if (a.v4)
+    for (size_t i = 4; i < 16; ++i) a.bytes[i] = 0;
+  RulesetInputs in;
+  if (*rc::gen::arbitrary<bool>()) in.test_public = {egress::ParseTestPublicRange("198.19.0.0/16").value()};
+  RC_ASSERT(RulesAdmit(DestinationRules(in), a) == !egress::NonPublicReason(a, in.test_public).has_value());
+}
+
+TEST(JobRuleset, TheHostsOwnAddressesAreDroppedEvenWhenPublicOrDeclaredSo) {
+  RulesetInputs in;
+  in.test_public = {egress::ParseTestPublicRange("198.18.0.0/15").value()};
+  in.host_addresses = {Ip("198.18.0.1"), Ip("8.8.4.4"), Ip("2606:4700::1")};
+  const auto rules = DestinationRules(in);
+  for (const char* own : {"198.18.0.1", "::ffff:198.18.0.1", "64:ff9b::198.18.0.1", "8.8.4.4", "::ffff:8.8.4.4",
+                          "64:ff9b::8.8.4.4", "2606:4700::1"})
+    EXPECT_FALSE(RulesAdmit(rules, Ip(own))) << own;
+  EXPECT_TRUE(RulesAdmit(rules, Ip("198.18.0.2")));
+  EXPECT_TRUE(RulesAdmit(rules, Ip("8.8.8.8")));
+  EXPECT_TRUE(RulesAdmit(rules, Ip("2606:4700::2")));
+}
+
+TEST(JobRuleset, TextHasEveryRuleTheResolverAndNoInbound) {
+  RulesetInputs in;
+  in.host_addresses = {Ip("192.168.5.5")};
+  const std::string text = RulesetText(in);
+  for (const auto& rule : DestinationRules(in)) {
+    const std::string line = std::string(rule.cidr.base.v4 ? "ip" : "ip6") + " daddr " + rule.cidr.ToString() +
+                             (rule.accept ? std::string(" accept") : std::string(" ") + kJobRulesetRefusal);
+    EXPECT_NE(text.find(line + "\n"), std::string::npos) << line;
+  }
+  EXPECT_NE(text.find("ip daddr 10.0.2.3 udp dport 53 accept"), std::string::npos);
+  EXPECT_NE(text.find("ip6 daddr fd00::3 tcp dport 53 accept"), std::string::npos);
+  EXPECT_NE(text.find("type filter hook input priority filter; policy drop;"), std::string::npos);
+  // Name queries to any server go to the stack's resolver.
+  EXPECT_NE(text.find("ip daddr != 127.0.0.0/8 udp dport 53 dnat ip to 10.0.2.3"), std::string::npos);
+  EXPECT_NE(text.find("ip6 daddr != ::1 tcp dport 53 dnat ip6 to fd00::3"), std::string::npos);
+  // The resolver is accepted before the private block that holds it is dropped.
+  EXPECT_LT(text.find("ip daddr 10.0.2.3 udp dport 53 accept"), text.find("ip daddr 10.0.0.0/8 counter reject"));
+}
+
+}  // namespace
+}  // namespace oarbank

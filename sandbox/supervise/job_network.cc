@@ -1,0 +1,372 @@
+#include "sandbox/supervise/job_network.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <mutex>
+
+#include "sandbox/common/install_paths.h"
+#include "sandbox/egress/job_ruleset.h"
+#include "sandbox/supervise/namespaces.h"
+#include "sandbox/common/trust_file.h"
+
+namespace oarbank {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr auto kStepTimeout = std::chrono::seconds(10);
+constexpr size_t kMaxHelperOutput = 1 << 20;
+
+int MillisLeft(Clock::time_point deadline) {
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(ms, 0, 1 << 30));
+}
+
+std::string OneLine(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  if (s.size() > 300) s = s.substr(0, 300) + "...";
+  return s;
+}
+
+// Kills and reaps `pid`, waiting at most `grace` for it to end by itself.
+void Reap(pid_t pid, std::chrono::milliseconds grace) {
+  const auto until = Clock::now() + grace;
+  for (;;) {
+    const pid_t r = waitpid(pid, nullptr, WNOHANG | __WALL);
+    if (r == pid || (r < 0 && errno != EINTR)) return;
+    if (Clock::now() >= until) break;
+    usleep(2000);
+  }
+  kill(pid, SIGKILL);
+  while (waitpid(pid, nullptr, __WALL) < 0 && errno == EINTR) {
+  }
+}
+
+// In a forked child of a possibly multi-threaded process: system calls only.
+[[noreturn]] void ExecWithFds(const char* path, char* const argv[], std::initializer_list<std::pair<int, int>> moves,
+                              int keep_upto) {
+  static char* const env[] = {const_cast<char*>("PATH=/usr/sbin:/usr/bin:/sbin:/bin"), nullptr};
+  // Everything first above the targets, then down into place.
+  int high[8];
+  int n = 0;
+  for (const auto& [from, to] : moves) high[n++] = from < 0 ? -1 : fcntl(from, F_DUPFD, 64);
+  n = 0;
+  for (const auto& [from, to] : moves) {
+    if (high[n] >= 0 && dup2(high[n], to) != to) _exit(127);
+    ++n;
+  }
+  syscall(SYS_close_range, static_cast<unsigned>(keep_upto + 1), ~0u, 0);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  execve(path, argv, env);
+  _exit(127);
+}
+
+// Runs oarbank-netfilter MODE in the job's namespaces with `input` on its
+// stdin; its stdout, or an Error with its stderr line.
+Expected<std::string> RunHelper(const std::string& helper, const char* mode, int userns, int netns,
+                              const std::string& input, Clock::time_point deadline) {
+  int in[2], out[2], err[2];
+  // stdin is a socket, not a pipe: a helper that ended before reading it
+  // must not take the agent with it through SIGPIPE (send's MSG_NOSIGNAL).
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0)
+    return Error{"nftables", std::string("socketpair: ") + strerror(errno)};
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    close(in[0]), close(in[1]);
+    return Error{"nftables", std::string("pipe: ") + strerror(errno)};
+  }
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
+    return Error{"nftables", std::string("pipe: ") + strerror(errno)};
+  }
+  std::string path = helper;
+  std::string mode_arg = mode;
+  char* argv[] = {path.data(), mode_arg.data(), nullptr};
+  const pid_t pid = fork();
+  if (pid == 0) ExecWithFds(path.c_str(), argv, {{in[1], 0}, {out[1], 1}, {err[1], 2}, {userns, 3}, {netns, 4}}, 4);
+  const int fork_err = errno;
+  for (int fd : {in[1], out[1], err[1]}) close(fd);
+  UniqueFd to(in[0]), from(out[0]), errs(err[0]);
+  if (pid < 0) return Error{"nftables", std::string("fork: ") + strerror(fork_err)};
+  for (int fd : {to.get(), from.get(), errs.get()}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  std::string stdout_text, stderr_text;
+  size_t written = 0;
+  if (input.empty()) to.Reset();
+  bool timed_out = false;
+  while (from.valid() || errs.valid()) {
+    pollfd p[3];
+    int n = 0;
+    if (to.valid()) p[n++] = {to.get(), POLLOUT, 0};
+    if (from.valid()) p[n++] = {from.get(), POLLIN, 0};
+    if (errs.valid()) p[n++] = {errs.get(), POLLIN, 0};
+    const int ready = poll(p, n, MillisLeft(deadline));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      timed_out = true;
+      break;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (p[i].revents == 0) continue;
+      if (p[i].fd == to.get()) {
+        const ssize_t w = send(to.get(), input.data() + written, input.size() - written, MSG_NOSIGNAL);
+        if (w > 0) written += static_cast<size_t>(w);
+        if ((w < 0 && errno != EAGAIN && errno != EINTR) || written == input.size()) to.Reset();
+        continue;
+      }
+      UniqueFd& fd = p[i].fd == from.get() ? from : errs;
+      std::string& text = p[i].fd == from.get() ? stdout_text : stderr_text;
+      char buf[16384];
+      const ssize_t r = read(fd.get(), buf, sizeof buf);
+      if (r > 0 && text.size() < kMaxHelperOutput) text.append(buf, static_cast<size_t>(r));
+      else if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) fd.Reset();
+    }
+  }
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) return Error{"nftables", helper + " " + mode + ": no answer in time"};
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && stderr_text.empty())
+    return Error{"nftables", "cannot execute " + helper};
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return Error{"nftables", stderr_text.empty() ? helper + " " + mode + " failed" : OneLine(stderr_text)};
+  return stdout_text;
+}
+
+// A file the supervisor runs with its own privilege must be one only root
+// (or the agent's uid) could have written.
+std::optional<std::string> Untrusted(const std::string& path) {
+  auto read = ReadTrustedFile(path);
+  if (!read.ok()) return read.error().what;
+  if (!read.value()) return path + " is not installed";
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string NetfilterHelperPath() {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    std::string dir(self, static_cast<size_t>(n));
+    dir = dir.substr(0, dir.rfind('/'));
+    const std::string beside = dir + "/oarbank-netfilter";
+    if (access(beside.c_str(), X_OK) == 0) return beside;
+  }
+  return OARBANK_NETFILTER_HELPER;
+}
+
+Expected<std::unique_ptr<JobNetwork>> JobNetwork::Start(pid_t init, const JobNetworkSettings& settings,
+                                                      Clock::time_point deadline) {
+  const std::string helper = NetfilterHelperPath();
+  if (auto why = Untrusted(helper)) return Error{"nftables", "the helper oarbank-netfilter: " + *why};
+  if (auto why = Untrusted(kJobStackPath)) return Error{"slirp4netns", "the user-mode stack: " + *why};
+  std::unique_ptr<JobNetwork> net(new JobNetwork());
+  const std::string ns = "/proc/" + std::to_string(init) + "/ns/";
+  net->userns_.Reset(open((ns + "user").c_str(), O_RDONLY | O_CLOEXEC));
+  net->netns_.Reset(open((ns + "net").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!net->userns_.valid() || !net->netns_.valid())
+    return Error{"network namespace", "open " + ns + "{user,net}: " + strerror(errno)};
+  const auto step = std::min(deadline, Clock::now() + kStepTimeout);
+
+  // The rules first: there is never a moment with a way out and no rules.
+  RulesetInputs inputs;
+  inputs.test_public = settings.test_public;
+  inputs.host_addresses = HostAddresses();
+  auto listing = RunHelper(helper, "apply", net->userns_.get(), net->netns_.get(), RulesetText(inputs), step);
+  if (!listing.ok()) return listing.error();
+  if (listing.value().find("table inet oarbank") == std::string::npos)
+    return Error{"nftables", "the ruleset read back after installing it has no table inet oarbank"};
+  net->listing_ = listing.value();
+
+  // The stack, on that namespace; it tells when tap0 is configured.
+  int ready[2], exit_pipe[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) return Error{"slirp4netns", std::string("pipe: ") + strerror(errno)};
+  if (pipe2(exit_pipe, O_CLOEXEC) != 0) {
+    close(ready[0]), close(ready[1]);
+    return Error{"slirp4netns", std::string("pipe: ") + strerror(errno)};
+  }
+  UniqueFd ready_r(ready[0]);
+  net->exit_w_.Reset(exit_pipe[1]);
+  const int log = static_cast<int>(syscall(SYS_memfd_create, "slirp4netns-log", MFD_CLOEXEC));
+  UniqueFd log_fd(log);
+  const int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+  UniqueFd null_fd(devnull);
+  // Fixed fd numbers in the stack: 3 ready, 4 exit, 5 user, 6 net.
+  std::vector<std::string> args = {kJobStackPath,
+                                   "--configure",
+                                   "--mtu=65520",
+                                   "--disable-host-loopback",
+                                   "--enable-ipv6",
+                                   "--enable-seccomp",
+                                   "--ready-fd=3",
+                                   "--exit-fd=4",
+                                   "--netns-type=path",
+                                   "--userns-path=/proc/self/fd/5",
+                                   "/proc/self/fd/6",
+                                   "tap0"};
+  // --enable-sandbox (an empty root, no capabilities) becomes uid 0 in the
+  // job's user namespace, which only a root agent maps there.
+  const bool sandboxed = geteuid() == 0;
+  if (sandboxed) args.insert(args.begin() + 4, "--enable-sandbox");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setsid();  // not in the agent's process group: a terminal's ^C is the agent's to handle
+    // --enable-sandbox pivots into an empty root and detaches the old one;
+    // in the host's mount namespace that unmount propagates to every shared
+    // mount (/run/netns/*). So the stack gets a mount namespace of its own,
+    // everything private, first; without one it does not run.
+    if (sandboxed && (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0))
+      _exit(126);
+    ExecWithFds(kJobStackPath, argv.data(),
+                {{devnull, 0}, {devnull, 1}, {log >= 0 ? log : devnull, 2}, {ready[1], 3}, {exit_pipe[0], 4},
+                 {net->userns_.get(), 5}, {net->netns_.get(), 6}},
+                6);
+  }
+  const int fork_err = errno;
+  close(ready[1]);
+  close(exit_pipe[0]);
+  if (pid < 0) return Error{"slirp4netns", std::string("fork: ") + strerror(fork_err)};
+  net->stack_ = pid;
+  pollfd p{ready_r.get(), POLLIN, 0};
+  int got;
+  do got = poll(&p, 1, MillisLeft(step));
+  while (got < 0 && errno == EINTR);
+  char byte = 0;
+  if (got <= 0 || read(ready_r.get(), &byte, 1) != 1) {
+    net->Stop();
+    std::string why = got == 0 ? "not ready in time" : "ended before it was ready";
+    if (log >= 0) {
+      char buf[2048] = {};
+      const ssize_t r = pread(log, buf, sizeof buf - 1, 0);
+      if (r > 0) why += ": " + OneLine(std::string(buf, static_cast<size_t>(r)));
+    }
+    return Error{"slirp4netns", "the user-mode stack " + std::string(kJobStackPath) + ": " + why};
+  }
+  // IPv4 is configured; IPv6 follows the stack's router advertisement.
+  auto ipv6 = RunHelper(helper, "await", net->userns_.get(), net->netns_.get(), "", step);
+  net->ipv6_ = ipv6.ok() && ipv6.value() == "ipv6\n";
+  return net;
+}
+
+JobNetwork::~JobNetwork() { Stop(); }
+
+std::string JobNetwork::Verify() {
+  if (stack_ <= 0) return "the user-mode stack is not running";
+  if (waitpid(stack_, nullptr, WNOHANG | __WALL) == stack_) {
+    stack_ = -1;
+    return "the user-mode stack ended";
+  }
+  auto listing = RunHelper(NetfilterHelperPath(), "list", userns_.get(), netns_.get(), "",
+                           Clock::now() + kStepTimeout);
+  if (!listing.ok()) return "read the ruleset back: " + listing.error().what;
+  if (listing.value() != listing_) return "the ruleset read back differs from the one installed";
+  return "";
+}
+
+long long JobNetwork::Dropped() {
+  if (!userns_.valid() || !netns_.valid()) return -1;
+  auto text = RunHelper(NetfilterHelperPath(), "dropped", userns_.get(), netns_.get(), "",
+                        Clock::now() + kStepTimeout);
+  if (!text.ok()) return -1;
+  return strtoll(text.value().c_str(), nullptr, 10);
+}
+
+void JobNetwork::Stop() {
+  exit_w_.Reset();
+  if (stack_ > 0) Reap(stack_, std::chrono::milliseconds(2000));
+  stack_ = -1;
+}
+
+HostFacts::JobNetworkFacts SupervisedJobNetworkFacts(bool probe) {
+  HostFacts::JobNetworkFacts facts;
+  facts.supervised = true;
+  if (!probe) return facts;
+  const JobNetworkProbe& p = ProbeJobNetwork();
+  facts.ok = p.ok;
+  facts.missing = p.missing;
+  facts.detail = p.detail;
+  return facts;
+}
+
+const JobNetworkProbe& ProbeJobNetwork() {
+  static JobNetworkProbe probe;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (auto why = Untrusted(kJobStackPath)) {
+      probe.missing = "the user-mode stack (slirp4netns)";
+      probe.detail = *why;
+      return;
+    }
+    const std::string helper = NetfilterHelperPath();
+    if (auto why = Untrusted(helper)) {
+      probe.missing = "nftables (oarbank-netfilter)";
+      probe.detail = *why;
+      return;
+    }
+    // A real attempt on a throw-away namespace pair, by the same code a job uses.
+    int sync[2], hold[2];
+    if (pipe2(sync, O_CLOEXEC) != 0) return;
+    if (pipe2(hold, O_CLOEXEC) != 0) {
+      close(sync[0]), close(sync[1]);
+      return;
+    }
+    const pid_t child = fork();
+    if (child == 0) {
+      close(sync[0]);
+      close(hold[1]);
+      char ok = unshare(CLONE_NEWUSER | CLONE_NEWNET) == 0 ? 'u' : 'x';
+      (void)!write(sync[1], &ok, 1);
+      char c;
+      (void)!read(hold[0], &c, 1);  // until the parent is done
+      _exit(0);
+    }
+    close(sync[1]);
+    close(hold[0]);
+    UniqueFd sync_r(sync[0]), hold_w(hold[1]);
+    char state = 0;
+    if (child < 0 || read(sync_r.get(), &state, 1) != 1 || state != 'u') {
+      probe.missing = "user namespaces";
+      probe.detail = "unshare(CLONE_NEWUSER|CLONE_NEWNET) refused";
+    } else {
+      const char* what = "";
+      if (int err = WriteIdMapsFromParent(child, PlanIdMaps(geteuid(), getegid(), std::nullopt, std::nullopt), &what)) {
+        probe.missing = "user namespaces";
+        probe.detail = std::string("write ") + what + ": " + strerror(err);
+      } else if (auto net = JobNetwork::Start(child, {}, Clock::now() + kStepTimeout); !net.ok()) {
+        probe.missing = net.error().where == "slirp4netns" ? "the user-mode stack (slirp4netns)"
+                        : net.error().where == "nftables" ? "nftables (oarbank-netfilter)"
+                                                          : net.error().where;
+        probe.detail = net.error().what;
+      } else if (std::string why = net.value()->Verify(); !why.empty()) {
+        probe.missing = "nftables (oarbank-netfilter)";
+        probe.detail = why;
+      } else {
+        probe.ok = true;
+        probe.detail = "slirp4netns and an nftables ruleset (oarbank-netfilter) in a fresh user and network namespace";
+      }
+    }
+    hold_w.Reset();
+    if (child > 0) Reap(child, std::chrono::milliseconds(2000));
+  });
+  return probe;
+}
+
+}  // namespace oarbank

@@ -1,0 +1,103 @@
+// The egress-any job's network: a network namespace of its own whose only
+// way out is a user-mode network stack the supervisor runs outside the
+// cage, filtered by an nftables ruleset installed before the launcher is
+// forked.
+//
+//   init (pid 1 of the job, in the job's fresh user and network namespaces)
+//     tells the supervisor its namespaces exist and waits for "go"
+//   supervisor (JobNetwork::Start)
+//     opens /proc/<init>/ns/{user,net}; runs oarbank-netfilter (libnftables,
+//     netfilter_main.cc) in them to install RulesetText (job_ruleset.h): out
+//     only to public addresses and the stack's resolver, in only replies;
+//     then starts slirp4netns on that namespace (tap0 10.0.2.100/24,
+//     resolver 10.0.2.3 and fd00::3, --disable-host-loopback: the gateway
+//     10.0.2.2 is not the host's loopback, and the ruleset drops it anyway);
+//     then "go": init forks the launcher.
+//   gate (JobNetwork::VerifyRuleset)
+//     reads the ruleset back from outside and refuses the job unless it is
+//     exactly the one installed and the stack still runs.
+//   end (JobNetwork::Stop)
+//     reads the drop counters, closes the stack's exit fd (slirp4netns
+//     exits; it also does when the supervisor dies), reaps it.
+//
+// The job holds no capability in its namespaces, seccomp refuses netlink
+// sockets and new namespaces: it cannot change the rules.
+//
+// Why slirp4netns and not pasta: its addressing inside the job is fixed
+// (10.0.2.0/24, fd00::/64) and independent of the host, where pasta copies
+// the host's addresses and routes into the job; it maps nothing inbound
+// unless asked through an API socket, which is never opened here, where
+// pasta forwards ports by default; and it confines itself (--enable-seccomp,
+// and --enable-sandbox under a root agent, the only one that maps uid 0 in
+// the job's user namespace, which that option needs), which matters for a
+// process that parses every packet the job sends. The cost is throughput (bench/egress_any.sh).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sandbox/egress/allowlist.h"
+#include "sandbox/host/host_facts.h"
+#include "sandbox/common/expected.h"
+#include "sandbox/common/unique_fd.h"
+
+namespace oarbank {
+
+inline constexpr char kJobStackPath[] = "/usr/bin/slirp4netns";
+
+struct JobNetworkSettings {
+  std::vector<egress::Cidr> test_public;  // egress::ParseTestPublicRange (run --egress-test-public-range)
+};
+
+// Whether egress-any can be enforced here: the stack, the helper and an
+// nftables ruleset in a fresh user+network namespace, tried for real once
+// per process. `missing` names the part that is not there.
+struct JobNetworkProbe {
+  bool ok = false;
+  std::string missing;  // "user namespaces", "the user-mode stack (slirp4netns)", "nftables (oarbank-netfilter)"
+  std::string detail;
+};
+const JobNetworkProbe& ProbeJobNetwork();
+
+// The facts a supervisor places a policy with (host_facts.h): supervised,
+// and ProbeJobNetwork's answer when `probe` (it starts a stack: only for a
+// policy, or a report, that needs it).
+HostFacts::JobNetworkFacts SupervisedJobNetworkFacts(bool probe);
+
+// The helper's path: beside the running binary, else the installed one.
+std::string NetfilterHelperPath();
+
+class JobNetwork {
+ public:
+  // `init` is alive, its id maps are written and it waits for "go". An
+  // Error's `where` names the part that failed ("nftables", "slirp4netns").
+  static Expected<std::unique_ptr<JobNetwork>> Start(pid_t init, const JobNetworkSettings& settings,
+                                                   std::chrono::steady_clock::time_point deadline);
+  ~JobNetwork();
+  JobNetwork(const JobNetwork&) = delete;
+  JobNetwork& operator=(const JobNetwork&) = delete;
+
+  // "" when the kernel holds exactly the ruleset installed and the stack
+  // runs; otherwise why not.
+  std::string Verify();
+  // Packets the ruleset dropped so far (-1: unreadable).
+  long long Dropped();
+  // Stops the stack and reaps it; idempotent.
+  void Stop();
+  // Whether the stack's IPv6 address was there before the launcher ran.
+  bool ipv6() const { return ipv6_; }
+
+ private:
+  JobNetwork() = default;
+  UniqueFd userns_, netns_;
+  UniqueFd exit_w_;  // slirp4netns --exit-fd: it exits when this closes
+  pid_t stack_ = -1;
+  std::string listing_;  // the ruleset as read back right after it was installed
+  bool ipv6_ = false;
+};
+
+}  // namespace oarbank

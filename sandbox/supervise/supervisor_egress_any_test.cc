@@ -1,0 +1,127 @@
+// An egress-any job through the library (cage::Run(Spec) with egress_any):
+// its network namespace leads out only through the agent's stack, and the
+// ruleset refuses the stack's gateway (never the host's loopback), the
+// host's own addresses and the metadata address. A decoy listening on every
+// address of the host sees nothing; the job's own loopback is its own.
+// Root supervisor; the job as root and as uid 65534 (run_as). The world of
+// public servers is harness/test_egress_any.py's: a test here never leaves
+// the machine.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "sandbox/supervise/job_network.h"
+#include "sandbox/egress/job_ruleset.h"
+#include "sandbox/supervise/supervisor.h"
+#include "sandbox/testing/test_util.h"
+
+namespace oarbank {
+namespace {
+
+using testing::TempTree;
+using testing::UnprovenOptions;
+
+constexpr uid_t kNobody = 65534;
+
+// argv[1]: the port; argv[2..]: addresses. One line each: "ADDR RESULT".
+constexpr char kJob[] = R"(
+import errno, socket, sys
+port = int(sys.argv[1])
+for addr in sys.argv[2:]:
+    s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET)
+    s.settimeout(3)
+    try:
+        s.connect((addr, port))
+        print(addr, "connected")
+    except OSError as e:
+        print(addr, "connect", errno.errorcode.get(e.errno, str(e.errno)) if e.errno else type(e).__name__)
+    s.close()
+)";
+
+int ListenAny(uint16_t* port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, 64) != 0) return -1;
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+bool Accepted(int listener) {
+  const int c = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  if (c >= 0) close(c);
+  return c >= 0;
+}
+
+class SupervisorEgressAnyTest : public ::testing::TestWithParam<uid_t> {};
+
+TEST_P(SupervisorEgressAnyTest, NothingOfTheHostIsReachableThroughTheStack) {
+  if (getuid() != 0) GTEST_SKIP() << "the job as uid 65534 (run_as) needs a root supervisor";
+  const JobNetworkProbe& probe = ProbeJobNetwork();
+  ASSERT_TRUE(probe.ok) << "egress-any is not enforceable here: " << probe.missing << ": " << probe.detail;
+  TempTree tree;
+  std::ofstream(tree.Path("bundle/job.py")) << kJob;
+  uint16_t port = 0;
+  const int decoy = ListenAny(&port);  // the host's every address: loopback, its own, the gateway's target
+  ASSERT_GE(decoy, 0);
+  std::vector<std::string> targets = {"10.0.2.2", "169.254.169.254", "::ffff:10.0.2.2", "fd00::2"};
+  for (const auto& a : HostAddresses())
+    if (a.v4 || a.bytes[0] != 0xfe) targets.push_back(a.ToString());  // link-local needs a scope
+  cage::Spec spec;
+  spec.argv = {"/usr/bin/python3", tree.Path("bundle/job.py"), std::to_string(port)};
+  spec.argv.insert(spec.argv.end(), targets.begin(), targets.end());
+  spec.worktree = tree.Path("bundle");
+  spec.scratch = tree.Path("work");
+  spec.egress_any = true;
+  cage::RunOptions o = UnprovenOptions();
+  if (GetParam() != 0) {
+    o.run_as_uid = GetParam();
+    o.run_as_gid = GetParam();
+  }
+  const cage::Result r = cage::Run(spec, o);
+  ASSERT_EQ(r.fault, cage::Fault::kNone) << r.reason << r.stderr_text;
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_NE(r.container.namespaces.find("net"), std::string::npos);
+  EXPECT_NE(r.container.net.find("slirp4netns"), std::string::npos) << r.container.net;
+  std::istringstream lines(r.stdout_text);
+  size_t refused = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const std::string addr = line.substr(0, line.find(' '));
+    const bool loopback = addr == "127.0.0.1" || addr == "::1";
+    if (loopback) {
+      EXPECT_EQ(line, addr + " connect ECONNREFUSED") << "the job's loopback is its own";
+      continue;
+    }
+    const bool v6 = addr.find(':') != std::string::npos && addr.rfind("::ffff:", 0) != 0;
+    EXPECT_EQ(line, addr + (v6 ? " connect EACCES" : " connect EHOSTUNREACH")) << r.stdout_text;
+    ++refused;
+  }
+  EXPECT_GE(refused, 4u) << r.stdout_text;
+  EXPECT_GE(r.container.net_dropped, static_cast<long long>(refused));
+  EXPECT_FALSE(Accepted(decoy)) << "a host listener saw the job";
+  // Positive control: the decoy answers on the host's loopback.
+  const int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(connect(c, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  close(c);
+  usleep(50000);
+  EXPECT_TRUE(Accepted(decoy));
+  close(decoy);
+}
+
+INSTANTIATE_TEST_SUITE_P(AsRootAndNobody, SupervisorEgressAnyTest, ::testing::Values(uid_t{0}, kNobody),
+                         [](const auto& info) { return info.param == 0 ? std::string("root") : std::string("nobody"); });
+
+}  // namespace
+}  // namespace oarbank
