@@ -243,6 +243,10 @@ std::vector<std::string> Sorted(std::vector<std::string> v) {
   return v;
 }
 
+// A probe of what only a supervised job has (its own devpts and /dev/shm)
+// runs under `run`, whatever its row expects.
+bool IsJobProbe(const std::string& probe) { return probe.rfind("job_", 0) == 0; }
+
 bool Selected(const std::vector<std::string>& only, const std::string& name) {
   return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
 }
@@ -378,6 +382,8 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
         {"OARBANK_PROBE_GPU_NODE", world->gpu_node},
         {"OARBANK_PROBE_SYSV_MSG_ID", world->sysv_msg_id < 0 ? "" : std::to_string(world->sysv_msg_id)},
         {"OARBANK_PROBE_MQUEUE", world->mqueue_name},
+        {"OARBANK_PROBE_HOST_SHM", world->host_shm_file},
+        {"OARBANK_PROBE_HOST_PTY", world->host_pty},
     };
   };
   // A daemon a probe left: evidence, then killed. It holds a write lock on
@@ -434,19 +440,19 @@ Result<BatteryResult> RunBattery(const BatteryOptions& o) {
     const std::string& name = result.policies[policy_index];
     std::string outside_dir;
     auto vars = prepare(probe, uid, policy.work() ? world->work : world->data, outside_dir, sinks);
-    const auto env = BuildModuleEnvironment(policy, vars);
+    // The agent's own environment holds its secret; both launchers build
+    // the module's (environment.h) and are given the probe's variables.
+    const std::vector<std::string> env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world->env_secret};
     const Expectation* row = table.value().Find(probe, name, result.abi);
     // The cage alone (sandbox-exec), or the supervisor around it for what
-    // only a job's containment stops; the supervisor builds the job's
-    // environment itself and is given the probe's variables.
-    const bool supervised = row != nullptr && row->expect == Expect::kContained;
+    // only a job's containment stops and for what only a job has (its own
+    // devpts and /dev/shm: the probes named job_*).
+    const bool supervised = (row != nullptr && row->expect == Expect::kContained) || IsJobProbe(probe);
     std::vector<std::string> argv = {o.agent, supervised ? "run" : "sandbox-exec"};
     if (o.abi_cap >= 0) argv.insert(argv.end(), {"--landlock-abi-max", std::to_string(o.abi_cap)});
-    if (supervised) {
-      // The battery is what proves a class: its own jobs run unproven.
-      argv.insert(argv.end(), {"--unproven", "--timeout", std::to_string(kTimeoutMs / 1000)});
-      for (const auto& [k, v] : vars) argv.push_back("--env=" + k + "=" + v);
-    }
+    // The battery is what proves a class: its own jobs run unproven.
+    if (supervised) argv.insert(argv.end(), {"--unproven", "--timeout", std::to_string(kTimeoutMs / 1000)});
+    for (const auto& [k, v] : vars) argv.push_back("--env=" + k + "=" + v);
     argv.insert(argv.end(), {policy_paths[name], "--", world->bundle + "/" + probe});
     const Evidence before = ObserveWorld(*world, outside_dir, probe, last ? &*last : nullptr);
     Cell cell{probe, name, uid, "", Spawn(argv, env, uid), Outcome::kPass, ""};

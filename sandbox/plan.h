@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "capabilities.h"
+#include "job_devices.h"
 #include "host_facts.h"
 #include "landlock_abi.h"
 #include "policy.h"
@@ -75,6 +76,9 @@ struct Plan {
   std::vector<std::string> writable_binds;
   bool writable_noexec = false;
   int root_etc_idmap_fd = -1;
+  // A supervised job's own devpts instance and /dev/shm (job_devices.h);
+  // off for sandbox-exec, which leaves /dev as the host has it.
+  JobDevices job_devices;
   std::vector<SeccompRule> seccomp;
   std::vector<Gap> gaps;
 };
