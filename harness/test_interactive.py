@@ -296,3 +296,44 @@ def test_sandbox_exec_and_run_build_the_same_environment(tree):
     r = subprocess.run([AGENT, "sandbox-exec", "--env", "NOEQUALS", policy, "--", "/bin/true"], capture_output=True,
                        text=True, timeout=30)
     assert r.returncode == 64 and r.stderr == "usage: --env: expected NAME=VALUE, got NOEQUALS\n"
+
+
+def read_until(fd, needle, seconds):
+    out, deadline = b"", time.monotonic() + seconds
+    while needle not in out and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.1)[0]:
+            try:
+                out += os.read(fd, 4096)
+            except OSError:
+                break
+    return out
+
+
+@UIDS
+@pytest.mark.parametrize("end", ["exit", "SIGTERM", "SIGHUP"])
+def test_the_callers_terminal_is_raw_while_the_job_runs_and_restored_after(tree, uid, end):
+    import pty
+    import signal
+    import termios
+    master, slave = pty.openpty()
+    before = termios.tcgetattr(slave)
+    gate = tree / "work" / "go"
+    script = f"echo started; while [ ! -e {gate} ]; do sleep 0.02; done; echo done"
+    try:
+        p = subprocess.Popen(agent(uid, "run", "--unproven", "--timeout", "30", "--pty", write_policy(tree), "--",
+                                   "/bin/sh", "-c", script), stdin=slave, stdout=slave, stderr=subprocess.PIPE)
+        assert b"started" in read_until(master, b"started", 20)
+        during = termios.tcgetattr(slave)
+        assert not during[3] & termios.ICANON and not during[3] & termios.ECHO  # raw
+        if end == "exit":
+            gate.touch()
+            assert b"done" in read_until(master, b"done", 20)
+        else:
+            p.send_signal(getattr(signal, end))
+        p.wait(timeout=20)
+        after = termios.tcgetattr(slave)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert after == before
+    assert p.returncode == (0 if end == "exit" else -getattr(signal, end)), p.stderr.read()
