@@ -1283,7 +1283,10 @@ nlohmann::ordered_json SupervisorReport(const HostFacts& host) {
        {{"available", host.user_namespaces && ns.ok},
         {"detail", host.user_namespaces ? ns.detail : host.user_namespaces_detail},
         {"job", "user, pid (init reaps; fresh /proc), ipc, uts, mnt; net for net none, and for egress-allowlist "
-                "with the agent's proxy as its only listener"}}},
+                "with the agent's proxy as its only listener"},
+        {"devices", "a devpts instance (/dev/pts, /dev/ptmx) and a /dev/shm tmpfs of the job's own (default " +
+                        std::to_string(kDefaultShmBytes >> 20) +
+                        " MiB, pages charged to its cgroup leaf); never the host's or another job's"}}},
       {"verification",
        "read from /proc/<pid>/ before exec: NoNewPrivs 1, Seccomp 2, Seccomp_filters >= 1, CapEff/CapPrm/CapInh/CapAmb "
        "0, the cgroup leaf, fresh namespaces, writable grants mounted noexec, a root job's /etc idmapped; Landlock leaves no trace there"},

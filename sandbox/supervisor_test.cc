@@ -7,6 +7,7 @@
 // must not survive is looked for from outside, in /proc.
 #include "read_file.h"
 #include "supervisor.h"
+#include "job_devices.h"
 
 #include <nettle/base64.h>
 
@@ -713,6 +714,7 @@ TEST_P(SupervisorTest, OutputThatIsNotUtf8IsReportedAsBase64) {
 // for a file the reader makes), stdin is relayed from the caller's fd only
 // when given, and a pty is the job's own terminal.
 TEST_P(SupervisorTest, OutputStreamsStdinIsRelayedAndAPtyIsTheJobsOwn) {
+  EXPECT_EQ(cage::RunOptions{}.shm_max, kDefaultShmBytes);  // one default, in the API and the plan
   int stream[2];
   ASSERT_EQ(pipe2(stream, O_CLOEXEC), 0);
   const std::string go = tree_.Path("work/go");
