@@ -619,7 +619,7 @@ struct Job::State {
                                         result.container.limits;
     }
     FaultPause("supervisor-init-reported", keeper, init);
-    const GateCheck check = VerifyConfined(launcher, init, cgroup_line, fresh, noexec, root_etc_idmapped);
+    const GateCheck check = VerifyConfined(launcher, init, cgroup_line, fresh, noexec, root_etc_idmapped, /*job_devices=*/true);
     result.container.verified = check.reading;
     if (!check.ok) return Refuse("gate: the launcher is not confined: " + check.reason);
     if (want_pty && pty < 0) return Refuse("terminal: the launcher did not hand over the job's terminal");

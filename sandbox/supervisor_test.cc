@@ -902,6 +902,8 @@ TEST_P(GateTest, ALauncherThatSkippedAStepIsKilledBeforeExec) {
       {"drop-capabilities", "gate: the launcher is not confined: CapEff is "},
       // The gate reads /proc/<pid>/mountinfo: / is not read-only.
       {"mount-namespace", "gate: the launcher is not confined: / is not mounted read-only"},
+      // The gate reads mountinfo: the job's /dev/pts is the host's (read-only).
+      {"job-devices", "gate: the launcher is not confined: /dev/pts is not the job's own"},
       // The gate reads the launcher's limits with prlimit(2).
       {"no-core-dumps", "gate: the launcher is not confined: RLIMIT_CORE is "},
       // Without no_new_privs the kernel itself refuses Landlock (and seccomp)
