@@ -243,6 +243,10 @@ std::vector<std::string> Sorted(std::vector<std::string> v) {
   return v;
 }
 
+// A probe of what only a supervised job has (its own devpts and /dev/shm)
+// runs under `run`, whatever its row expects.
+bool IsJobProbe(const std::string& probe) { return probe.rfind("job_", 0) == 0; }
+
 bool Selected(const std::vector<std::string>& only, const std::string& name) {
   return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
 }
@@ -422,6 +426,8 @@ class BatteryRun {
         {"OARBANK_PROBE_GPU_NODE", world_.gpu_node},
         {"OARBANK_PROBE_SYSV_MSG_ID", world_.sysv_msg_id < 0 ? "" : std::to_string(world_.sysv_msg_id)},
         {"OARBANK_PROBE_MQUEUE", world_.mqueue_name},
+        {"OARBANK_PROBE_HOST_SHM", world_.host_shm_file},
+        {"OARBANK_PROBE_HOST_PTY", world_.host_pty},
     };
   }
 
@@ -454,17 +460,17 @@ class BatteryRun {
   }
 
   // The cage alone (sandbox-exec), or the supervisor around it for what only
-  // a job's containment stops; the supervisor builds the job's environment
-  // itself and is given the probe's variables.
+  // a job's containment stops and for what only a job has (its own devpts
+  // and /dev/shm: the probes named job_*). Both launchers build the
+  // module's environment (environment.h) and are given the probe's
+  // variables.
   std::vector<std::string> ConfinedArgv(const std::string& probe, size_t policy_index, bool supervised,
                                         const std::map<std::string, std::string>& vars) const {
     std::vector<std::string> argv = {o_.agent, supervised ? "run" : "sandbox-exec"};
     if (o_.abi_cap >= 0) argv.insert(argv.end(), {"--landlock-abi-max", std::to_string(o_.abi_cap)});
-    if (supervised) {
-      // The battery is what proves a class: its own jobs run unproven.
-      argv.insert(argv.end(), {"--unproven", "--timeout", std::to_string(kTimeoutMs / 1000)});
-      for (const auto& [k, v] : vars) argv.push_back("--env=" + k + "=" + v);
-    }
+    // The battery is what proves a class: its own jobs run unproven.
+    if (supervised) argv.insert(argv.end(), {"--unproven", "--timeout", std::to_string(kTimeoutMs / 1000)});
+    for (const auto& [k, v] : vars) argv.push_back("--env=" + k + "=" + v);
     argv.insert(argv.end(), {policy_paths_[policy_index], "--", world_.bundle + "/" + probe});
     return argv;
   }
@@ -478,9 +484,10 @@ class BatteryRun {
     const std::string& name = result_.policies[policy_index];
     std::string outside_dir;
     auto vars = Prepare(probe, uid, policy.work() ? world_.work : world_.data, outside_dir, sinks);
-    const auto env = BuildModuleEnvironment(policy, vars);
+    // The agent's own environment, which holds its secret.
+    const std::vector<std::string> env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world_.env_secret};
     const Expectation* row = table_.Find(probe, name, result_.abi);
-    const bool supervised = row != nullptr && row->expect == Expect::kContained;
+    const bool supervised = (row != nullptr && row->expect == Expect::kContained) || IsJobProbe(probe);
     const auto argv = ConfinedArgv(probe, policy_index, supervised, vars);
     const Evidence before = ObserveWorld(world_, outside_dir, probe, last ? &*last : nullptr);
     Cell cell{probe, name, uid, "", Spawn(argv, env, uid), Outcome::kPass, ""};

@@ -151,8 +151,10 @@ int RunModuleConform(const ModuleConformOptions& o) {
 
   // The run, traced from outside the cage.
   std::vector<std::string> args = {o.strace, "-f", "-ff", "-qq", "-s", "4096", "-y", "-o", root + "/trace/t",
-                                   "-e", TraceSet(), o.agent, "sandbox-exec", policy_path, "--"};
+                                   "-e", TraceSet(), o.agent, "sandbox-exec",
+                                   std::string("--env=") + kToolsFileEnv + "=" + tools_file, policy_path, "--"};
   args.insert(args.end(), o.argv.begin(), o.argv.end());
+  // sandbox-exec builds the suite's environment (environment.h) from the policy and --env.
   const std::vector<std::string> env = BuildModuleEnvironment(policy.value(), {{kToolsFileEnv, tools_file}});
   std::vector<char*> argv_c, env_c;
   for (auto& a : args) argv_c.push_back(const_cast<char*>(a.c_str()));

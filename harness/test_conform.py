@@ -203,9 +203,8 @@ if args[:1] == ["run"]:
             next(it)
         elif a == "--unproven":
             pass
-        elif a.startswith("--env="):
-            name, _, value = a[len("--env="):].partition("=")
-            env[name] = value
+        elif a.startswith("--env="):  # sandbox-exec takes them too: it builds the environment as run does
+            rest.append(a)
         else:
             rest.append(a)
     os.execve(agent, [agent, "sandbox-exec", *rest], env)

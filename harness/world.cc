@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <mqueue.h>
+#include <stdlib.h>
 #include <sys/ipc.h>
 #include <sys/mount.h>
 #include <sys/msg.h>
@@ -301,6 +302,8 @@ World::~World() {
   listeners.reset();
   if (sysv_msg_id >= 0) msgctl(sysv_msg_id, IPC_RMID, nullptr);
   if (!mqueue_name.empty()) mq_unlink(mqueue_name.c_str());
+  if (!host_shm_file.empty()) unlink(host_shm_file.c_str());
+  if (host_pty_master >= 0) close(host_pty_master);
   for (const auto& [uid, pid] : outside_pid) {
     if (pid <= 0) continue;  // never kill(-1) or kill(0)
     kill(pid, SIGKILL);
@@ -452,6 +455,26 @@ Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const s
     w->mqueue_name.clear();
   } else {
     mq_close(mq);
+  }
+
+  // The host's shared memory and ptys, which a job's own /dev/shm and
+  // devpts instance must not reach.
+  w->host_shm_file = "/dev/shm/oarbank-battery-" + std::to_string(getpid());
+  if (const int fd = open(w->host_shm_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666); fd >= 0) {
+    (void)!write(fd, "host\n", 5);
+    fchmod(fd, 0666);
+    close(fd);
+  } else {
+    w->notes.push_back("host /dev/shm file: " + std::string(strerror(errno)));
+    w->host_shm_file.clear();
+  }
+  w->host_pty_master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (w->host_pty_master >= 0 && grantpt(w->host_pty_master) == 0 && unlockpt(w->host_pty_master) == 0 &&
+      ptsname(w->host_pty_master) != nullptr) {
+    w->host_pty = ptsname(w->host_pty_master);
+    chmod(w->host_pty.c_str(), 0666);  // only the cage may stop either identity
+  } else {
+    w->notes.push_back("host pty: " + std::string(strerror(errno)));
   }
 
   // An outer cgroup a probe could move itself into.

@@ -88,6 +88,9 @@ struct World {
   int inherited_high_fd = -1;
   int sysv_msg_id = -1;                // a System V message queue, mode 0666
   std::string mqueue_name;             // a POSIX message queue, mode 0666
+  std::string host_shm_file;           // a file in the host's /dev/shm, mode 0666
+  std::string host_pty;                // a pty of the host's devpts (/dev/pts/N), mode 0666; the world holds its master
+  int host_pty_master = -1;
   std::string env_secret;              // the agent's own secret, value "oarbank-secret-..."
   std::unique_ptr<Listeners> listeners;
   std::vector<std::string> notes;      // what could not be set up, said in the report

@@ -179,6 +179,28 @@ struct RunOptions {
   // at this path, once the gate has verified the job, to the job's network
   // namespace (/proc/<init>/ns/net), removed when the job ends. Empty: none.
   std::string publish_netns;
+
+  // Interactive use. The caller's fds are never closed here and never
+  // reach the job: the supervisor relays between them and the job.
+  // Every byte of the job's stdout (stderr) is also written here as it
+  // arrives, all of it: the caps bound only the captured copy (Result).
+  int stream_stdout_fd = -1;
+  int stream_stderr_fd = -1;
+  // Read until EOF and relayed into the job's stdin (a pipe; with `pty`,
+  // the terminal, where EOF is sent as ^D, its EOF character).
+  // -1: the job's stdin is /dev/null.
+  int stdin_fd = -1;
+  // The job runs on a pseudo-terminal of its own devpts instance: its
+  // stdin, stdout, stderr and controlling terminal. What it writes arrives
+  // as stdout (stderr is the same terminal).
+  bool pty = false;
+  // With `pty`: the caller's terminal, whose window size the job's terminal
+  // takes, at the start and whenever it changes. Raw mode is the caller's
+  // to set (raw_terminal.h does it for `run --pty`).
+  int terminal_fd = -1;
+  // The size of the job's private /dev/shm, a tmpfs of its own; its pages
+  // are charged to the job's cgroup leaf (memory.max) where there is one.
+  uint64_t shm_max = uint64_t{64} << 20;
 };
 
 // The capability gate: whether the cage, namespaces included, can be

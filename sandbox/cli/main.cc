@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -27,6 +28,7 @@
 #include "sandbox/broker/server.h"
 #include "sandbox/launch/broker_handoff.h"
 #include "sandbox/cli/numbers.h"
+#include "sandbox/cli/raw_terminal.h"
 #include "sandbox/launch/enforce.h"
 #include "sandbox/plan/attestation.h"
 #include "sandbox/common/exit_codes.h"
@@ -38,6 +40,7 @@
 #include "sandbox/common/read_file.h"
 #include "sandbox/plan/report.h"
 #include "sandbox/supervise/job_network.h"
+#include "sandbox/supervise/environment.h"
 #include "sandbox/supervise/supervisor.h"
 #ifdef OARBANK_FAULT_INJECTION
 #include "sandbox/cli/fault_injection.h"
@@ -52,8 +55,24 @@ constexpr double kMinTimeoutSeconds = 0.01;
 constexpr double kMaxTimeoutSeconds = 1e7;
 constexpr uint64_t kMaxInMemoryCap = 16ull << 20;  // a cap kept in memory (and in the JSON)
 constexpr uint64_t kMaxSpooledCap = 1ull << 40;    // a cap written to --stdout-file / --stderr-file
+constexpr uint64_t kMaxShmSize = 16ull << 30;      // --shm-size
 
-int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, int abi_cap, int gate_fd) {
+// NAME=VALUE options (--env) into the variables the job's environment
+// names; false (and one line) for one without a name.
+bool ParseEnvOptions(const std::vector<std::string>& options, std::map<std::string, std::string>& named) {
+  for (const auto& kv : options) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      fprintf(stderr, "usage: --env: expected NAME=VALUE, got %s\n", kv.c_str());
+      return false;
+    }
+    named[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return true;
+}
+
+int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, int abi_cap, int gate_fd,
+                std::map<std::string, std::string> named_env) {
   auto policy = LoadPolicyFile(policy_path);
   if (!policy.ok()) {
     fprintf(stderr, "%s\n", PolicyErrorLine(policy.error()).c_str());
@@ -81,7 +100,13 @@ int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, i
     broker_fd = connected.value();
   }
   if (plan.broker != BrokerHandoff::kNone)
-    setenv("OARBANK_BROKER", BrokerEnvironmentValue(plan.broker, *policy.value().broker(), broker_fd).c_str(), 1);
+    named_env["OARBANK_BROKER"] = BrokerEnvironmentValue(plan.broker, *policy.value().broker(), broker_fd);
+  // The module's environment is built as `run` builds it (environment.h),
+  // never the caller's.
+  std::vector<std::string> env = BuildModuleEnvironment(policy.value(), named_env);
+  std::vector<char*> envp;
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
   // Root's idmapped /etc: the copy the probe made to prove it works, when
   // this launch is the first to ask (ProbeRootEtc), so it is not made twice.
   const int root_etc_tree = host.etc_view.proof_tree ? host.etc_view.proof_tree->fd() : -1;
@@ -93,6 +118,7 @@ int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, i
   std::vector<char*> args;
   for (auto& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
+  environ = envp.data();  // exec's PATH search uses it too
   ExecModule(args.data());
   const int err = errno;
   fprintf(stderr, "sandbox: exec: %s: %s\n", argv[0].c_str(), strerror(err));
@@ -144,6 +170,8 @@ struct SpoolFiles {
   std::string stdout_path, stderr_path;
 };
 
+// Without --json the job's output streams to stdout and stderr as it comes
+// (a stream with a --stdout-file / --stderr-file goes only there).
 int SupervisedRun(const std::string& policy_path, const std::vector<std::string>& argv, cage::RunOptions options,
                   bool json, const SpoolFiles& spool) {
   auto policy = LoadPolicyFile(policy_path);
@@ -151,7 +179,17 @@ int SupervisedRun(const std::string& policy_path, const std::vector<std::string>
     fprintf(stderr, "%s\n", PolicyErrorLine(policy.error()).c_str());
     return kExitUsage;
   }
-  const cage::Result result = cage::RunPolicy(policy.value(), argv, options);
+  const bool stream_out = !json && spool.stdout_path.empty();
+  const bool stream_err = !json && spool.stderr_path.empty();
+  if (stream_out) options.stream_stdout_fd = STDOUT_FILENO;
+  if (stream_err) options.stream_stderr_fd = STDERR_FILENO;
+  cage::Result result;
+  {
+    // The caller's terminal is raw only while the job runs on its own.
+    std::optional<RawTerminal> raw;
+    if (options.pty) raw.emplace(STDIN_FILENO);
+    result = cage::RunPolicy(policy.value(), argv, options);
+  }
   int status = result.signal != 0 ? 128 + result.signal : result.exit_code;
   switch (result.fault) {
     case cage::Fault::kRefused: status = kExitNotEnforced; break;
@@ -170,11 +208,10 @@ int SupervisedRun(const std::string& policy_path, const std::vector<std::string>
       fwrite(text.data(), 1, text.size(), stdout);
       fputc('\n', stdout);
     } else {
-      if (!result.stdout_spooled) fwrite(result.stdout_text.data(), 1, result.stdout_text.size(), stdout);
-      fflush(stdout);
-      if (!result.stderr_spooled) fwrite(result.stderr_text.data(), 1, result.stderr_text.size(), stderr);
-      for (const auto& [cut, dropped, name] : {std::tuple{result.stdout_truncated, result.stdout_dropped, "stdout"},
-                                               {result.stderr_truncated, result.stderr_dropped, "stderr"}})
+      // What streamed was all of it; a spool file holds up to its cap.
+      for (const auto& [cut, dropped, name] :
+           {std::tuple{result.stdout_truncated && !stream_out, result.stdout_dropped, "stdout"},
+            {result.stderr_truncated && !stream_err, result.stderr_dropped, "stderr"}})
         if (cut) fprintf(stderr, "sandbox: %s cut at the cap: %llu bytes dropped\n", name, (unsigned long long)dropped);
       if (!result.spool_error.empty()) fprintf(stderr, "sandbox: %s\n", result.spool_error.c_str());
       if (result.fault != cage::Fault::kNone)
@@ -224,6 +261,7 @@ int AgentMain(int argc, char** argv) {
 
   std::string exec_policy;
   std::vector<std::string> exec_argv;
+  std::vector<std::string> exec_env;
   int gate_fd = -1;
   CLI::App* exec = nullptr;
   if (wants("sandbox-exec")) {
@@ -232,6 +270,10 @@ int AgentMain(int argc, char** argv) {
     exec->add_option("--gate-fd", gate_fd,
                      "Unix socket: when confined, send 'R' and exec only after the supervisor answers 'G'")
         ->check(CLI::Range(3, 1 << 20));
+    exec->add_option("--env", exec_env,
+                     "NAME=VALUE for the module's environment, which is built as run builds it and holds nothing "
+                     "of the caller's (repeatable)")
+        ->allow_extra_args(false);
     exec->add_option("policy", exec_policy, "Policy JSON file")->required();
     exec->add_option("argv", exec_argv, "Command to run confined (after --)")->required();
   }
@@ -252,6 +294,8 @@ int AgentMain(int argc, char** argv) {
   SpoolFiles run_spool;
   bool run_json = false;
   std::vector<std::string> run_env;
+  std::string run_shm_size = "64M";
+  bool run_stdin = false;
   std::vector<std::string> run_egress_public;
   std::string run_egress_resolver;
   CLI::App* run = nullptr;
@@ -259,7 +303,17 @@ int AgentMain(int argc, char** argv) {
     run = app.add_subcommand("run", "Run ARGV supervised: namespaces, process container, verified before exec");
     run->add_option("--timeout", timeout_s, "Kill the job after S seconds (0: none; else 0.01 to 1e7)")
         ->check(FiniteRange(kMinTimeoutSeconds, kMaxTimeoutSeconds, /*zero_means_none=*/true));
-    run->add_flag("--json", run_json, "Print the result as JSON (stdout, stderr, exit_code, signal, refused, fault)");
+    run->add_flag("--json", run_json,
+                  "Print the result as JSON (stdout, stderr, exit_code, signal, refused, fault); without it the job's "
+                  "output streams to stdout and stderr as it comes");
+    run->add_flag("--stdin", run_stdin,
+                  "Relay this process's stdin into the job's (a pipe) until EOF; without it the job's stdin is /dev/null");
+    run->add_flag("--pty", run_options.pty,
+                  "Run the job on a pseudo-terminal of its own (its stdin, stdout, stderr and controlling terminal), "
+                  "relayed to this process's stdin and stdout; stdin is relayed, a terminal there is raw meanwhile");
+    run->add_option("--shm-size", run_shm_size,
+                    "Size of the job's private /dev/shm tmpfs (K, M, G suffixes; default 64M, at most 16G; charged to "
+                    "the job's cgroup)");
     run->add_option("--stdout-max", run_stdout_max,
                     "Keep at most this many bytes of stdout (K, M, G suffixes; default 1M; at most 16M, "
                     "or 1T with --stdout-file)");
@@ -370,7 +424,11 @@ int AgentMain(int argc, char** argv) {
     if (auto status = manifest_commands->Run()) return *status;
   if (cage_command)
     if (auto status = cage_command->Run()) return *status;
-  if (exec && exec->parsed()) return SandboxExec(exec_policy, exec_argv, abi_cap, gate_fd);
+  if (exec && exec->parsed()) {
+    std::map<std::string, std::string> named;
+    if (!ParseEnvOptions(exec_env, named)) return kExitUsage;
+    return SandboxExec(exec_policy, exec_argv, abi_cap, gate_fd, std::move(named));
+  }
   if (run && run->parsed()) {
     run_options.timeout = std::chrono::milliseconds(std::llround(timeout_s * 1000));
     run_options.landlock_abi_cap = abi_cap;
@@ -398,13 +456,20 @@ int AgentMain(int argc, char** argv) {
     if (!run_spool.stderr_path.empty() &&
         (run_options.stderr_fd = OpenSpoolFile("--stderr-file", run_spool.stderr_path)) < 0)
       return kExitUsage;
-    for (const auto& kv : run_env) {
-      const auto eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) {
-        fprintf(stderr, "usage: --env: expected NAME=VALUE, got %s\n", kv.c_str());
+    if (!ParseEnvOptions(run_env, run_options.env)) return kExitUsage;
+    {
+      std::string why;
+      const auto shm = ParseByteCount(run_shm_size, kMaxShmSize, &why);
+      if (!shm || *shm < 4096) {
+        fprintf(stderr, "usage: --shm-size: %s\n", shm ? "at least 4K" : why.c_str());
         return kExitUsage;
       }
-      run_options.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+      run_options.shm_max = *shm;
+    }
+    if (run_stdin) run_options.stdin_fd = STDIN_FILENO;
+    if (run_options.pty) {
+      run_options.stdin_fd = STDIN_FILENO;
+      run_options.terminal_fd = isatty(STDIN_FILENO) ? STDIN_FILENO : isatty(STDOUT_FILENO) ? STDOUT_FILENO : -1;
     }
     JobEgressOptions egress = run_egress;
     for (const auto& r : run_egress_public) {

@@ -9,7 +9,8 @@
 //   Called in the keeper, init and the launcher after a fork: the hook must
 //   be allocation-free and lock-free.
 // - skip_step: the launcher leaves the named step out (launch/enforce.h's
-//   StepName, or "read-only-carve-outs", launch/carve_out.h), so a test can show that the supervisor's verification at the
+//   StepName, "read-only-carve-outs" (launch/carve_out.h) or "job-devices"
+//   (launch/job_devices.h)), so a test can show that the supervisor's verification at the
 //   gate refuses the unconfined process before it execs.
 #pragma once
 

@@ -2,6 +2,7 @@
 
 #include "sandbox/common/fault_hooks.h"
 #include "sandbox/launch/carve_out.h"
+#include "sandbox/launch/job_devices.h"
 
 #include "sandbox/host/root_etc.h"
 #include "sandbox/seccomp/filter.h"
@@ -279,6 +280,8 @@ std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOpt
     if (plan.writable_noexec && !(fs.f_flags & ST_NOEXEC))
       return Fail(kStep, 0, "%s is not on a noexec mount after its bind", path.c_str());
   }
+  // A supervised job's own devpts and /dev/shm, writable above the read-only /dev.
+  if (const char* what = ""; int err = MountJobDevices(plan.job_devices, &what)) return Fail(kStep, err, "%s", what);
   if (root_etc_view) {
     const int err = AttachRootEtcTree(root_etc_tree);
     if (root_etc_tree != options.root_etc_tree_fd) close(root_etc_tree);
@@ -417,6 +420,7 @@ const char* StepName(LaunchStep step) {
     case LaunchStep::kNoNewPrivs: return "no-new-privs";
     case LaunchStep::kCoreDumps: return "no-core-dumps";
     case LaunchStep::kMountNamespace: return "mount-namespace";
+    case LaunchStep::kTerminal: return "terminal";
     case LaunchStep::kDropCapabilities: return "drop-capabilities";
     case LaunchStep::kLandlock: return "landlock";
     case LaunchStep::kSeccomp: return "seccomp";
@@ -444,6 +448,9 @@ std::optional<StepFailure> ConfineSelf(const Plan& plan, const LaunchOptions& op
   if (auto f = Apply(LaunchStep::kMountNamespace,
                      [&] { return EnterMountNamespace(plan, options, witnesses); }))
     return f;
+  if (options.terminal)
+    if (const char* what = ""; int err = OpenJobTerminal(options.gate_fd, &what))
+      return Fail(LaunchStep::kTerminal, err, "%s", what);
   if (auto f = Apply(LaunchStep::kDropCapabilities, DropCapabilities)) return f;
   if (auto f = Apply(LaunchStep::kLandlock, [&] { return ApplyLandlock(plan.landlock); })) return f;
   if (auto f = Apply(LaunchStep::kSeccomp, [&] { return ApplySeccomp(plan.seccomp); })) return f;

@@ -13,7 +13,11 @@
 //                    writable grants re-bound noexec,nosuid,nodev (in the
 //                    supervisor's job, whose namespaces are already its
 //                    own, only the binds); then the read_only carve-outs
-//                    bound read-only inside them (carve_out.h)
+//                    bound read-only inside them (carve_out.h), and the
+//                    job's own devpts and /dev/shm (job_devices.h)
+//   terminal         (a job with a pty) a pty of the job's devpts becomes
+//                    stdio and controlling terminal; the master goes to
+//                    the supervisor
 //   drop-capabilities  bounding, ambient, inheritable, permitted, effective
 //   landlock         the ruleset for the host's ABI, then restrict_self
 //   seccomp          the deny-list; foreign and x32 syscall ABIs kill
@@ -39,6 +43,7 @@ enum class LaunchStep {
   kNoNewPrivs,
   kCoreDumps,
   kMountNamespace,
+  kTerminal,
   kDropCapabilities,
   kLandlock,
   kSeccomp,
@@ -81,6 +86,9 @@ struct LaunchOptions {
   // >= 0: the inherited broker connection (plan.h BrokerHandoff), the one fd
   // besides stdio that close-fds leaves open across exec.
   int broker_fd = -1;
+  // A job with a pty (RunOptions::pty): after the mount-namespace step,
+  // open the job's terminal and send its master on gate_fd (job_devices.h).
+  bool terminal = false;
 };
 
 // Applies every step but exec to the calling (single-threaded) process,

@@ -171,4 +171,23 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
   return plan;
 }
 
+void PlanJobDevices(Plan& plan, uint64_t shm_bytes) {
+  plan.job_devices.enabled = true;
+  plan.job_devices.shm_bytes = shm_bytes;
+  plan.job_devices.shm_inodes = kShmInodes;
+  LandlockPlan& ll = plan.landlock;
+  if (ll.abi == LandlockAbi::kNone) return;
+  const uint64_t terminal = ll.handled_fs & (kFsReadFile | kFsWriteFile | kFsIoctlDev);
+  // The instance's own ptys (listing them shows only the job's), its ptmx,
+  // and the controlling terminal, which in a new session is the job's own
+  // or none. Opened by path when Landlock is applied, after the mounts: the
+  // rules sit on the job's instance, never on the host's.
+  ll.paths.push_back({"/dev/pts", terminal | (ll.handled_fs & kFsReadDir), false, "job devpts"});
+  ll.paths.push_back({"/dev/ptmx", terminal, false, "job devpts"});
+  ll.paths.push_back({"/dev/tty", terminal, true, "job terminal"});
+  // Shared memory and semaphores: files, never devices, never executed.
+  ll.paths.push_back({"/dev/shm", ReadWriteRights(ll.abi, false), false, "job /dev/shm"});
+}
+
+
 }  // namespace oarbank

@@ -17,6 +17,17 @@
 
 namespace oarbank {
 
+// A supervised job's own devpts instance and /dev/shm tmpfs
+// (sandbox/launch/job_devices.h mounts them).
+struct JobDevices {
+  bool enabled = false;
+  uint64_t shm_bytes = 0;   // tmpfs size= of /dev/shm
+  uint32_t shm_inodes = 0;  // tmpfs nr_inodes= of /dev/shm
+};
+
+inline constexpr uint64_t kDefaultShmBytes = uint64_t{64} << 20;
+inline constexpr uint32_t kShmInodes = 16384;
+
 struct PathRule {
   std::string path;
   uint64_t access = 0;   // Landlock fs rights; masked to file rights at apply time for a file
@@ -79,6 +90,9 @@ struct Plan {
   // the grant pinned by binds of their own so none can be renamed away.
   std::vector<std::string> read_only_binds;
   int root_etc_idmap_fd = -1;
+  // A supervised job's own devpts instance and /dev/shm (sandbox/launch/job_devices.h);
+  // off for sandbox-exec, which leaves /dev as the host has it.
+  JobDevices job_devices;
   std::vector<SeccompRule> seccomp;
   std::vector<Gap> gaps;
 };
@@ -93,6 +107,10 @@ ProbeScope LaunchProbeScope(const Policy& policy);
 // Rights for each kind of grant at an ABI (exposed for tests and the report).
 uint64_t ReadExecuteRights(LandlockAbi abi);
 uint64_t ReadWriteRights(LandlockAbi abi, bool exec_writable);
+
+// Turns a supervised job's own devices (JobDevices) on in `plan` and grants
+// them in its Landlock ruleset. No syscall.
+void PlanJobDevices(Plan& plan, uint64_t shm_bytes);
 uint64_t DeviceRights(LandlockAbi abi);
 uint64_t GpuRights(LandlockAbi abi);
 

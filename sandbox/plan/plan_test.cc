@@ -413,5 +413,28 @@ TEST(Placement, CgroupLimitsAreUnavailableWhenTheProbeDidNotLook) {
   EXPECT_EQ(Assess(CapabilityId::kLimitsMemory, host).status, Status::kEnforced);
 }
 
+
+// The job's own devpts and /dev/shm are granted only to a supervised job,
+// which mounts them (job_devices.h); sandbox-exec's plan grants no /dev
+// beyond the base devices. /dev/shm is never executable.
+TEST(JobDevices, GrantedOnlyWhereTheSupervisorMountsThem) {
+  TempTree tree;
+  Plan plan = PlanConfinement(tree.Runner(), FakeHost(7));
+  auto rule = [&](const std::string& path) { return FindRule(plan, path); };
+  EXPECT_FALSE(plan.job_devices.enabled);
+  for (const char* path : {"/dev/pts", "/dev/ptmx", "/dev/tty", "/dev/shm"}) EXPECT_EQ(rule(path), nullptr) << path;
+  PlanJobDevices(plan, 8 << 20);
+  EXPECT_TRUE(plan.job_devices.enabled);
+  EXPECT_EQ(plan.job_devices.shm_bytes, 8u << 20);
+  EXPECT_EQ(plan.job_devices.shm_inodes, kShmInodes);
+  ASSERT_NE(rule("/dev/pts"), nullptr);
+  ASSERT_NE(rule("/dev/shm"), nullptr);
+  ASSERT_NE(rule("/dev/ptmx"), nullptr);
+  EXPECT_EQ(rule("/dev/pts")->access, kFsReadFile | kFsWriteFile | kFsReadDir | kFsIoctlDev);
+  EXPECT_EQ(rule("/dev/ptmx")->access, kFsReadFile | kFsWriteFile | kFsIoctlDev);
+  EXPECT_EQ(rule("/dev/shm")->access & (kFsExecute | kFsMakeChar | kFsMakeBlock | kFsIoctlDev), 0u);
+  EXPECT_NE(rule("/dev/shm")->access & kFsMakeReg, 0u);
+}
+
 }  // namespace
 }  // namespace oarbank

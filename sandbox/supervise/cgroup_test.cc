@@ -327,6 +327,28 @@ TEST_F(CgroupTest, HardLimitsWithoutTheControllersAreRefused) {
   EXPECT_TRUE(std::filesystem::exists(marker));
 }
 
+// The job's /dev/shm is a tmpfs of its own whose pages are charged to the
+// job's leaf: filling it past memory.max is the job's OOM, not the host's
+// memory, even with a /dev/shm larger than the limit.
+TEST_F(CgroupTest, WritingTheJobsDevShmCountsAgainstMemoryMax) {
+  if (auto why = CageMissing(); !why.empty()) GTEST_SKIP() << why;
+  if (auto why = MissingController(delegation_.memory, "memory"); !why.empty()) GTEST_SKIP() << why;
+  cage::RunOptions o = UnprovenOptions();
+  o.cwd = tree_.Path("work");
+  o.hard_limits = true;
+  o.shm_max = uint64_t{256} << 20;
+  const Policy policy = tree_.Runner(R"("limits": {"mem_gb": 0.0625})");  // 64 MiB
+  const auto r = cage::RunPolicy(policy, {"/bin/sh", "-c", "head -c 134217728 /dev/zero > /dev/shm/fill; echo $?"}, o);
+  // The kernel's OOM killer ends the job, or the write fails: either way the
+  // 128 MiB did not fit under the job's 64 MiB.
+  EXPECT_TRUE(r.fault == cage::Fault::kOom || (r.fault == cage::Fault::kNone && r.stdout_text != "0\n"))
+      << cage::FaultName(r.fault) << ": " << r.reason << " " << r.stdout_text << r.stderr_text;
+  // Positive control: below the limit it fits.
+  const auto small = cage::RunPolicy(policy, {"/bin/sh", "-c", "head -c 16777216 /dev/zero > /dev/shm/fill; echo $?"}, o);
+  EXPECT_EQ(small.fault, cage::Fault::kNone) << small.reason;
+  EXPECT_EQ(small.stdout_text, "0\n");
+}
+
 TEST_F(CgroupTest, AllocatingPastMemoryMaxIsTheFaultOom) {
   if (auto why = CageMissing(); !why.empty()) GTEST_SKIP() << why;
   if (auto why = MissingController(delegation_.memory, "memory"); !why.empty()) GTEST_SKIP() << why;

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -28,6 +29,7 @@
 #include "sandbox/plan/capabilities.h"
 #include "sandbox/supervise/cgroup.h"
 #include "sandbox/launch/enforce.h"
+#include "sandbox/launch/job_devices.h"
 #include "sandbox/launch/broker_handoff.h"
 #include "sandbox/supervise/environment.h"
 #include "sandbox/common/exit_codes.h"
@@ -80,6 +82,7 @@ struct JobFds {
   int broker = -1;      // the module's broker connection (kJobBrokerFd in the launcher)
   int egress_child = -1;  // init -> supervisor: the proxy listener (job_egress.h)
   int net_child = -1;     // init <-> supervisor: egress-any's job network (job_network.h)
+  int stdin_r = -1;     // the job's stdin when the caller's is relayed (else /dev/null)
 };
 
 // Everything the job's processes need, prepared before the fork: after it
@@ -97,6 +100,7 @@ struct ChildPlan {
   pid_t supervisor = 0;
   uint64_t ignored_signals = 0;  // the agent's SIG_IGN set (exec keeps it)
   int egress_port = -1;  // egress-allowlist: init listens on 127.0.0.1:<port> in the job's netns
+  bool pty = false;      // the launcher opens the job's terminal (job_devices.h)
 };
 
 // The job's user and mount namespaces are init's, and the launcher shares
@@ -163,14 +167,14 @@ void CloseAllBut(std::initializer_list<int> keep) {
   // Everything moves above 2 first, in case the agent ran with stdio closed.
   // Above kJobBrokerFd, which the broker connection (if any) takes last.
   const int gate = fcntl(f.gate_child, F_DUPFD_CLOEXEC, kJobBrokerFd + 1);
-  const int in = fcntl(f.devnull, F_DUPFD_CLOEXEC, kJobBrokerFd + 1);
+  const int in = fcntl(f.stdin_r >= 0 ? f.stdin_r : f.devnull, F_DUPFD_CLOEXEC, kJobBrokerFd + 1);
   const int out = fcntl(f.out_w, F_DUPFD_CLOEXEC, kJobBrokerFd + 1);
   const int err = fcntl(f.err_w, F_DUPFD_CLOEXEC, kJobBrokerFd + 1);
   const int broker = f.broker < 0 ? -1 : fcntl(f.broker, F_DUPFD_CLOEXEC, kJobBrokerFd + 1);
   if (gate < 0) _exit(kExitNotEnforced);
   if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
     LauncherFail(gate, "job-setup", errno, "stdio", kExitNotEnforced);
-  for (int fd : {f.gate_child, f.devnull, f.out_w, f.err_w, f.broker, in, out, err})
+  for (int fd : {f.gate_child, f.devnull, f.out_w, f.err_w, f.broker, f.stdin_r, in, out, err})
     if (fd > 2) close(fd);
   if (f.broker >= 0 && (broker < 0 || dup3(broker, kJobBrokerFd, O_CLOEXEC) != kJobBrokerFd || close(broker) != 0))
     LauncherFail(gate, "job-setup", errno, "broker connection", kExitNotEnforced);
@@ -199,7 +203,8 @@ void CloseAllBut(std::initializer_list<int> keep) {
   if (auto failure = ConfineSelf(*cp.plan, {.gate_fd = gate,
                                                 .own_mount_namespace = !LauncherUnsharesNamespaces(cp),
                                                 .root_etc_tree_fd = f.root_etc_tree,
-                                                .broker_fd = f.broker >= 0 ? kJobBrokerFd : -1}))
+                                                .broker_fd = f.broker >= 0 ? kJobBrokerFd : -1,
+                                                .terminal = cp.pty}))
     LauncherFail(gate, StepName(failure->step), failure->err, failure->detail, kExitNotEnforced);
   // The built environment, never the agent's (exec's PATH search uses it too).
   environ = const_cast<char**>(cp.envp.data());
@@ -273,7 +278,7 @@ void CloseAllBut(std::initializer_list<int> keep) {
     SendRecord(f.status_w, Record::kSetupFailed, 0, errno, "pid-namespace init", "fork the launcher");
     _exit(1);
   }
-  for (int fd : {f.gate_child, f.out_w, f.err_w, f.devnull, f.root_etc_tree, f.broker})
+  for (int fd : {f.gate_child, f.out_w, f.err_w, f.devnull, f.root_etc_tree, f.broker, f.stdin_r})
     if (fd >= 0) close(fd);
   // Reap everything; when the module ends, so does the job: exiting here
   // makes the kernel kill whatever is left in the namespace.
@@ -312,7 +317,7 @@ void KeeperAbort(int) {
   if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != cp.supervisor) _exit(1);
   setsid();
   CloseAllBut({f.status_w, f.gate_child, f.sync_r, f.sync_w, f.out_w, f.err_w, f.devnull, f.broker,
-               f.egress_child, f.net_child, cp.plan->root_etc_idmap_fd});
+               f.egress_child, f.net_child, f.stdin_r, cp.plan->root_etc_idmap_fd});
 
   // The job's /proc files must belong to its uid for the maps to be
   // written: an agent that changed uid without exec is not dumpable, and
@@ -368,7 +373,8 @@ void KeeperAbort(int) {
   }
   g_keeper_init = init;
   sigprocmask(SIG_UNBLOCK, &term, nullptr);  // an abort already asked for kills init now
-  for (int fd : {f.sync_r, f.gate_child, f.out_w, f.err_w, f.devnull, f.broker, f.egress_child, f.net_child})
+  for (int fd : {f.sync_r, f.gate_child, f.out_w, f.err_w, f.devnull, f.broker, f.egress_child, f.net_child,
+                 f.stdin_r})
     if (fd >= 0) close(fd);
   SendRecord(f.status_w, Record::kInitPid, init, 0, "", "");
 
@@ -434,6 +440,67 @@ struct Capture {
 
 std::string ErrnoText(int err) { return err == 0 ? std::string() : std::string(": ") + strerror(err); }
 
+// A write that never raises SIGPIPE (a reader that went away is EPIPE),
+// whatever the caller's disposition: the signal is blocked in this thread
+// around the write, and one it raised is taken before the mask is restored.
+ssize_t WriteNoSigpipe(int fd, const char* buf, size_t n) {
+  sigset_t pipe_only, old, pending;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  const ssize_t w = write(fd, buf, n);
+  const int err = errno;
+  if (w < 0 && err == EPIPE && !was_pending) {
+    const timespec zero {};
+    sigtimedwait(&pipe_only, nullptr, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  errno = err;
+  return w;
+}
+
+// Bytes on their way to one of the caller's fds (a stream of the job's
+// output) or into the job (its stdin). Written only when poll says the fd
+// takes them, at most PIPE_BUF at a time, so a slow reader holds back the
+// job's output (the pipe fills) but never the supervisor: the timeout
+// still fires.
+struct Outbox {
+  int fd = -1;
+  std::string pending;
+  bool failed = false;  // the reader went away (EPIPE, EIO): the rest is dropped
+  bool Busy() const { return fd >= 0 && !failed && !pending.empty(); }
+  void Add(const char* buf, size_t n) {
+    if (fd >= 0 && !failed) pending.append(buf, n);
+  }
+  void Flush() {
+    const ssize_t w = WriteNoSigpipe(fd, pending.data(), std::min<size_t>(pending.size(), PIPE_BUF));
+    if (w > 0) {
+      pending.erase(0, static_cast<size_t>(w));
+    } else if (w < 0 && errno != EINTR && errno != EAGAIN) {
+      failed = true;
+      pending.clear();
+    }
+  }
+};
+
+// The job's terminal takes the caller's window size (24x80 when the caller
+// has no terminal); true when it changed.
+bool CopyWindowSize(int terminal, int pty, winsize& last) {
+  winsize now {};
+  if (terminal < 0 || ioctl(terminal, TIOCGWINSZ, &now) != 0 || now.ws_row == 0) now = {24, 80, 0, 0};
+  if (now.ws_row == last.ws_row && now.ws_col == last.ws_col && now.ws_xpixel == last.ws_xpixel &&
+      now.ws_ypixel == last.ws_ypixel)
+    return false;
+  last = now;
+  ioctl(pty, TIOCSWINSZ, &now);  // the kernel sends the job's foreground group SIGWINCH
+  return true;
+}
+
+// How often the caller's window size is looked at while a job has a terminal.
+constexpr auto kWindowPoll = std::chrono::milliseconds(200);
+
 }  // namespace
 
 enum class Phase { kAwaitReady, kAwaitExec, kRunning, kDone };
@@ -456,6 +523,17 @@ struct Job::State {
   std::vector<std::string> read_only;  // carve-outs the gate checks are read-only
   bool root_etc_idmapped = false;   // the gate checks a root job's /etc is the idmapped view
   Capture out_cap, err_cap;
+  // Interactive use: the streams to the caller, the caller's input relayed
+  // into the job (its stdin pipe, or the terminal), and the terminal.
+  Outbox out_stream, err_stream;
+  int in_src = -1;          // the caller's fd (not owned); -1 once it reached EOF
+  Outbox to_job;            // into the stdin pipe (owned: stdin_w) or the pty
+  int stdin_w = -1;
+  bool want_pty = false;
+  int pty = -1;             // the job's terminal's master, from the launcher
+  int terminal = -1;        // the caller's terminal (not owned): window size
+  winsize window {};
+  Clock::time_point next_window_check;
   bool aborted = false;
   bool closed = false;      // the keeper reported the container closed
   long oom_kills = -1;
@@ -497,7 +575,7 @@ struct Job::State {
 
   ~State() {
     StopProxy();
-    for (int fd : {gate, status, out, err, egress, net})
+    for (int fd : {gate, status, out, err, egress, net, stdin_w, pty})
       if (fd >= 0) close(fd);
   }
 
@@ -616,9 +694,11 @@ struct Job::State {
                                         result.container.limits;
     }
     FaultPause("supervisor-init-reported", keeper, init);
-    const GateCheck check = VerifyConfined(launcher, init, cgroup_line, fresh, noexec, root_etc_idmapped, read_only);
+    const GateCheck check = VerifyConfined(launcher, init, cgroup_line, fresh, noexec, root_etc_idmapped, read_only,
+                                           /*job_devices=*/true);
     result.container.verified = check.reading;
     if (!check.ok) return Refuse("gate: the launcher is not confined: " + check.reason);
+    if (want_pty && pty < 0) return Refuse("terminal: the launcher did not hand over the job's terminal");
     if (job_network) {
       const std::string why = network ? network->Verify() : "not set up";
       if (!why.empty()) return Refuse("gate: the job's network: " + why);
@@ -635,7 +715,7 @@ struct Job::State {
 
   void OnGate() {
     GateFailure failure;
-    char control[CMSG_SPACE(sizeof(ucred))];
+    char control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(sizeof(int))];
     iovec iov {&failure, sizeof failure};
     msghdr msg {};
     msg.msg_iov = &iov;
@@ -657,6 +737,21 @@ struct Job::State {
       return;
     }
     const char tag = reinterpret_cast<const char*>(&failure)[0];
+    int passed = -1;  // an fd the launcher sent (only its terminal may come)
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c))
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len >= CMSG_LEN(sizeof(int))) {
+        if (passed >= 0) close(passed);
+        memcpy(&passed, CMSG_DATA(c), sizeof passed);
+      }
+    if (tag == kGateTerminal && n == 1 && passed >= 0 && want_pty && pty < 0 && phase == Phase::kAwaitReady) {
+      pty = passed;
+      fcntl(pty, F_SETFL, fcntl(pty, F_GETFL) | O_NONBLOCK);
+      CopyWindowSize(terminal, pty, window);
+      next_window_check = Clock::now() + kWindowPoll;
+      to_job.fd = pty;
+      return;
+    }
+    if (passed >= 0) close(passed);
     if (tag == kGateFailed && n == static_cast<ssize_t>(sizeof failure)) {
       const std::string what =
           std::string(failure.stage) + ": " + failure.detail + ErrnoText(failure.err);
@@ -684,7 +779,9 @@ struct Job::State {
     Refuse("gate: unexpected message from the launcher");
   }
 
-  void OnOutput(int& fd, Capture& cap) {
+  // The job's output: kept up to the cap, streamed whole. A terminal's
+  // master reads EIO once nothing of the job holds the terminal: its end.
+  void OnOutput(int& fd, Capture& cap, Outbox& stream) {
     char buf[65536];
     const ssize_t n = read(fd, buf, sizeof buf);
     if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
@@ -693,20 +790,60 @@ struct Job::State {
       return;
     }
     cap.Take(buf, static_cast<size_t>(n));
+    stream.Add(buf, static_cast<size_t>(n));
   }
 
-  // Pumps events until `done()` or nothing of the job is left.
+  // The caller's input, relayed while the job may take it. At EOF the stdin
+  // pipe is closed once drained; a terminal gets its EOF character.
+  void OnInput() {
+    char buf[4096];
+    const ssize_t n = read(in_src, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+    if (n > 0) return to_job.Add(buf, static_cast<size_t>(n));
+    in_src = -1;
+    // The master's own settings do not hold the job's EOF character: ^D,
+    // the default, which a terminal in canonical mode reads as EOF.
+    if (pty >= 0) to_job.Add("\x04", 1);
+    OnJobInputWritable();
+  }
+
+  void OnJobInputWritable() {
+    if (to_job.Busy()) to_job.Flush();
+    // Nobody reads it any more, or everything arrived: the job sees EOF.
+    if (stdin_w >= 0 && (to_job.failed || (in_src < 0 && to_job.pending.empty()))) {
+      CloseFd(stdin_w);
+      to_job.fd = -1;
+    }
+  }
+
+  // Pumps events until `done()` or nothing of the job is left (and all of
+  // its output has reached the caller's streams).
   template <typename Done>
   void Pump(Done done) {
-    while (!done() && (gate >= 0 || status >= 0 || out >= 0 || err >= 0)) {
-      pollfd fds[5];
-      int* owners[5];
+    while (!done() && (gate >= 0 || status >= 0 || out >= 0 || err >= 0 || pty >= 0 || out_stream.Busy() ||
+                       err_stream.Busy())) {
+      enum class Event { kGate, kStatus, kNet, kOut, kErr, kPty, kIn, kToJob, kOutStream, kErrStream };
+      pollfd fds[10];
+      Event events[10];
       nfds_t nfds = 0;
-      for (int* fd : {&gate, &status, &out, &err, &net}) {
-        if (*fd < 0) continue;
-        fds[nfds] = {*fd, POLLIN, 0};
-        owners[nfds++] = fd;
+      auto want = [&](int fd, short what, Event e) {
+        if (fd < 0) return;
+        fds[nfds] = {fd, what, 0};
+        events[nfds++] = e;
+      };
+      want(gate, POLLIN, Event::kGate);
+      want(status, POLLIN, Event::kStatus);
+      want(net, POLLIN, Event::kNet);  // egress-any's job network (job_network.h)
+      // A stream the caller is slow to take holds its source back.
+      if (!out_stream.Busy()) {
+        want(out, POLLIN, Event::kOut);
+        want(pty, POLLIN, Event::kPty);
       }
+      if (!err_stream.Busy()) want(err, POLLIN, Event::kErr);
+      if (to_job.fd >= 0 && !to_job.failed && to_job.pending.empty()) want(in_src, POLLIN, Event::kIn);
+      if (to_job.Busy()) want(to_job.fd, POLLOUT, Event::kToJob);
+      if (out_stream.Busy()) want(out_stream.fd, POLLOUT, Event::kOutStream);
+      if (err_stream.Busy()) want(err_stream.fd, POLLOUT, Event::kErrStream);
       const auto now = Clock::now();
       int wait_ms = -1;
       auto consider = [&](Clock::time_point t) {
@@ -718,6 +855,7 @@ struct Job::State {
       const bool in_setup = phase == Phase::kAwaitReady || phase == Phase::kAwaitExec;
       if (in_setup && !aborted) consider(setup_deadline);
       if (deadline && !aborted) consider(*deadline);
+      if (pty >= 0 && terminal >= 0) consider(next_window_check);
       const int ready = poll(fds, nfds, wait_ms);
       if (ready < 0 && errno != EINTR) {
         Refuse(std::string("poll") + ErrnoText(errno));
@@ -733,14 +871,28 @@ struct Job::State {
         result.reason = text;
         Abort();
       }
+      if (pty >= 0 && terminal >= 0 && later >= next_window_check) {
+        CopyWindowSize(terminal, pty, window);
+        next_window_check = later + kWindowPoll;
+      }
       for (nfds_t i = 0; ready > 0 && i < nfds; ++i) {
         if (fds[i].revents == 0) continue;
-        int& fd = *owners[i];
-        if (&fd == &gate) OnGate();
-        else if (&fd == &status) OnStatus();
-        else if (&fd == &net) OnJobNetwork();
-        else if (&fd == &out) OnOutput(out, out_cap);
-        else OnOutput(err, err_cap);
+        switch (events[i]) {
+          case Event::kGate: OnGate(); break;
+          case Event::kStatus: OnStatus(); break;
+          case Event::kNet: OnJobNetwork(); break;
+          case Event::kOut: OnOutput(out, out_cap, out_stream); break;
+          case Event::kErr: OnOutput(err, err_cap, err_stream); break;
+          case Event::kPty:
+            // The pty is also the job's stdin: it goes with its output.
+            OnOutput(pty, out_cap, out_stream);
+            if (pty < 0) to_job.fd = -1;
+            break;
+          case Event::kIn: OnInput(); break;
+          case Event::kToJob: OnJobInputWritable(); break;
+          case Event::kOutStream: out_stream.Flush(); break;
+          case Event::kErrStream: err_stream.Flush(); break;
+        }
       }
     }
   }
@@ -865,6 +1017,10 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   s.err_cap.max = options.stderr_max;
   s.out_cap.spool = options.stdout_fd;
   s.err_cap.spool = options.stderr_fd;
+  s.out_stream.fd = options.stream_stdout_fd;
+  s.err_stream.fd = options.stream_stderr_fd;
+  s.want_pty = options.pty;
+  s.terminal = options.pty ? options.terminal_fd : -1;
   Container& box = s.result.container;
   // Refused before anything was spawned.
   auto refuse = [&](const std::string& reason) {
@@ -891,9 +1047,11 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   if ((options.run_as_uid || options.run_as_gid) && geteuid() != 0)
     return refuse("run_as: needs a root supervisor");
 
-  const Plan plan = PlanConfinement(policy, host);
+  Plan plan = PlanConfinement(policy, host);
   if (plan.placement.verdict != Verdict::kOk)
     return refuse(PlacementLine(plan.placement));
+  if (options.shm_max < 4096) return refuse("shm_max: /dev/shm needs at least 4096 bytes");
+  PlanJobDevices(plan, options.shm_max);
   // Cage-before-capability: only what the battery proved here runs.
   if (auto proof = CheckProof(policy, host, options); !proof.ok()) return refuse(proof.error().what);
   else box.proof = proof.value();
@@ -972,6 +1130,7 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
     s.job_network = true;
     if (options.egress) s.network_settings.test_public = options.egress->test_public;
   }
+  cp.pty = options.pty;
   if (ns.egress_listener) {
     cp.egress_port = policy.net().proxy_port;
     s.egress_allow = policy.net().allow;
@@ -980,19 +1139,23 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
 
   JobFds f;
   int status_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, sync_pipe[2] = {-1, -1};
-  int gate_pair[2] = {-1, -1}, egress_pair[2] = {-1, -1}, net_pair[2] = {-1, -1};
+  int gate_pair[2] = {-1, -1}, egress_pair[2] = {-1, -1}, net_pair[2] = {-1, -1}, stdin_pipe[2] = {-1, -1};
   const int one = 1;
+  // The caller's input goes to the job through a pipe of its own (or the
+  // terminal): the job never holds the caller's fd, a terminal least of all.
+  const bool stdin_relay = options.stdin_fd >= 0 && !options.pty;
   f.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (f.devnull < 0 || pipe2(status_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0 ||
       pipe2(err_pipe, O_CLOEXEC) != 0 || pipe2(sync_pipe, O_CLOEXEC) != 0 ||
       socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, gate_pair) != 0 ||
       setsockopt(gate_pair[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one) != 0 ||
       (ns.egress_listener && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, egress_pair) != 0) ||
-      (ns.job_network && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, net_pair) != 0)) {
+      (ns.job_network && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, net_pair) != 0) ||
+      (stdin_relay && pipe2(stdin_pipe, O_CLOEXEC) != 0)) {
     const int err = errno;
     for (int fd : {f.devnull, status_pipe[0], status_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1],
                    sync_pipe[0], sync_pipe[1], gate_pair[0], gate_pair[1], egress_pair[0], egress_pair[1],
-                   net_pair[0], net_pair[1], broker_fd})
+                   net_pair[0], net_pair[1], broker_fd, stdin_pipe[0], stdin_pipe[1]})
       if (fd >= 0) close(fd);
     if (s.leaf) s.leaf->Remove();
     return refuse("job-setup: pipes" + ErrnoText(err));
@@ -1012,6 +1175,11 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   s.out = out_pipe[0];
   s.err = err_pipe[0];
   s.gate = gate_pair[0];
+  f.stdin_r = stdin_pipe[0];
+  s.stdin_w = stdin_pipe[1];
+  s.to_job.fd = s.stdin_w;  // the pty, once the launcher sends it
+  s.in_src = options.stdin_fd >= 0 && (stdin_relay || options.pty) ? options.stdin_fd : -1;
+  if (s.stdin_w >= 0) fcntl(s.stdin_w, F_SETFL, fcntl(s.stdin_w, F_GETFL) | O_NONBLOCK);
   // Poll says when; a read never blocks the supervisor (the module could
   // not drain its output while it did).
   for (int fd : {s.status, s.out, s.err}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
@@ -1022,6 +1190,7 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   const int fork_err = errno;
   FaultPause("supervisor-after-keeper", s.keeper);
   for (int fd : {f.status_w, f.out_w, f.err_w, f.sync_r, f.sync_w, f.gate_child, f.devnull}) close(fd);
+  if (f.stdin_r >= 0) close(f.stdin_r);
   if (f.broker >= 0) close(f.broker);
   if (f.egress_child >= 0) close(f.egress_child);
   if (f.net_child >= 0) close(f.net_child);
@@ -1283,7 +1452,10 @@ nlohmann::ordered_json SupervisorReport(const HostFacts& host) {
         {"detail", host.user_namespaces ? ns.detail : host.user_namespaces_detail},
         {"job", "user, pid (init reaps; fresh /proc), ipc, uts, mnt; net for net none, for egress-allowlist "
                 "with the agent's proxy as its only listener, and for egress-any with slirp4netns and an nftables "
-                "ruleset"}}},
+                "ruleset"},
+        {"devices", "a devpts instance (/dev/pts, /dev/ptmx) and a /dev/shm tmpfs of the job's own (default " +
+                        std::to_string(kDefaultShmBytes >> 20) +
+                        " MiB, pages charged to its cgroup leaf); never the host's or another job's"}}},
       {"net_egress_any", {{"status", StatusName(egress_any.status)}, {"detail", egress_any.detail}}},
       {"verification",
        "read from /proc/<pid>/ before exec: NoNewPrivs 1, Seccomp 2, Seccomp_filters >= 1, CapEff/CapPrm/CapInh/CapAmb "

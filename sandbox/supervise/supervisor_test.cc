@@ -7,6 +7,7 @@
 // must not survive is looked for from outside, in /proc.
 #include "sandbox/common/read_file.h"
 #include "sandbox/supervise/supervisor.h"
+#include "sandbox/launch/job_devices.h"
 
 #include <nettle/base64.h>
 
@@ -657,6 +658,65 @@ TEST_P(SupervisorTest, OutputThatIsNotUtf8IsReportedAsBase64) {
   EXPECT_NO_THROW((void)report.dump());
 }
 
+// Interactive use through the library: the output streams to the caller's
+// fd while the job runs (a line is read before the job may end: it waits
+// for a file the reader makes), stdin is relayed from the caller's fd only
+// when given, and a pty is the job's own terminal.
+TEST_P(SupervisorTest, OutputStreamsStdinIsRelayedAndAPtyIsTheJobsOwn) {
+  EXPECT_EQ(cage::RunOptions{}.shm_max, kDefaultShmBytes);  // one default, in the API and the plan
+  int stream[2];
+  ASSERT_EQ(pipe2(stream, O_CLOEXEC), 0);
+  const std::string go = tree_.Path("work/go");
+  std::string first;
+  bool waited = false;
+  std::thread reader([&] {
+    char c;
+    while (first.find('\n') == std::string::npos && read(stream[0], &c, 1) == 1) first += c;
+    waited = !std::filesystem::exists(go);  // the job is still waiting for it
+    std::ofstream(go) << "";
+  });
+  cage::RunOptions o;
+  o.stream_stdout_fd = stream[1];
+  o.timeout = std::chrono::seconds(30);
+  auto r = Run({"/bin/sh", "-c", "echo first; while [ ! -e " + go + " ]; do sleep 0.02; done; echo second"}, o);
+  close(stream[1]);
+  reader.join();
+  close(stream[0]);
+  EXPECT_EQ(r.fault, cage::Fault::kNone) << r.reason;
+  EXPECT_EQ(first, "first\n");
+  EXPECT_TRUE(waited);
+  EXPECT_EQ(r.stdout_text, "first\nsecond\n");  // the kept copy holds it all too
+
+  int in[2];
+  ASSERT_EQ(pipe2(in, O_CLOEXEC), 0);
+  ASSERT_EQ(write(in[1], "hi\n", 3), 3);
+  close(in[1]);
+  o = {};
+  o.stdin_fd = in[0];
+  r = Run({"/bin/cat"}, o);
+  close(in[0]);
+  EXPECT_EQ(r.stdout_text, "hi\n") << r.reason;
+  r = Run({"/bin/readlink", "/proc/self/fd/0"});
+  EXPECT_EQ(r.stdout_text, "/dev/null\n") << r.reason;
+
+  o = {};
+  o.pty = true;
+  r = Run({"/usr/bin/python3", "-c", "import os; print(os.isatty(0), os.isatty(2), os.ttyname(1), sorted(os.listdir('/dev/pts')))"},
+          o);
+  EXPECT_EQ(r.fault, cage::Fault::kNone) << r.reason;
+  EXPECT_EQ(r.stdout_text, "True True /dev/pts/0 ['0', 'ptmx']\r\n");
+
+  // cage::Run(Spec) takes the same options.
+  cage::Spec spec;
+  spec.worktree = tree_.Path("bundle");
+  spec.scratch = tree_.Path("work");
+  spec.argv = {"/bin/sh", "-c", "ls -A /dev/shm; echo x > /dev/shm/x && cat /dev/shm/x; tty"};
+  o = UnprovenOptions();
+  o.pty = true;
+  r = RunAs(GetParam(), [&] { return cage::Run(spec, o); });
+  EXPECT_EQ(r.stdout_text, "x\r\n/dev/pts/0\r\n") << r.reason;
+}
+
 TEST_P(SupervisorTest, RunSpecWorktreeReadOnlyScratchWritable) {
   // The Go seed's Spec: a read-only worktree, a writable scratch (HOME).
   tree_.Write("bundle/src.txt", "source\n", 0644);
@@ -782,6 +842,8 @@ TEST_P(GateTest, ALauncherThatSkippedAStepIsKilledBeforeExec) {
       {"drop-capabilities", "gate: the launcher is not confined: CapEff is "},
       // The gate reads /proc/<pid>/mountinfo: / is not read-only.
       {"mount-namespace", "gate: the launcher is not confined: / is not mounted read-only"},
+      // The gate reads mountinfo: the job's /dev/pts is the host's (read-only).
+      {"job-devices", "gate: the launcher is not confined: /dev/pts is not the job's own"},
       // The gate reads the launcher's limits with prlimit(2).
       {"no-core-dumps", "gate: the launcher is not confined: RLIMIT_CORE is "},
       // Without no_new_privs the kernel itself refuses Landlock (and seccomp)
@@ -885,10 +947,11 @@ TEST_F(AgentCliTest, RunStatesEachFaultOnOneLine) {
   s = Run({Policy(), "--", tree_.Path("work/absent")});
   EXPECT_EQ(ExitStatus(s), kExitExecFailed);
   EXPECT_EQ(s.err, "sandbox: exec: exec: " + tree_.Path("work/absent") + ": " + strerror(ENOENT) + "\n");
+  // What streams is all of it; the cap bounds the copy kept for --json.
   s = Run({"--stdout-max", "3", Policy(), "--", "/bin/echo", "abcdef"});
   EXPECT_EQ(ExitStatus(s), 0);
-  EXPECT_EQ(s.out, "abc");
-  EXPECT_EQ(s.err, "sandbox: stdout cut at the cap: 4 bytes dropped\n");
+  EXPECT_EQ(s.out, "abcdef\n");
+  EXPECT_EQ(s.err, "");
   s = Run({"--landlock-abi-max", "2", Policy(), "--", "/bin/true"});
   EXPECT_EQ(ExitStatus(s), kExitNotEnforced);
   EXPECT_EQ(s.err.rfind("sandbox: refused: sandbox: CAPABILITY_NOT_ENFORCED: filesystem", 0), 0u) << s.err;

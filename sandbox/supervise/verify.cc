@@ -121,7 +121,7 @@ std::optional<std::string> CheckGateReading(const GateReading& r, pid_t parent) 
 
 GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line,
                          const std::vector<std::string>& fresh, const std::vector<std::string>& noexec,
-                         bool root_etc_idmapped, const std::vector<std::string>& read_only) {
+                         bool root_etc_idmapped, const std::vector<std::string>& read_only, bool job_devices) {
   GateCheck check;
   const std::string p = std::to_string(pid);
   int err = 0;
@@ -185,6 +185,18 @@ GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line
     if (root_etc_idmapped && CheckMountOption(mountinfo, {"/etc"}, "idmapped")) {
       check.reason = "a root job's /etc is not the idmapped view (root_etc.h)" + unreadable;
       return check;
+    }
+    // Every mount the job inherited is read-only: a writable one on these
+    // paths is the job's own, mounted after.
+    if (job_devices) {
+      if (auto path = CheckMountOption(mountinfo, {"/dev/pts", "/dev/shm"}, "rw")) {
+        check.reason = *path + " is not the job's own (job_devices.h)" + unreadable;
+        return check;
+      }
+      if (CheckMountOption(mountinfo, {"/dev/shm"}, "noexec")) {
+        check.reason = "the job's /dev/shm is not mounted noexec" + unreadable;
+        return check;
+      }
     }
   }
   check.ok = true;
