@@ -36,6 +36,7 @@
 #include "sandbox/common/fault_hooks.h"
 #include "sandbox/supervise/job_egress.h"
 #include "sandbox/supervise/job_network.h"
+#include "sandbox/supervise/job_processes.h"
 #include "sandbox/supervise/namespaces.h"
 #include "sandbox/plan/plan.h"
 #include "sandbox/common/text_encoding.h"
@@ -44,369 +45,6 @@ namespace oarbank::cage {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Setup that takes longer than this is refused (a wedged kernel, not a job).
-constexpr auto kSetupDeadline = std::chrono::seconds(60);
-
-// keeper and init -> supervisor, over the status pipe. Fixed size, well
-// under PIPE_BUF, so each write is atomic and nothing is allocated.
-enum class Record : int32_t { kInitPid = 1, kSetupFailed, kModuleExit, kClosed };
-struct StatusRecord {
-  Record kind;
-  int32_t value;  // init's pid; the module's wait status; oom kills
-  int32_t err;
-  char stage[32];
-  char detail[160];
-};
-
-// launcher -> supervisor, on the gate socket instead of kGateReady when a
-// step fails, or after kGateGo when exec fails.
-constexpr char kGateFailed = 'F';
-struct GateFailure {
-  char tag = kGateFailed;
-  char stage[32] = {};
-  int32_t err = 0;
-  char detail[200] = {};
-};
-
-// The fds the job's processes keep; the numbers survive the forks.
-struct JobFds {
-  int status_w = -1;    // keeper, init -> supervisor
-  int gate_child = -1;  // the launcher's end of the gate
-  int sync_r = -1;      // keeper -> init: maps written, cgroup joined
-  int sync_w = -1;
-  int out_w = -1;
-  int err_w = -1;
-  int devnull = -1;
-  int root_etc_tree = -1;  // keeper -> launcher: root's idmapped /etc (root_etc.h)
-  int broker = -1;      // the module's broker connection (kJobBrokerFd in the launcher)
-  int egress_child = -1;  // init -> supervisor: the proxy listener (job_egress.h)
-  int net_child = -1;     // init <-> supervisor: egress-any's job network (job_network.h)
-  int stdin_r = -1;     // the job's stdin when the caller's is relayed (else /dev/null)
-};
-
-// Everything the job's processes need, prepared before the fork: after it
-// they only make system calls.
-struct ChildPlan {
-  const Plan* plan = nullptr;
-  int clone_flags = 0;
-  IdMaps maps;
-  const CgroupLeaf* leaf = nullptr;
-  std::vector<char*> argv;
-  std::vector<char*> envp;
-  std::string cwd;
-  std::optional<uid_t> run_as_uid;
-  std::optional<gid_t> run_as_gid;
-  pid_t supervisor = 0;
-  uint64_t ignored_signals = 0;  // the agent's SIG_IGN set (exec keeps it)
-  int egress_port = -1;  // egress-allowlist: init listens on 127.0.0.1:<port> in the job's netns
-  bool pty = false;      // the launcher opens the job's terminal (job_devices.h)
-};
-
-// The job's user and mount namespaces are init's, and the launcher shares
-// them; a job switched to run_as holds no capability there, so its launcher
-// unshares its own (and then cannot share init's memory: vfork is out).
-bool LauncherUnsharesNamespaces(const ChildPlan& cp) { return cp.run_as_uid.has_value(); }
-
-// The signals this process ignores (SigIgn in /proc/self/status): exec
-// resets handlers but keeps SIG_IGN, so the launcher resets exactly these.
-uint64_t IgnoredSignals() {
-  const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ~0ull;  // unknown: reset them all
-  char buf[4096];
-  const ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return ~0ull;
-  buf[n] = '\0';
-  const char* line = strstr(buf, "\nSigIgn:");
-  return line ? strtoull(line + 9, nullptr, 16) : ~0ull;
-}
-
-void Copy(char* dst, size_t size, const char* src) { snprintf(dst, size, "%s", src); }
-
-void SendRecord(int fd, Record kind, int value, int err, const char* stage, const char* detail) {
-  StatusRecord r {};
-  r.kind = kind;
-  r.value = value;
-  r.err = err;
-  Copy(r.stage, sizeof r.stage, stage);
-  Copy(r.detail, sizeof r.detail, detail);
-  (void)!write(fd, &r, sizeof r);
-}
-
-// Closes every fd but `keep` (each process of the job starts from a copy
-// of the agent's fd table, which may hold other jobs' pipes).
-void CloseAllBut(std::initializer_list<int> keep) {
-  int sorted[16];
-  int n = 0;
-  for (int fd : keep)
-    if (fd >= 0 && n < 16) sorted[n++] = fd;
-  std::sort(sorted, sorted + n);
-  unsigned lo = 0;
-  for (int i = 0; i < n; ++i) {
-    if (static_cast<unsigned>(sorted[i]) > lo) syscall(SYS_close_range, lo, static_cast<unsigned>(sorted[i]) - 1, 0);
-    lo = static_cast<unsigned>(sorted[i]) + 1;
-  }
-  syscall(SYS_close_range, lo, ~0u, 0);
-}
-
-// ---- launcher (in the job's pid namespace; becomes the module) ----------
-
-[[noreturn]] void LauncherFail(int gate, const char* stage, int err, const char* detail, int code) {
-  GateFailure f;
-  Copy(f.stage, sizeof f.stage, stage);
-  f.err = err;
-  Copy(f.detail, sizeof f.detail, detail);
-  (void)!send(gate, &f, sizeof f, MSG_NOSIGNAL);
-  _exit(code);
-}
-
-[[noreturn]] void LauncherMain(const ChildPlan& cp, const JobFds& f) {
-  close(f.status_w);
-  // stdio: /dev/null and the two pipes; nothing of the agent's terminal.
-  // Everything moves above 2 first, in case the agent ran with stdio closed.
-  // Above kJobBrokerFd, which the broker connection (if any) takes last.
-  const int gate = fcntl(f.gate_child, F_DUPFD_CLOEXEC, kJobBrokerFd + 1);
-  const int in = fcntl(f.stdin_r >= 0 ? f.stdin_r : f.devnull, F_DUPFD_CLOEXEC, kJobBrokerFd + 1);
-  const int out = fcntl(f.out_w, F_DUPFD_CLOEXEC, kJobBrokerFd + 1);
-  const int err = fcntl(f.err_w, F_DUPFD_CLOEXEC, kJobBrokerFd + 1);
-  const int broker = f.broker < 0 ? -1 : fcntl(f.broker, F_DUPFD_CLOEXEC, kJobBrokerFd + 1);
-  if (gate < 0) _exit(kExitNotEnforced);
-  if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
-    LauncherFail(gate, "job-setup", errno, "stdio", kExitNotEnforced);
-  for (int fd : {f.gate_child, f.devnull, f.out_w, f.err_w, f.broker, f.stdin_r, in, out, err})
-    if (fd > 2) close(fd);
-  if (f.broker >= 0 && (broker < 0 || dup3(broker, kJobBrokerFd, O_CLOEXEC) != kJobBrokerFd || close(broker) != 0))
-    LauncherFail(gate, "job-setup", errno, "broker connection", kExitNotEnforced);
-  // Default signal dispositions and an empty mask, whatever the agent had:
-  // an ignored signal survives exec (the keeper's SIGPIPE too).
-  const uint64_t ignored = cp.ignored_signals | (1ull << (SIGPIPE - 1));
-  for (int sig = 1; sig < NSIG && sig <= 64; ++sig)
-    if (sig != SIGKILL && sig != SIGSTOP && (ignored & (1ull << (sig - 1)))) signal(sig, SIG_DFL);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  // A new session: no controlling terminal, its own process group.
-  if (setsid() < 0) LauncherFail(gate, "job-setup", errno, "setsid", kExitNotEnforced);
-  if (!cp.maps.deny_setgroups && setgroups(0, nullptr) != 0)
-    LauncherFail(gate, "job-setup", errno, "setgroups(0)", kExitNotEnforced);
-  if (cp.run_as_gid && setresgid(*cp.run_as_gid, *cp.run_as_gid, *cp.run_as_gid) != 0)
-    LauncherFail(gate, "job-setup", errno, "setresgid", kExitNotEnforced);
-  if (cp.run_as_uid) {
-    if (setresuid(*cp.run_as_uid, *cp.run_as_uid, *cp.run_as_uid) != 0)
-      LauncherFail(gate, "job-setup", errno, "setresuid", kExitNotEnforced);
-    // As an exec would: setresuid cleared it, and the mount-namespace step
-    // writes this process's own /proc files.
-    if (prctl(PR_SET_DUMPABLE, 1) != 0) LauncherFail(gate, "job-setup", errno, "dumpable", kExitNotEnforced);
-  }
-  if (chdir(cp.cwd.c_str()) != 0) LauncherFail(gate, "job-setup", errno, cp.cwd.c_str(), kExitNotEnforced);
-  if (auto failure = ConfineSelf(*cp.plan, {.gate_fd = gate,
-                                                .own_mount_namespace = !LauncherUnsharesNamespaces(cp),
-                                                .root_etc_tree_fd = f.root_etc_tree,
-                                                .broker_fd = f.broker >= 0 ? kJobBrokerFd : -1,
-                                                .terminal = cp.pty}))
-    LauncherFail(gate, StepName(failure->step), failure->err, failure->detail, kExitNotEnforced);
-  // The built environment, never the agent's (exec's PATH search uses it too).
-  environ = const_cast<char**>(cp.envp.data());
-  ExecModule(cp.argv.data());
-  LauncherFail(gate, StepName(LaunchStep::kExec), errno, cp.argv[0], kExitExecFailed);
-}
-
-// ---- init (pid 1 of the job's pid namespace) ---------------------------
-
-[[noreturn]] void InitMain(const ChildPlan& cp, const JobFds& f) {
-  signal(SIGTERM, SIG_DFL);  // not the keeper's handler
-  signal(SIGCHLD, SIG_DFL);  // waitpid must see the launcher's status
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  close(f.sync_w);
-  // The keeper writes the maps and the cgroup first; EOF means it refused or died.
-  char go = 0;
-  ssize_t n;
-  do n = read(f.sync_r, &go, 1);
-  while (n < 0 && errno == EINTR);
-  if (n != 1) _exit(1);
-  close(f.sync_r);
-  const char* what = "";
-  if (int err = SetUpInitInChild(&what)) {
-    SendRecord(f.status_w, Record::kSetupFailed, 0, err, "pid-namespace init", what);
-    _exit(1);
-  }
-  // egress-allowlist: the one listener of the job's network namespace goes
-  // to the supervisor's proxy; no process of the job keeps it.
-  if (f.egress_child >= 0) {
-    const int listener = OpenProxyListenerInChild(static_cast<uint16_t>(cp.egress_port), &what);
-    if (listener < 0) {
-      SendRecord(f.status_w, Record::kSetupFailed, 0, -listener, "network namespace", what);
-      _exit(1);
-    }
-    const int err = SendListenerInChild(f.egress_child, listener);
-    close(listener);
-    close(f.egress_child);
-    if (err != 0) {
-      SendRecord(f.status_w, Record::kSetupFailed, 0, err, "network namespace", "send the proxy listener");
-      _exit(1);
-    }
-  }
-  // egress-any: the supervisor installs the ruleset and starts the stack on
-  // this network namespace; no launcher before it says so.
-  if (f.net_child >= 0) {
-    char c = 'N';
-    ssize_t r;
-    do r = write(f.net_child, &c, 1);
-    while (r < 0 && errno == EINTR);
-    if (r == 1) {
-      do r = read(f.net_child, &c, 1);
-      while (r < 0 && errno == EINTR);
-    }
-    if (r != 1 || c != 'G') _exit(1);
-    close(f.net_child);
-  }
-  // The launcher borrows init's memory until it execs (vfork): no copy of the
-  // agent's page tables and no copy-on-write fault while it confines itself,
-  // about 1 ms here. init only waits, so being suspended until then costs it
-  // nothing; the launcher never returns into this frame, leaves init's fds,
-  // signal handlers and working directory alone (vfork copies those), and
-  // what it allocates stays unreachable in init's heap. A launcher that
-  // unshares a user namespace of its own is forked: the kernel refuses that
-  // to a process sharing its memory.
-  const pid_t launcher = LauncherUnsharesNamespaces(cp) ? fork() : vfork();
-  if (launcher == 0) LauncherMain(cp, f);
-  if (launcher < 0) {
-    SendRecord(f.status_w, Record::kSetupFailed, 0, errno, "pid-namespace init", "fork the launcher");
-    _exit(1);
-  }
-  for (int fd : {f.gate_child, f.out_w, f.err_w, f.devnull, f.root_etc_tree, f.broker, f.stdin_r})
-    if (fd >= 0) close(fd);
-  // Reap everything; when the module ends, so does the job: exiting here
-  // makes the kernel kill whatever is left in the namespace.
-  for (;;) {
-    int status = 0;
-    const pid_t pid = waitpid(-1, &status, __WALL);
-    if (pid == launcher) {
-      SendRecord(f.status_w, Record::kModuleExit, status, 0, "", "");
-      _exit(0);
-    }
-    if (pid < 0 && errno == ECHILD) _exit(0);
-  }
-}
-
-// ---- keeper (host namespaces, the supervisor's child) ------------------
-
-volatile sig_atomic_t g_keeper_init = 0;
-
-void KeeperAbort(int) {
-  const pid_t init = g_keeper_init;
-  if (init > 0) kill(init, SIGKILL);
-}
-
-[[noreturn]] void KeeperMain(const ChildPlan& cp, const JobFds& f) {
-  // SIGTERM (from the supervisor, or as its parent-death signal) kills init.
-  sigset_t term;
-  sigemptyset(&term);
-  sigaddset(&term, SIGTERM);
-  sigprocmask(SIG_BLOCK, &term, nullptr);
-  struct sigaction sa {};
-  sa.sa_handler = KeeperAbort;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);  // a dead supervisor must not stop the clean-up
-  signal(SIGCHLD, SIG_DFL);  // an agent that ignores it would make init's status unreadable
-  if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != cp.supervisor) _exit(1);
-  setsid();
-  CloseAllBut({f.status_w, f.gate_child, f.sync_r, f.sync_w, f.out_w, f.err_w, f.devnull, f.broker,
-               f.egress_child, f.net_child, f.stdin_r, cp.plan->root_etc_idmap_fd});
-
-  // The job's /proc files must belong to its uid for the maps to be
-  // written: an agent that changed uid without exec is not dumpable, and
-  // init would inherit that. Only init is made dumpable, not the keeper.
-  const int dumpable = prctl(PR_GET_DUMPABLE);
-  if (dumpable != 1) prctl(PR_SET_DUMPABLE, 1);
-  // Root's idmapped /etc can only be made here, in the initial user
-  // namespace; the launcher mounts it in the job's.
-  JobFds jf = f;
-  if (cp.plan->root_etc_idmap_fd >= 0 && !cp.run_as_uid) {
-    jf.root_etc_tree = MakeRootEtcTree(cp.plan->root_etc_idmap_fd);
-    if (jf.root_etc_tree < 0) {
-      SendRecord(f.status_w, Record::kSetupFailed, 0, -jf.root_etc_tree, "mount-namespace",
-                 "idmap a copy of /etc for root");
-      _exit(1);
-    }
-  }
-  // The job's cgroup leaf is made here, not in the supervisor: only once
-  // this process's parent-death signal is armed (and its parent checked
-  // alive) is there always a process that removes it, whenever the
-  // supervisor dies.
-  if (cp.leaf != nullptr) {
-    const char* field = "";
-    const char* file = "";
-    if (int err = cp.leaf->Make(&field, &file)) {
-      char detail[160];
-      if (*file == '\0') snprintf(detail, sizeof detail, "mkdir %s", cp.leaf->path().c_str());
-      else snprintf(detail, sizeof detail, "write %s/%s", cp.leaf->path().c_str(), file);
-      SendRecord(f.status_w, Record::kSetupFailed, 0, err, field, detail);
-      _exit(1);
-    }
-  }
-  // init starts in the job's cgroup leaf where the kernel can place it so.
-  const int leaf_dir = cp.leaf != nullptr ? open(cp.leaf->path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-  bool in_leaf = false;
-  const pid_t init = CloneIntoNamespaces(cp.clone_flags, leaf_dir, &in_leaf);
-  const int clone_err = errno;
-  if (init == 0) {
-    if (leaf_dir >= 0) close(leaf_dir);
-    InitMain(cp, jf);
-  }
-  if (leaf_dir >= 0) close(leaf_dir);
-  if (jf.root_etc_tree >= 0) close(jf.root_etc_tree);
-  if (dumpable != 1) prctl(PR_SET_DUMPABLE, dumpable);
-  if (init < 0) {
-    if (cp.leaf != nullptr) cp.leaf->Remove();
-    char detail[160];
-    snprintf(detail, sizeof detail, "clone(%s): user namespaces refused here",
-             (cp.clone_flags & CLONE_NEWNET) ? "NEWUSER|NEWPID|NEWIPC|NEWUTS|NEWNS|NEWNET"
-                                             : "NEWUSER|NEWPID|NEWIPC|NEWUTS|NEWNS");
-    SendRecord(f.status_w, Record::kSetupFailed, 0, clone_err, "namespaces", detail);
-    _exit(1);
-  }
-  g_keeper_init = init;
-  sigprocmask(SIG_UNBLOCK, &term, nullptr);  // an abort already asked for kills init now
-  for (int fd : {f.sync_r, f.gate_child, f.out_w, f.err_w, f.devnull, f.broker, f.egress_child, f.net_child,
-                 f.stdin_r})
-    if (fd >= 0) close(fd);
-  SendRecord(f.status_w, Record::kInitPid, init, 0, "", "");
-
-  const char* what = "";
-  if (int err = WriteIdMapsFromParent(init, cp.maps, &what)) {
-    char detail[160];
-    snprintf(detail, sizeof detail, "write /proc/%d/%s", static_cast<int>(init), what);
-    SendRecord(f.status_w, Record::kSetupFailed, 0, err, "user namespace", detail);
-    kill(init, SIGKILL);
-  } else if (int err = cp.leaf != nullptr && !in_leaf ? cp.leaf->MoveProcess(init) : 0) {
-    SendRecord(f.status_w, Record::kSetupFailed, 0, err, "cgroup", "move the job's init into its leaf");
-    kill(init, SIGKILL);
-  } else {
-    (void)!write(f.sync_w, "G", 1);
-  }
-  close(f.sync_w);
-
-  int status = 0;
-  while (waitpid(init, &status, __WALL) < 0 && errno == EINTR) {
-  }
-  // init is gone, and with it every process of its pid namespace.
-  long oom_kills = -1;
-  int cleanup = 0;
-  if (cp.leaf != nullptr) {
-    oom_kills = cp.leaf->OomKills();
-    cleanup = cp.leaf->Remove();
-  }
-  SendRecord(f.status_w, Record::kClosed, static_cast<int>(oom_kills), cleanup, "cgroup", "");
-  _exit(0);
-}
-
-// ---- the supervisor's side ---------------------------------------------
 
 struct Capture {
   std::string data;
@@ -1008,9 +646,19 @@ static oarbank::Expected<std::string> CheckProof(const Policy& policy, const Hos
   return "proven (" + path + ")";
 }
 
-Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunOptions& options) {
-  auto state = std::make_unique<Job::State>();
-  Job::State& s = *state;
+namespace {
+
+// Ends a job before anything was spawned: refused, with `reason`.
+void RefuseBeforeSpawn(Job::State& s, const std::string& reason) {
+  s.result.refused = true;
+  s.result.fault = Fault::kRefused;
+  s.result.reason = reason;
+  s.result.seconds = std::chrono::duration<double>(Clock::now() - s.start).count();
+  s.phase = Phase::kDone;
+}
+
+// The caps, streams and terminal the options ask for.
+void TakeOptions(Job::State& s, const RunOptions& options) {
   s.start = Clock::now();
   if (options.timeout.count() > 0) s.deadline = s.start + options.timeout;
   s.out_cap.max = options.stdout_max;
@@ -1021,42 +669,43 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   s.err_stream.fd = options.stream_stderr_fd;
   s.want_pty = options.pty;
   s.terminal = options.pty ? options.terminal_fd : -1;
-  Container& box = s.result.container;
-  // Refused before anything was spawned.
-  auto refuse = [&](const std::string& reason) {
-    s.result.refused = true;
-    s.result.fault = Fault::kRefused;
-    s.result.reason = reason;
-    s.result.seconds = std::chrono::duration<double>(Clock::now() - s.start).count();
-    s.phase = Phase::kDone;
-    return Job(std::move(state));
-  };
+}
 
-  if (argv.empty()) return refuse("argv: empty");
+// The host as the job meets it, or why no job can run here: the Landlock
+// floor, user namespaces, run_as.
+Expected<HostFacts> ProbeJobHost(const Policy& policy, const RunOptions& options) {
   HostFacts host = ProbeHost(options.landlock_abi_cap);
   host.job_network = SupervisedJobNetworkFacts(policy.net().mode == NetMode::kEgressAny);
   ProbeRootEtc(host);
   host.etc_view.proof_tree.reset();  // the keeper makes each job's copy (MakeRootEtcTree)
   const int floor = std::max(1, options.abi_floor);
   if (host.landlock_abi < floor)
-    return refuse("abi_floor: this host's Landlock ABI is " + std::to_string(host.landlock_abi) +
-                  ", below the floor " + std::to_string(floor));
+    return Error{"", "abi_floor: this host's Landlock ABI is " + std::to_string(host.landlock_abi) +
+                         ", below the floor " + std::to_string(floor)};
   // No quiet fallback: without user namespaces there is no job.
   if (!host.user_namespaces)
-    return refuse("namespaces: user namespaces are refused here: " + host.user_namespaces_detail);
-  if ((options.run_as_uid || options.run_as_gid) && geteuid() != 0)
-    return refuse("run_as: needs a root supervisor");
+    return Error{"", "namespaces: user namespaces are refused here: " + host.user_namespaces_detail};
+  if ((options.run_as_uid || options.run_as_gid) && geteuid() != 0) return Error{"", "run_as: needs a root supervisor"};
+  return host;
+}
 
+// The plan, with the job's own devices, if the policy can be placed here
+// and the battery proved its class (cage-before-capability).
+Expected<Plan> PlanJob(const Policy& policy, const HostFacts& host, const RunOptions& options, Container& box) {
   Plan plan = PlanConfinement(policy, host);
-  if (plan.placement.verdict != Verdict::kOk)
-    return refuse(PlacementLine(plan.placement));
-  if (options.shm_max < 4096) return refuse("shm_max: /dev/shm needs at least 4096 bytes");
+  if (plan.placement.verdict != Verdict::kOk) return Error{"", PlacementLine(plan.placement)};
+  if (options.shm_max < 4096) return Error{"", "shm_max: /dev/shm needs at least 4096 bytes"};
   PlanJobDevices(plan, options.shm_max);
-  // Cage-before-capability: only what the battery proved here runs.
-  if (auto proof = CheckProof(policy, host, options); !proof.ok()) return refuse(proof.error().what);
-  else box.proof = proof.value();
+  auto proof = CheckProof(policy, host, options);
+  if (!proof.ok()) return Error{"", proof.error().what};
+  box.proof = proof.value();
+  return plan;
+}
 
-  const NamespacePlan ns = PlanJobNamespaces(policy);
+// What the gate will check from outside: fresh namespaces, noexec and
+// read-only mounts, root's idmapped /etc.
+void ExpectAtTheGate(Job::State& s, const Plan& plan, const NamespacePlan& ns, const RunOptions& options) {
+  Container& box = s.result.container;
   box.namespaces = ns.Names();
   box.net = ns.net_detail;
   s.fresh = {"user", "pid", "ipc", "uts", "mnt"};
@@ -1064,8 +713,14 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   if (plan.writable_noexec) s.noexec = plan.writable_binds;
   s.read_only = plan.read_only_binds;
   s.root_etc_idmapped = plan.root_etc_idmap_fd >= 0 && !options.run_as_uid;
+}
 
-  // The process container's cgroup leaf, where the agent's cgroup is delegated.
+// The process container's cgroup leaf, where the agent's cgroup is
+// delegated, named here and made by the keeper (KeeperMain); or why the
+// policy's limits cannot be enforced.
+std::optional<std::string> PrepareLeaf(Job::State& s, const Policy& policy, const HostFacts& host,
+                                       const RunOptions& options) {
+  Container& box = s.result.container;
   const CgroupDelegation delegation = DetectCgroupDelegation(host.cgroup);
   const LeafLimits limits = PlanLeafLimits(policy.limits(), options.hard_limits, delegation.usable && delegation.pids);
   box.limits = DescribeLeafLimits(limits);
@@ -1074,46 +729,48 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
     if (!needed) continue;
     const CapabilityStatus status = Assess(id, host);
     if (status.status != Status::kEnforced)
-      return refuse(std::string("sandbox: CAPABILITY_NOT_ENFORCED: ") + CapabilityName(id) + " (" + status.detail +
-                    ")");
+      return std::string("sandbox: CAPABILITY_NOT_ENFORCED: ") + CapabilityName(id) + " (" + status.detail + ")";
   }
   box.cgroup_detail = delegation.detail;
-  if (delegation.usable) {
-    std::call_once(g_collect_once, [&] { CollectStaleLeaves(delegation.base); });
-    // Named here, made by the keeper (KeeperMain).
-    auto leaf = CgroupLeaf::Prepare(delegation, limits);
-    if (!leaf.ok())
-      return refuse(leaf.error().where + ": " + leaf.error().what);
-    s.leaf = std::move(leaf).value();
-    box.cgroup = s.leaf->path();
-    s.cgroup_line = CgroupProcLine(host.cgroup, s.leaf->path());
-  }
+  if (!delegation.usable) return std::nullopt;
+  std::call_once(g_collect_once, [&] { CollectStaleLeaves(delegation.base); });
+  auto leaf = CgroupLeaf::Prepare(delegation, limits);
+  if (!leaf.ok()) return leaf.error().where + ": " + leaf.error().what;
+  s.leaf = std::move(leaf).value();
+  box.cgroup = s.leaf->path();
+  s.cgroup_line = CgroupProcLine(host.cgroup, s.leaf->path());
+  return std::nullopt;
+}
 
-  // Everything the children need, built now: after the fork they allocate nothing.
-  ChildPlan cp;
+// The strings ChildPlan's argv and envp point into: they outlive the fork.
+struct ChildStrings {
+  std::vector<std::string> args, env;
+};
+
+// Everything the job's processes need, built now: after the fork they
+// allocate nothing. The broker grant (broker_handoff.h): below Landlock
+// ABI 9 the job holds one connection, made here in the agent's namespaces
+// (`broker`, the job's kJobBrokerFd).
+std::optional<std::string> PrepareChild(ChildPlan& cp, ChildStrings& strings, UniqueFd& broker, Job::State& s,
+                                        const Plan& plan, const NamespacePlan& ns, const Policy& policy,
+                                        const std::vector<std::string>& argv, const RunOptions& options) {
   cp.plan = &plan;
   cp.clone_flags = ns.clone_flags;
   cp.maps = PlanIdMaps(geteuid(), getegid(), options.run_as_uid, options.run_as_gid);
   cp.leaf = s.leaf ? &*s.leaf : nullptr;
-  std::vector<std::string> args = argv;
-  for (auto& a : args) cp.argv.push_back(a.data());
+  strings.args = argv;
+  for (auto& a : strings.args) cp.argv.push_back(a.data());
   cp.argv.push_back(nullptr);
-  // The broker grant (broker_handoff.h): below Landlock ABI 9 the job holds
-  // one connection, made here in the agent's namespaces, as kJobBrokerFd.
   std::map<std::string, std::string> named_env = options.env;
-  int broker_fd = -1;
   if (plan.broker == BrokerHandoff::kInheritedFd) {
     auto connected = ConnectBroker(*policy.broker());
-    if (!connected.ok()) {
-      if (s.leaf) s.leaf->Remove();
-      return refuse(connected.error().where + ": " + connected.error().what);
-    }
-    broker_fd = connected.value();
+    if (!connected.ok()) return connected.error().where + ": " + connected.error().what;
+    broker.Reset(connected.value());
   }
   if (plan.broker != BrokerHandoff::kNone)
     named_env["OARBANK_BROKER"] = BrokerEnvironmentValue(plan.broker, *policy.broker(), kJobBrokerFd);
-  std::vector<std::string> env = BuildModuleEnvironment(policy, named_env);
-  for (auto& e : env) cp.envp.push_back(e.data());
+  strings.env = BuildModuleEnvironment(policy, named_env);
+  for (auto& e : strings.env) cp.envp.push_back(e.data());
   cp.envp.push_back(nullptr);
   if (options.cwd) {
     cp.cwd = *options.cwd;
@@ -1125,87 +782,163 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   cp.run_as_gid = options.run_as_gid;
   cp.supervisor = getpid();
   cp.ignored_signals = IgnoredSignals();
+  cp.pty = options.pty;
   s.publish_netns = options.publish_netns;
   if (ns.job_network) {
     s.job_network = true;
     if (options.egress) s.network_settings.test_public = options.egress->test_public;
   }
-  cp.pty = options.pty;
   if (ns.egress_listener) {
     cp.egress_port = policy.net().proxy_port;
     s.egress_allow = policy.net().allow;
     if (options.egress) s.egress_options = *options.egress;
   }
+  return std::nullopt;
+}
 
-  JobFds f;
-  int status_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, sync_pipe[2] = {-1, -1};
-  int gate_pair[2] = {-1, -1}, egress_pair[2] = {-1, -1}, net_pair[2] = {-1, -1}, stdin_pipe[2] = {-1, -1};
-  const int one = 1;
-  // The caller's input goes to the job through a pipe of its own (or the
-  // terminal): the job never holds the caller's fd, a terminal least of all.
-  const bool stdin_relay = options.stdin_fd >= 0 && !options.pty;
-  f.devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (f.devnull < 0 || pipe2(status_pipe, O_CLOEXEC) != 0 || pipe2(out_pipe, O_CLOEXEC) != 0 ||
-      pipe2(err_pipe, O_CLOEXEC) != 0 || pipe2(sync_pipe, O_CLOEXEC) != 0 ||
-      socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, gate_pair) != 0 ||
-      setsockopt(gate_pair[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one) != 0 ||
-      (ns.egress_listener && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, egress_pair) != 0) ||
-      (ns.job_network && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, net_pair) != 0) ||
-      (stdin_relay && pipe2(stdin_pipe, O_CLOEXEC) != 0)) {
-    const int err = errno;
-    for (int fd : {f.devnull, status_pipe[0], status_pipe[1], out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1],
-                   sync_pipe[0], sync_pipe[1], gate_pair[0], gate_pair[1], egress_pair[0], egress_pair[1],
-                   net_pair[0], net_pair[1], broker_fd, stdin_pipe[0], stdin_pipe[1]})
-      if (fd >= 0) close(fd);
-    if (s.leaf) s.leaf->Remove();
-    return refuse("job-setup: pipes" + ErrnoText(err));
+// The channels between the supervisor and the job's processes, each end
+// owned until it is handed over: a failure anywhere closes every one.
+struct JobChannels {
+  // The job's ends, closed in the supervisor right after the fork.
+  UniqueFd devnull, status_w, out_w, err_w, sync_r, sync_w, gate_child, egress_child, net_child, stdin_r, broker;
+  // The supervisor's ends, handed to the job's state.
+  UniqueFd status, out, err, gate, egress, net, stdin_w;
+
+  // The numbers the job's processes use (the numbers survive the forks).
+  JobFds ChildFds() const {
+    JobFds f;
+    f.devnull = devnull.get();
+    f.status_w = status_w.get();
+    f.out_w = out_w.get();
+    f.err_w = err_w.get();
+    f.sync_r = sync_r.get();
+    f.sync_w = sync_w.get();
+    f.gate_child = gate_child.get();
+    f.egress_child = egress_child.get();
+    f.net_child = net_child.get();
+    f.stdin_r = stdin_r.get();
+    f.broker = broker.get();
+    return f;
   }
-  f.broker = broker_fd;
-  f.status_w = status_pipe[1];
-  f.out_w = out_pipe[1];
-  f.err_w = err_pipe[1];
-  f.sync_r = sync_pipe[0];
-  f.sync_w = sync_pipe[1];
-  f.gate_child = gate_pair[1];
-  f.egress_child = egress_pair[1];
-  s.egress = egress_pair[0];
-  f.net_child = net_pair[1];
-  s.net = net_pair[0];
-  s.status = status_pipe[0];
-  s.out = out_pipe[0];
-  s.err = err_pipe[0];
-  s.gate = gate_pair[0];
-  f.stdin_r = stdin_pipe[0];
-  s.stdin_w = stdin_pipe[1];
+  void CloseChildEnds() {
+    for (UniqueFd* fd : {&devnull, &status_w, &out_w, &err_w, &sync_r, &sync_w, &gate_child, &egress_child,
+                         &net_child, &stdin_r, &broker})
+      fd->Reset();
+  }
+};
+
+int Pipe(UniqueFd& read_end, UniqueFd& write_end) {
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) != 0) return errno;
+  read_end.Reset(p[0]);
+  write_end.Reset(p[1]);
+  return 0;
+}
+
+int SeqPacketPair(UniqueFd& mine, UniqueFd& theirs) {
+  int p[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, p) != 0) return errno;
+  mine.Reset(p[0]);
+  theirs.Reset(p[1]);
+  return 0;
+}
+
+// Opens every channel the job needs; 0 or the errno of the first that
+// failed (what was opened closes with `c`). The caller's input goes to the
+// job through a pipe of its own (or the terminal): the job never holds the
+// caller's fd, a terminal least of all.
+int OpenChannels(JobChannels& c, const NamespacePlan& ns, bool stdin_relay) {
+  const int one = 1;
+  c.devnull.Reset(open("/dev/null", O_RDWR | O_CLOEXEC));
+  if (!c.devnull.valid()) return errno;
+  if (int err = Pipe(c.status, c.status_w)) return err;
+  if (int err = Pipe(c.out, c.out_w)) return err;
+  if (int err = Pipe(c.err, c.err_w)) return err;
+  if (int err = Pipe(c.sync_r, c.sync_w)) return err;
+  if (int err = SeqPacketPair(c.gate, c.gate_child)) return err;
+  if (setsockopt(c.gate.get(), SOL_SOCKET, SO_PASSCRED, &one, sizeof one) != 0) return errno;
+  if (ns.egress_listener)
+    if (int err = SeqPacketPair(c.egress, c.egress_child)) return err;
+  if (ns.job_network)
+    if (int err = SeqPacketPair(c.net, c.net_child)) return err;
+  if (stdin_relay)
+    if (int err = Pipe(c.stdin_r, c.stdin_w)) return err;
+  return 0;
+}
+
+// The supervisor's ends go to the job's state, which closes them; poll
+// says when to read, and a read never blocks the supervisor (the module
+// could not drain its output while it did).
+void HandOver(Job::State& s, JobChannels& c, const RunOptions& options, bool stdin_relay) {
+  s.status = c.status.Release();
+  s.out = c.out.Release();
+  s.err = c.err.Release();
+  s.gate = c.gate.Release();
+  s.egress = c.egress.Release();
+  s.net = c.net.Release();
+  s.stdin_w = c.stdin_w.Release();
   s.to_job.fd = s.stdin_w;  // the pty, once the launcher sends it
   s.in_src = options.stdin_fd >= 0 && (stdin_relay || options.pty) ? options.stdin_fd : -1;
   if (s.stdin_w >= 0) fcntl(s.stdin_w, F_SETFL, fcntl(s.stdin_w, F_GETFL) | O_NONBLOCK);
-  // Poll says when; a read never blocks the supervisor (the module could
-  // not drain its output while it did).
   for (int fd : {s.status, s.out, s.err}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
 
+// Forks the keeper, closes the job's ends here, and pumps up to the exec
+// (or the refusal): the gate is verified in there.
+void Launch(Job::State& s, const ChildPlan& cp, JobChannels& c) {
+  const JobFds f = c.ChildFds();
   FaultPause("supervisor-before-keeper");
   s.keeper = fork();
   if (s.keeper == 0) KeeperMain(cp, f);
   const int fork_err = errno;
   FaultPause("supervisor-after-keeper", s.keeper);
-  for (int fd : {f.status_w, f.out_w, f.err_w, f.sync_r, f.sync_w, f.gate_child, f.devnull}) close(fd);
-  if (f.stdin_r >= 0) close(f.stdin_r);
-  if (f.broker >= 0) close(f.broker);
-  if (f.egress_child >= 0) close(f.egress_child);
-  if (f.net_child >= 0) close(f.net_child);
+  c.CloseChildEnds();
   if (s.keeper < 0) {
     s.keeper = -1;
     s.Refuse("job-setup: fork" + ErrnoText(fork_err));
     s.Finish();
-    return Job(std::move(state));
+    return;
   }
-  // Up to the exec (or the refusal): the gate is verified in here.
   s.Pump([&s] { return s.phase != Phase::kAwaitReady && s.phase != Phase::kAwaitExec; });
   if (s.result.fault == Fault::kRefused || s.phase == Phase::kAwaitReady || s.phase == Phase::kAwaitExec) {
     if (s.result.fault != Fault::kRefused) s.Refuse("gate: the job ended during setup");
     s.Finish();
   }
+}
+
+}  // namespace
+
+Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunOptions& options) {
+  auto state = std::make_unique<Job::State>();
+  Job::State& s = *state;
+  auto refuse = [&](const std::string& reason) {
+    RefuseBeforeSpawn(s, reason);
+    return Job(std::move(state));
+  };
+  TakeOptions(s, options);
+  if (argv.empty()) return refuse("argv: empty");
+  auto host = ProbeJobHost(policy, options);
+  if (!host.ok()) return refuse(host.error().what);
+  auto plan = PlanJob(policy, host.value(), options, s.result.container);
+  if (!plan.ok()) return refuse(plan.error().what);
+  const NamespacePlan ns = PlanJobNamespaces(policy);
+  ExpectAtTheGate(s, plan.value(), ns, options);
+  if (auto why = PrepareLeaf(s, policy, host.value(), options)) return refuse(*why);
+
+  // From here a failure removes the leaf it named.
+  auto refuse_after_leaf = [&](const std::string& reason) {
+    if (s.leaf) s.leaf->Remove();
+    return refuse(reason);
+  };
+  ChildPlan cp;
+  ChildStrings strings;
+  JobChannels channels;
+  if (auto why = PrepareChild(cp, strings, channels.broker, s, plan.value(), ns, policy, argv, options))
+    return refuse_after_leaf(*why);
+  const bool stdin_relay = options.stdin_fd >= 0 && !options.pty;
+  if (int err = OpenChannels(channels, ns, stdin_relay)) return refuse_after_leaf("job-setup: pipes" + ErrnoText(err));
+  HandOver(s, channels, options, stdin_relay);
+  Launch(s, cp, channels);
   return Job(std::move(state));
 }
 
