@@ -17,6 +17,7 @@
 
 #include "sandbox/plan/plan.h"
 #include "sandbox/common/fault_hooks.h"
+#include "sandbox/common/send_fd.h"
 
 #ifndef TIOCGPTPEER
 #define TIOCGPTPEER _IO('T', 0x41)
@@ -88,21 +89,7 @@ int OpenJobTerminal(int gate_fd, const char** what) {
   } else {
     // The master goes to the supervisor, which relays it; nothing of the
     // job keeps it.
-    char tag = kGateTerminal;
-    iovec iov {&tag, 1};
-    char control[CMSG_SPACE(sizeof(int))] = {};
-    msghdr msg {};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &master, sizeof master);
-    if (sendmsg(gate_fd, &msg, MSG_NOSIGNAL) != 1) {
-      err = errno;
+    if ((err = SendFd(gate_fd, kGateTerminal, master)) != 0) {
       *what = "hand the pty to the supervisor";
     }
   }

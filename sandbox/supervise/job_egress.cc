@@ -1,4 +1,5 @@
 #include "sandbox/supervise/job_egress.h"
+#include "sandbox/common/send_fd.h"
 
 #include <errno.h>
 #include <net/if.h>
@@ -50,27 +51,7 @@ int OpenProxyListenerInChild(uint16_t port, const char** what) {
   return fd;
 }
 
-int SendListenerInChild(int channel, int fd) {
-  char tag = 'L';
-  iovec iov{&tag, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  memset(control, 0, sizeof control);
-  msghdr msg;
-  memset(&msg, 0, sizeof msg);
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  ssize_t n;
-  do n = sendmsg(channel, &msg, MSG_NOSIGNAL);
-  while (n < 0 && errno == EINTR);
-  return n == 1 ? 0 : (n < 0 ? errno : EIO);
-}
+int SendListenerInChild(int channel, int fd) { return SendFd(channel, 'L', fd); }
 
 Expected<int> ReceiveListenerFromChild(int channel, std::chrono::milliseconds timeout) {
   pollfd p{channel, POLLIN, 0};
