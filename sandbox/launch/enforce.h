@@ -14,7 +14,8 @@
 //                    supervisor's job, whose namespaces are already its
 //                    own, only the binds); then the read_only carve-outs
 //                    bound read-only inside them (carve_out.h), and the
-//                    job's own devpts and /dev/shm (job_devices.h)
+//                    job's own devpts and /dev/shm (job_devices.h). Its
+//                    stages: mount_namespace.h
 //   terminal         (a job with a pty) a pty of the job's devpts becomes
 //                    stdio and controlling terminal; the master goes to
 //                    the supervisor
@@ -103,5 +104,12 @@ std::optional<StepFailure> ApplySeccomp(const std::vector<SeccompRule>& rules);
 
 // Execs argv (PATH search like execvp). Returns only on failure, with errno set.
 void ExecModule(char* const argv[]);
+
+// Shared by the steps (enforce.cc, mount_namespace.cc): a canonical path
+// opened O_PATH | O_CLOEXEC with no symlink in any component (ELOOP if one
+// is there now): what the policy named when it was read, or nothing. An fd,
+// or -1 with errno. Allocates nothing.
+int OpenNoSymlinks(const std::string& path);
+inline constexpr char kSwappedForSymlink[] = "a symlink is in it now, since the policy was read";
 
 }  // namespace oarbank
