@@ -172,46 +172,34 @@ std::vector<std::string> AncestorsWithin(const std::string& grant, const std::st
 
 namespace {
 
-std::optional<StepFailure> Fail(int err, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
-std::optional<StepFailure> Fail(int err, const char* fmt, ...) {
-  StepFailure f;
-  f.step = LaunchStep::kMountNamespace;
-  f.err = err;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(f.detail, sizeof f.detail, fmt, ap);
-  va_end(ap);
-  return f;
-}
-
 // Binds `path` onto itself (a copy of its mounts, read-only when asked),
 // reached with no symbolic link, and checks that the path now leads to the
 // same inode on the new mount.
 std::optional<StepFailure> BindOntoItself(const std::string& path, bool read_only) {
   const char* what = read_only ? "read-only carve-out" : "pin the carve-out's ancestor";
   UniqueFd fd(OpenNoSymlinks(AT_FDCWD, path, O_PATH));
-  if (!fd.valid()) return Fail(errno, "%s %s", what, path.c_str());
+  if (!fd.valid()) return StepFailed(LaunchStep::kMountNamespace, errno, "%s %s", what, path.c_str());
   struct stat before {};
-  if (fstat(fd.get(), &before) != 0) return Fail(errno, "%s %s: fstat", what, path.c_str());
+  if (fstat(fd.get(), &before) != 0) return StepFailed(LaunchStep::kMountNamespace, errno, "%s %s: fstat", what, path.c_str());
   UniqueFd tree(static_cast<int>(
       syscall(SYS_open_tree, fd.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE)));
-  if (!tree.valid()) return Fail(errno, "%s %s: copy its mount", what, path.c_str());
+  if (!tree.valid()) return StepFailed(LaunchStep::kMountNamespace, errno, "%s %s: copy its mount", what, path.c_str());
   if (read_only) {
     mount_attr attr {};
     attr.attr_set = MOUNT_ATTR_RDONLY;
     if (syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
-      return Fail(errno, "%s %s: make it read-only", what, path.c_str());
+      return StepFailed(LaunchStep::kMountNamespace, errno, "%s %s: make it read-only", what, path.c_str());
   }
   if (syscall(SYS_move_mount, tree.get(), "", fd.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
-    return Fail(errno, "%s %s: bind", what, path.c_str());
+    return StepFailed(LaunchStep::kMountNamespace, errno, "%s %s: bind", what, path.c_str());
   UniqueFd after(OpenNoSymlinks(AT_FDCWD, path, O_PATH));
   struct stat st {};
   struct statfs fs {};
   if (!after.valid() || fstat(after.get(), &st) != 0 || fstatfs(after.get(), &fs) != 0)
-    return Fail(errno, "%s %s: check the bind", what, path.c_str());
+    return StepFailed(LaunchStep::kMountNamespace, errno, "%s %s: check the bind", what, path.c_str());
   if (st.st_dev != before.st_dev || st.st_ino != before.st_ino)
-    return Fail(0, "%s %s: no longer the inode it bound", what, path.c_str());
-  if (read_only && !(fs.f_flags & ST_RDONLY)) return Fail(0, "%s %s: not read-only after its bind", what, path.c_str());
+    return StepFailed(LaunchStep::kMountNamespace, 0, "%s %s: no longer the inode it bound", what, path.c_str());
+  if (read_only && !(fs.f_flags & ST_RDONLY)) return StepFailed(LaunchStep::kMountNamespace, 0, "%s %s: not read-only after its bind", what, path.c_str());
   return std::nullopt;
 }
 
@@ -226,7 +214,7 @@ std::optional<StepFailure> BindReadOnlyCarveOuts(const Plan& plan) {
     const std::string* grant = nullptr;  // the innermost writable grant around it
     for (const auto& w : plan.writable_binds)
       if (IsWithin(path, w) && (grant == nullptr || w.size() > grant->size())) grant = &w;
-    if (grant == nullptr) return Fail(0, "read-only carve-out %s: inside no writable grant", path.c_str());
+    if (grant == nullptr) return StepFailed(LaunchStep::kMountNamespace, 0, "read-only carve-out %s: inside no writable grant", path.c_str());
     for (const auto& ancestor : AncestorsWithin(*grant, path)) {
       if (std::find(pinned.begin(), pinned.end(), ancestor) != pinned.end()) continue;
       if (auto f = BindOntoItself(ancestor, false)) return f;

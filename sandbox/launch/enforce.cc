@@ -1,20 +1,17 @@
 #include "sandbox/launch/enforce.h"
 
 #include "sandbox/common/fault_hooks.h"
-#include "sandbox/launch/carve_out.h"
 #include "sandbox/launch/job_devices.h"
+#include "sandbox/launch/mount_namespace.h"
 
-#include "sandbox/host/root_etc.h"
-#include "sandbox/seccomp/filter.h"
 #include "sandbox/common/unique_fd.h"
-#include "sandbox/common/write_file.h"
+#include "sandbox/seccomp/filter.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <linux/landlock.h>
-#include <linux/mount.h>
 #include <linux/openat2.h>
 #include <linux/securebits.h>
 #include <linux/filter.h>
@@ -23,12 +20,9 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
-#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <sched.h>
 #include <cstdarg>
 #include <cstdlib>
 #include <cstdio>
@@ -42,10 +36,15 @@
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
-extern "C" int mount(const char* source, const char* target, const char* fstype, unsigned long flags,
-                     const void* data);
-
 namespace oarbank {
+
+int OpenNoSymlinks(const std::string& path) {
+  open_how how {};
+  how.flags = O_PATH | O_CLOEXEC;
+  how.resolve = RESOLVE_NO_SYMLINKS;
+  return static_cast<int>(syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how, sizeof how));
+}
+
 namespace {
 
 // The 6.1 headers know only handled_access_fs; these are the ABI 6 layouts.
@@ -59,19 +58,6 @@ struct NetPortAttr {
   uint64_t port;
 };
 
-std::optional<StepFailure> Fail(LaunchStep step, int err, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-std::optional<StepFailure> Fail(LaunchStep step, int err, const char* fmt, ...) {
-  StepFailure f;
-  f.step = step;
-  f.err = err;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(f.detail, sizeof f.detail, fmt, ap);
-  va_end(ap);
-  return f;
-}
-
 std::optional<StepFailure> CloseInheritedFds(int keep) {
   // Close-on-exec rather than close: the launcher's own error pipe (if any)
   // must live until exec, and nothing survives exec but `keep`.
@@ -81,11 +67,11 @@ std::optional<StepFailure> CloseInheritedFds(int keep) {
     if (below && flags >= 0 && fcntl(keep, F_SETFD, flags & ~FD_CLOEXEC) == 0 &&
         syscall(SYS_close_range, static_cast<unsigned>(keep + 1), ~0u, CLOSE_RANGE_CLOEXEC) == 0)
       return std::nullopt;
-    return Fail(LaunchStep::kCloseFds, errno, "keep the broker fd %d", keep);
+    return StepFailed(LaunchStep::kCloseFds, errno, "keep the broker fd %d", keep);
   }
   if (syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) == 0) return std::nullopt;
   DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return Fail(LaunchStep::kCloseFds, errno, "close_range unsupported and /proc/self/fd unreadable");
+  if (dir == nullptr) return StepFailed(LaunchStep::kCloseFds, errno, "close_range unsupported and /proc/self/fd unreadable");
   const int self = dirfd(dir);
   while (dirent* e = readdir(dir)) {
     const int fd = atoi(e->d_name);
@@ -93,7 +79,7 @@ std::optional<StepFailure> CloseInheritedFds(int keep) {
     const int flags = fcntl(fd, F_GETFD);
     if (flags < 0 || fcntl(fd, F_SETFD, flags | FD_CLOEXEC) != 0) {
       closedir(dir);
-      return Fail(LaunchStep::kCloseFds, errno, "fd %d", fd);
+      return StepFailed(LaunchStep::kCloseFds, errno, "fd %d", fd);
     }
   }
   closedir(dir);
@@ -101,195 +87,17 @@ std::optional<StepFailure> CloseInheritedFds(int keep) {
 }
 
 std::optional<StepFailure> SetNoNewPrivs() {
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return Fail(LaunchStep::kNoNewPrivs, errno, "prctl");
-  if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1) return Fail(LaunchStep::kNoNewPrivs, 0, "not set after prctl");
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return StepFailed(LaunchStep::kNoNewPrivs, errno, "prctl");
+  if (prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1) return StepFailed(LaunchStep::kNoNewPrivs, 0, "not set after prctl");
   return std::nullopt;
 }
 
 std::optional<StepFailure> DisableCoreDumps() {
   const rlimit none {0, 0};
-  if (setrlimit(RLIMIT_CORE, &none) != 0) return Fail(LaunchStep::kCoreDumps, errno, "setrlimit(RLIMIT_CORE, 0)");
+  if (setrlimit(RLIMIT_CORE, &none) != 0) return StepFailed(LaunchStep::kCoreDumps, errno, "setrlimit(RLIMIT_CORE, 0)");
   rlimit now {};
   if (getrlimit(RLIMIT_CORE, &now) != 0 || now.rlim_cur != 0 || now.rlim_max != 0)
-    return Fail(LaunchStep::kCoreDumps, 0, "RLIMIT_CORE is not 0 after setrlimit");
-  return std::nullopt;
-}
-
-// A canonical path opened with no symlink in any component (ELOOP if one
-// is there now): what the policy named when it was read, or nothing.
-constexpr char kSwappedForSymlink[] = "a symlink is in it now, since the policy was read";
-
-int OpenNoSymlinks(const std::string& path) {
-  open_how how {};
-  how.flags = O_PATH | O_CLOEXEC;
-  how.resolve = RESOLVE_NO_SYMLINKS;
-  return static_cast<int>(syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how, sizeof how));
-}
-
-// What each writable grant was when it was opened for its bind: its inode,
-// and the directory it is named in, so its name can be looked up again in
-// the host's directory (a bind sits on the dentry it was attached to; a
-// directory deleted or renamed and another made at its path is a new dentry
-// with no bind). A launch bound to a directory that is no longer the one at
-// its path is refused, as a symlink swap is.
-struct GrantWitness {
-  std::string path;
-  dev_t dev = 0;
-  ino_t ino = 0;
-  UniqueFd parent;  // O_PATH, opened with no symlink
-  std::string name;
-};
-
-struct GrantWitnesses {
-  std::vector<GrantWitness> grants;
-};
-
-constexpr char kReplaced[] = "no longer the directory the launch bound (deleted, renamed or replaced since)";
-
-// Every witnessed grant is still the inode at its path.
-std::optional<StepFailure> CheckGrantsInPlace(const GrantWitnesses& witnesses) {
-  for (const auto& g : witnesses.grants) {
-    struct stat st {};
-    if (fstatat(g.parent.get(), g.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      const int err = errno;
-      return Fail(LaunchStep::kMountNamespace, err, "%s: %s", g.path.c_str(), kReplaced);
-    }
-    if (st.st_dev != g.dev || st.st_ino != g.ino)
-      return Fail(LaunchStep::kMountNamespace, 0, "%s: %s", g.path.c_str(), kReplaced);
-  }
-  return std::nullopt;
-}
-
-
-std::optional<StepFailure> EnterMountNamespace(const Plan& plan, const LaunchOptions& options,
-                                               GrantWitnesses& witnesses) {
-  constexpr LaunchStep kStep = LaunchStep::kMountNamespace;
-  const bool own_mount_namespace = options.own_mount_namespace;
-  // Root reads /etc as any user would (root_etc.h). A process that is not
-  // root (a test or a job switched to another uid after the plan was made)
-  // owns none of /etc's root-only files and needs no view.
-  const bool root_etc_view = plan.root_etc_idmap_fd >= 0 && geteuid() == 0;
-  int root_etc_tree = options.root_etc_tree_fd;
-  if (root_etc_view && root_etc_tree < 0) {
-    root_etc_tree = MakeRootEtcTree(plan.root_etc_idmap_fd);
-    if (root_etc_tree < 0) return Fail(kStep, -root_etc_tree, "idmap a copy of /etc for root");
-  }
-  const uid_t uid = getuid();
-  const gid_t gid = getgid();
-  char cwd[4096];
-  if (getcwd(cwd, sizeof cwd) == nullptr) return Fail(kStep, errno, "getcwd");
-  if (!own_mount_namespace) {
-    if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return Fail(kStep, errno, "unshare(CLONE_NEWUSER|CLONE_NEWNS)");
-    char map[64];
-    if (int err = WriteWholeFile("/proc/self/setgroups", "deny")) return Fail(kStep, err, "/proc/self/setgroups");
-    snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
-    if (int err = WriteWholeFile("/proc/self/uid_map", map)) return Fail(kStep, err, "/proc/self/uid_map");
-    snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
-    if (int err = WriteWholeFile("/proc/self/gid_map", map)) return Fail(kStep, err, "/proc/self/gid_map");
-  }
-  // Nothing done here may propagate back to the host's mounts.
-  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return Fail(kStep, errno, "make / private");
-  // Each writable grant's bind: a copy of the mounts at the grant, reached
-  // with no symlink, made before everything turns read-only (so it stays as
-  // writable as the host's mount is), then nosuid, nodev, and noexec unless
-  // exec_writable.
-  // The detached copies of the writable grants, closed however the step ends.
-  std::vector<UniqueFd> trees;
-  trees.reserve(plan.writable_binds.size());
-  for (const auto& path : plan.writable_binds) {
-    const int fd = OpenNoSymlinks(path);
-    if (fd < 0) {
-      const int err = errno;
-      if (err == ELOOP) return Fail(kStep, err, "%s: %s", path.c_str(), kSwappedForSymlink);
-      return Fail(kStep, err, "open %s", path.c_str());
-    }
-    GrantWitness witness;
-    struct stat st {};
-    const size_t slash = path.rfind('/');
-    witness.path = path;
-    witness.name = slash == std::string::npos || slash + 1 == path.size() ? "." : path.substr(slash + 1);
-    witness.parent.Reset(OpenNoSymlinks(slash == 0 ? std::string("/") : path.substr(0, slash)));
-    if (fstat(fd, &st) != 0 || !witness.parent.valid()) {
-      const int err = errno;
-      close(fd);
-      return Fail(kStep, err, "open the directory of %s", path.c_str());
-    }
-    witness.dev = st.st_dev;
-    witness.ino = st.st_ino;
-    witnesses.grants.push_back(std::move(witness));
-    FaultPause("launcher-grant-opened");
-    const int tree = static_cast<int>(
-        syscall(SYS_open_tree, fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE));
-    const int err = errno;
-    close(fd);
-    if (tree < 0) return Fail(kStep, err, "copy the mount of %s", path.c_str());
-    trees.emplace_back(tree);
-    mount_attr attr {};
-    attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (plan.writable_noexec ? MOUNT_ATTR_NOEXEC : 0);
-    if (syscall(SYS_mount_setattr, trees.back().get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
-      return Fail(kStep, errno, "%s %s", plan.writable_noexec ? "noexec" : "nosuid", path.c_str());
-  }
-  // Landlock has no hook on chmod, chown, utimensat or setxattr, which need
-  // no open: outside the writable grants a read-only mount refuses them
-  // (EROFS). Every mount, /dev included: writing to a device node does not
-  // need a writable mount.
-  mount_attr read_only {};
-  read_only.attr_set = MOUNT_ATTR_RDONLY;
-  if (plan.read_only_mounts &&
-      syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &read_only, sizeof read_only) != 0) {
-    return Fail(kStep, errno, "make every mount read-only");
-  }
-  // Attached in the policy's order, parents first: each grant is opened
-  // again, through the binds attached before it.
-  for (size_t i = 0; i < trees.size(); ++i) {
-    const std::string& path = plan.writable_binds[i];
-    const int fd = OpenNoSymlinks(path);
-    // The bind goes where the copied directory still is, or nowhere.
-    struct stat st {};
-    const bool same = fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == witnesses.grants[i].dev &&
-                      st.st_ino == witnesses.grants[i].ino;
-    const int err = fd < 0 ? errno
-                    : !same ? 0
-                    : syscall(SYS_move_mount, trees[i].get(), "", fd, "",
-                              MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0
-                        ? errno
-                        : 0;
-    if (fd >= 0) close(fd);
-    if (err == ELOOP) return Fail(kStep, err, "%s: %s", path.c_str(), kSwappedForSymlink);
-    if (err != 0) return Fail(kStep, err, "bind %s", path.c_str());
-    if (!same) return Fail(kStep, 0, "%s: %s", path.c_str(), kReplaced);
-  }
-  FaultPause("launcher-grants-bound");
-  if (auto f = CheckGrantsInPlace(witnesses)) return f;
-  // The policy's read_only parts of those grants (carve_out.h).
-  if (auto f = BindReadOnlyCarveOuts(plan)) return f;
-  // What the module will reach by name: / read-only, and each grant, with no
-  // symlink, on its bind, noexec unless exec_writable.
-  if (plan.read_only_mounts) {
-    struct statfs root {};
-    if (statfs("/", &root) != 0) return Fail(kStep, errno, "statfs /");
-    if (!(root.f_flags & ST_RDONLY)) return Fail(kStep, 0, "/ is not read-only after the remount");
-  }
-  for (const auto& path : plan.writable_binds) {
-    const int fd = OpenNoSymlinks(path);
-    struct statfs fs {};
-    const int err = fd < 0 ? errno : fstatfs(fd, &fs) != 0 ? errno : 0;
-    if (fd >= 0) close(fd);
-    if (err == ELOOP) return Fail(kStep, err, "%s: %s", path.c_str(), kSwappedForSymlink);
-    if (err != 0) return Fail(kStep, err, "check the bind of %s", path.c_str());
-    if (plan.writable_noexec && !(fs.f_flags & ST_NOEXEC))
-      return Fail(kStep, 0, "%s is not on a noexec mount after its bind", path.c_str());
-  }
-  // A supervised job's own devpts and /dev/shm, writable above the read-only /dev.
-  if (const char* what = ""; int err = MountJobDevices(plan.job_devices, &what)) return Fail(kStep, err, "%s", what);
-  if (root_etc_view) {
-    const int err = AttachRootEtcTree(root_etc_tree);
-    if (root_etc_tree != options.root_etc_tree_fd) close(root_etc_tree);
-    if (err != 0) return Fail(kStep, err, "mount the idmapped /etc");
-  }
-  // The working directory still points into the mount below the binds:
-  // resolve it again so "./written-file" meets the noexec mount.
-  if (chdir(cwd) != 0) return Fail(kStep, errno, "chdir %s", cwd);
+    return StepFailed(LaunchStep::kCoreDumps, 0, "RLIMIT_CORE is not 0 after setrlimit");
   return std::nullopt;
 }
 
@@ -297,7 +105,7 @@ std::optional<StepFailure> DropCapabilities() {
   constexpr LaunchStep kStep = LaunchStep::kDropCapabilities;
   __user_cap_header_struct header {_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[2] {};
-  if (syscall(SYS_capget, &header, data) != 0) return Fail(kStep, errno, "capget");
+  if (syscall(SYS_capget, &header, data) != 0) return StepFailed(kStep, errno, "capget");
   // The bounding set can only be dropped with CAP_SETPCAP. Without it the
   // process holds no capability to lose, and no_new_privs (already set)
   // stops exec from granting any: the bounding set is then moot.
@@ -308,65 +116,57 @@ std::optional<StepFailure> DropCapabilities() {
     for (int cap = 0;; ++cap) {
       if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0) continue;
       if (errno == EINVAL && cap > CAP_SETPCAP) break;
-      return Fail(kStep, errno, "bounding set, capability %d", cap);
+      return StepFailed(kStep, errno, "bounding set, capability %d", cap);
     }
     // Root keeps no special status across exec either.
     if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
                                      SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED,
               0, 0, 0) != 0)
-      return Fail(kStep, errno, "securebits");
+      return StepFailed(kStep, errno, "securebits");
   }
   if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
-    return Fail(kStep, errno, "ambient set");
+    return StepFailed(kStep, errno, "ambient set");
   __user_cap_data_struct none[2] {};
-  if (syscall(SYS_capset, &header, none) != 0) return Fail(kStep, errno, "capset");
-  if (syscall(SYS_capget, &header, data) != 0) return Fail(kStep, errno, "capget");
+  if (syscall(SYS_capset, &header, none) != 0) return StepFailed(kStep, errno, "capset");
+  if (syscall(SYS_capget, &header, data) != 0) return StepFailed(kStep, errno, "capget");
   for (const auto& d : data)
-    if (d.effective || d.permitted || d.inheritable) return Fail(kStep, 0, "capabilities remain after capset");
+    if (d.effective || d.permitted || d.inheritable) return StepFailed(kStep, 0, "capabilities remain after capset");
   return std::nullopt;
 }
 
 std::optional<StepFailure> ApplyLandlock(const LandlockPlan& ll) {
   constexpr LaunchStep kStep = LaunchStep::kLandlock;
-  if (ll.abi == LandlockAbi::kNone) return Fail(kStep, 0, "no Landlock ABI in the plan");
+  if (ll.abi == LandlockAbi::kNone) return StepFailed(kStep, 0, "no Landlock ABI in the plan");
   RulesetAttr attr {ll.handled_fs, ll.handled_net, ll.scoped};
-  const int ruleset = static_cast<int>(syscall(SYS_landlock_create_ruleset, &attr, RulesetAttrSize(ll.abi), 0));
-  if (ruleset < 0) return Fail(kStep, errno, "create_ruleset (ABI %d)", static_cast<int>(ll.abi));
-  auto fail = [ruleset](int err, const char* what, const char* path) {
-    close(ruleset);
-    return Fail(kStep, err, "%s %s", what, path);
-  };
+  // Owned: closed however the step ends (each rule's fd before it).
+  const UniqueFd ruleset(static_cast<int>(syscall(SYS_landlock_create_ruleset, &attr, RulesetAttrSize(ll.abi), 0)));
+  if (!ruleset.valid()) return StepFailed(kStep, errno, "create_ruleset (ABI %d)", static_cast<int>(ll.abi));
+  auto fail = [](int err, const char* what, const char* path) { return StepFailed(kStep, err, "%s %s", what, path); };
   for (const auto& rule : ll.paths) {
-    const int fd = rule.canonical ? OpenNoSymlinks(rule.path) : open(rule.path.c_str(), O_PATH | O_CLOEXEC);
-    if (fd < 0) {
+    const UniqueFd fd(rule.canonical ? OpenNoSymlinks(rule.path) : open(rule.path.c_str(), O_PATH | O_CLOEXEC));
+    if (!fd.valid()) {
       if (rule.optional && errno == ENOENT) continue;
       if (rule.canonical && errno == ELOOP)
         return fail(ELOOP, rule.source.c_str(), (rule.path + ": " + kSwappedForSymlink).c_str());
       return fail(errno, rule.source.c_str(), rule.path.c_str());
     }
     struct stat st {};
-    if (fstat(fd, &st) != 0) {
-      const int err = errno;
-      close(fd);
-      return fail(err, rule.source.c_str(), rule.path.c_str());
-    }
+    if (fstat(fd.get(), &st) != 0) return fail(errno, rule.source.c_str(), rule.path.c_str());
     landlock_path_beneath_attr beneath {};
     beneath.allowed_access = S_ISDIR(st.st_mode) ? rule.access : (rule.access & kFsFileRights);
-    beneath.parent_fd = fd;
+    beneath.parent_fd = fd.get();
     const long rc = beneath.allowed_access == 0
                         ? 0
-                        : syscall(SYS_landlock_add_rule, ruleset, kLandlockRulePathBeneath, &beneath, 0);
+                        : syscall(SYS_landlock_add_rule, ruleset.get(), kLandlockRulePathBeneath, &beneath, 0);
     const int err = errno;
-    close(fd);
     if (rc != 0) return fail(err, rule.source.c_str(), rule.path.c_str());
   }
   for (const auto& rule : ll.ports) {
     NetPortAttr port {rule.access, rule.port};
-    if (syscall(SYS_landlock_add_rule, ruleset, kLandlockRuleNetPort, &port, 0) != 0)
+    if (syscall(SYS_landlock_add_rule, ruleset.get(), kLandlockRuleNetPort, &port, 0) != 0)
       return fail(errno, rule.source.c_str(), std::to_string(rule.port).c_str());
   }
-  if (syscall(SYS_landlock_restrict_self, ruleset, 0) != 0) return fail(errno, "restrict_self", "");
-  close(ruleset);
+  if (syscall(SYS_landlock_restrict_self, ruleset.get(), 0) != 0) return fail(errno, "restrict_self", "");
   return std::nullopt;
 }
 
@@ -380,13 +180,13 @@ std::optional<StepFailure> ApplySeccomp(const std::vector<SeccompRule>& rules) {
   std::vector<sock_filter> compiled;
   if (program.empty()) {
     auto result = CompileSeccomp(rules);
-    if (!result.ok()) return Fail(kStep, 0, "%s: %s", result.error().where.c_str(), result.error().what.c_str());
+    if (!result.ok()) return StepFailed(kStep, 0, "%s: %s", result.error().where.c_str(), result.error().what.c_str());
     compiled = std::move(result).value();
     program = compiled;
   }
-  if (program.size() > BPF_MAXINSNS) return Fail(kStep, 0, "the filter has %zu instructions", program.size());
+  if (program.size() > BPF_MAXINSNS) return StepFailed(kStep, 0, "the filter has %zu instructions", program.size());
   sock_fprog prog{static_cast<unsigned short>(program.size()), const_cast<sock_filter*>(program.data())};
-  if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return Fail(kStep, errno, "load");
+  if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return StepFailed(kStep, errno, "load");
   return std::nullopt;
 }
 
@@ -394,13 +194,13 @@ namespace {
 
 std::optional<StepFailure> WaitAtGate(int gate_fd) {
   constexpr LaunchStep kStep = LaunchStep::kGate;
-  if (send(gate_fd, &kGateReady, 1, MSG_NOSIGNAL) != 1) return Fail(kStep, errno, "gate fd %d: send", gate_fd);
+  if (send(gate_fd, &kGateReady, 1, MSG_NOSIGNAL) != 1) return StepFailed(kStep, errno, "gate fd %d: send", gate_fd);
   char answer = 0;
   ssize_t n;
   do n = read(gate_fd, &answer, 1);
   while (n < 0 && errno == EINTR);
-  if (n < 0) return Fail(kStep, errno, "gate fd %d: read", gate_fd);
-  if (n == 0 || answer != kGateGo) return Fail(kStep, 0, "the supervisor did not release the gate");
+  if (n < 0) return StepFailed(kStep, errno, "gate fd %d: read", gate_fd);
+  if (n == 0 || answer != kGateGo) return StepFailed(kStep, 0, "the supervisor did not release the gate");
   return std::nullopt;
 }
 
@@ -412,6 +212,17 @@ std::optional<StepFailure> Apply(LaunchStep step, ApplyFn apply) {
 }
 
 }  // namespace
+
+std::optional<StepFailure> StepFailed(LaunchStep step, int err, const char* fmt, ...) {
+  StepFailure f;
+  f.step = step;
+  f.err = err;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(f.detail, sizeof f.detail, fmt, ap);
+  va_end(ap);
+  return f;
+}
 
 const char* StepName(LaunchStep step) {
   switch (step) {
@@ -438,9 +249,9 @@ std::string StepFailureLine(const StepFailure& failure) {
 
 std::optional<StepFailure> ConfineSelf(const Plan& plan, const LaunchOptions& options) {
   if (plan.placement.verdict != Verdict::kOk)
-    return Fail(LaunchStep::kPlacement, 0, "%s", VerdictName(plan.placement.verdict));
+    return StepFailed(LaunchStep::kPlacement, 0, "%s", VerdictName(plan.placement.verdict));
   if ((plan.broker == BrokerHandoff::kInheritedFd) != (options.broker_fd > 2))
-    return Fail(LaunchStep::kCloseFds, 0, "the plan hands over a broker connection exactly when one is given");
+    return StepFailed(LaunchStep::kCloseFds, 0, "the plan hands over a broker connection exactly when one is given");
   if (auto f = Apply(LaunchStep::kCloseFds, [&] { return CloseInheritedFds(options.broker_fd); })) return f;
   if (auto f = Apply(LaunchStep::kNoNewPrivs, SetNoNewPrivs)) return f;
   if (auto f = Apply(LaunchStep::kCoreDumps, DisableCoreDumps)) return f;
@@ -450,7 +261,7 @@ std::optional<StepFailure> ConfineSelf(const Plan& plan, const LaunchOptions& op
     return f;
   if (options.terminal)
     if (const char* what = ""; int err = OpenJobTerminal(options.gate_fd, &what))
-      return Fail(LaunchStep::kTerminal, err, "%s", what);
+      return StepFailed(LaunchStep::kTerminal, err, "%s", what);
   if (auto f = Apply(LaunchStep::kDropCapabilities, DropCapabilities)) return f;
   if (auto f = Apply(LaunchStep::kLandlock, [&] { return ApplyLandlock(plan.landlock); })) return f;
   if (auto f = Apply(LaunchStep::kSeccomp, [&] { return ApplySeccomp(plan.seccomp); })) return f;

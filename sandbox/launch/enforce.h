@@ -14,7 +14,8 @@
 //                    supervisor's job, whose namespaces are already its
 //                    own, only the binds); then the read_only carve-outs
 //                    bound read-only inside them (carve_out.h), and the
-//                    job's own devpts and /dev/shm (job_devices.h)
+//                    job's own devpts and /dev/shm (job_devices.h). Its
+//                    stages: mount_namespace.h
 //   terminal         (a job with a pty) a pty of the job's devpts becomes
 //                    stdio and controlling terminal; the master goes to
 //                    the supervisor
@@ -62,6 +63,11 @@ struct StepFailure {
 // "sandbox: landlock: /srv/bundle: Permission denied"
 std::string StepFailureLine(const StepFailure& failure);
 
+// A StepFailure of `step` with errno `err` (0: none) and a printf-style
+// detail. Allocation-free: the launcher builds them after the fork.
+std::optional<StepFailure> StepFailed(LaunchStep step, int err, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 // The gate protocol, on a connected unix socket (SOCK_STREAM or
 // SOCK_SEQPACKET): once every other step is in place the launcher sends
 // kGateReady (a supervisor that set SO_PASSCRED learns the launcher's pid in
@@ -103,5 +109,12 @@ std::optional<StepFailure> ApplySeccomp(const std::vector<SeccompRule>& rules);
 
 // Execs argv (PATH search like execvp). Returns only on failure, with errno set.
 void ExecModule(char* const argv[]);
+
+// Shared by the steps (enforce.cc, mount_namespace.cc): a canonical path
+// opened O_PATH | O_CLOEXEC with no symlink in any component (ELOOP if one
+// is there now): what the policy named when it was read, or nothing. An fd,
+// or -1 with errno. Allocates nothing.
+int OpenNoSymlinks(const std::string& path);
+inline constexpr char kSwappedForSymlink[] = "a symlink is in it now, since the policy was read";
 
 }  // namespace oarbank
