@@ -202,16 +202,123 @@ std::string PolicyErrorLine(const Error& error) {
   return line;
 }
 
-Expected<Policy> ParsePolicy(std::string_view json_text) {
-  auto parsed = ParseJson(json_text);
-  if (!parsed.ok()) return parsed.error();
-  const json& doc = parsed.value();
-  if (auto e = CheckKeys(doc, "", {"contract", "role", "bundle", "runtime", "tools", "work", "data", "tmp",
-                                   "state", "read_only", "net", "broker", "devices", "exec_writable", "limits"}))
-    return *e;
+namespace {
 
+// The top-level fields a policy may hold; the first unknown one is refused.
+std::optional<Error> CheckTopLevelKeys(const json& doc) {
+  return CheckKeys(doc, "", {"contract", "role", "bundle", "runtime", "tools", "work", "data", "tmp",
+                             "state", "read_only", "net", "broker", "devices", "exec_writable", "limits"});
+}
+
+// Pseudo filesystems are never a grant: their files are the kernel's and
+// other processes' (the base system already reads /proc and the CPU list).
+std::optional<Error> CheckNotPseudo(const Grant& g) {
+  for (const char* pseudo : {"/dev", "/proc", "/sys"})
+    if (IsWithin(g.path, pseudo)) return Bad(g.field, g.path + " is inside " + pseudo + ", which a grant may not name");
+  return std::nullopt;
+}
+
+// A read-only carve-out lies strictly inside a writable grant (elsewhere
+// nothing is writable to carve from), and no writable grant lies inside
+// one (its bind would be made read-only with it).
+std::optional<Error> CheckCarveOut(const Grant& r, const std::vector<Grant>& grants) {
+  if (auto e = CheckNotPseudo(r)) return e;
+  const bool inside = std::any_of(grants.begin(), grants.end(), [&](const Grant& w) {
+    return w.access == Access::kReadWrite && IsWithin(r.path, w.path) && r.path != w.path;
+  });
+  if (!inside)
+    return Bad(r.field, r.path + " lies inside no writable grant (work, data, tmp, state): only a part of one "
+                                 "can be carved out read-only");
+  for (const auto& w : grants)
+    if (w.access == Access::kReadWrite && IsWithin(w.path, r.path))
+      return Bad(r.field, "the writable grant " + w.field + " (" + w.path + ") lies inside " + r.path +
+                              " and would become read-only");
+  return std::nullopt;
+}
+
+// The base system's read+execute directories, as they resolve here, then
+// the policy's read+execute grants.
+std::vector<Grant> ReadExecuteGrants(const std::vector<Grant>& grants) {
+  std::vector<Grant> read_execute;
+  for (auto base : kBaseReadExecute) {
+    char resolved[PATH_MAX];
+    if (realpath(std::string(base).c_str(), resolved) != nullptr)
+      read_execute.push_back(Grant{"base system " + std::string(base), resolved, true, Access::kReadExecute});
+  }
+  for (const auto& g : grants)
+    if (g.access == Access::kReadExecute) read_execute.push_back(g);
+  return read_execute;
+}
+
+// Landlock path rules only add rights: a writable grant inside a
+// read+execute one (the policy's or the base system's) would inherit
+// execute, and a read+execute grant inside a writable one would become
+// writable. Refuse both rather than enforce less than the policy says.
+std::optional<Error> CheckWritableNesting(const Grant& w, const std::vector<Grant>& read_execute,
+                                          bool exec_writable) {
+  for (const auto& r : read_execute) {
+    const bool base = r.field.rfind("base system", 0) == 0;
+    if (IsWithin(r.path, w.path))
+      return Bad(base ? w.field : r.field, r.path + " (" + r.field + ") lies inside the writable grant " + w.field +
+                                               " (" + w.path + ") and would become writable");
+    if (IsWithin(w.path, r.path) && base)
+      return Bad(w.field, w.path + " lies inside the base system (" + r.path + "), which no module may write");
+    if (IsWithin(w.path, r.path) && !exec_writable)
+      return Bad(w.field, w.path + " lies inside the read+execute grant " + r.field + " (" + r.path +
+                              ") and would inherit execute (Landlock rules only add rights): move it out, "
+                              "or set exec_writable");
+  }
+  return std::nullopt;
+}
+
+// The last stage, over the whole Policy: no grant or carve-out inside a
+// pseudo filesystem, every carve-out inside a writable grant, and no grant
+// of one kind nested in one of the other (or in the base system), unless
+// exec_writable lets writable grants lie inside read+execute ones.
+std::optional<Error> CheckGrantNesting(const Policy& p) {
+  for (const auto& g : p.grants())
+    if (auto e = CheckNotPseudo(g)) return e;
+  for (const auto& r : p.read_only())
+    if (auto e = CheckCarveOut(r, p.grants())) return e;
+  const std::vector<Grant> read_execute = ReadExecuteGrants(p.grants());
+  for (const auto& w : p.grants())
+    if (w.access == Access::kReadWrite)
+      if (auto e = CheckWritableNesting(w, read_execute, p.exec_writable())) return e;
+  return std::nullopt;
+}
+
+}  // namespace
+
+// The Policy being parsed and the stages that fill it, one per group of
+// fields, each returning the first error it finds. Policy's fields are
+// private and this struct is its one friend; it is defined here only.
+struct PolicyBuilder {
+  explicit PolicyBuilder(const json& document) : doc(document) {}
+
+  const json& doc;
   Policy p;
-  // contract and role first: everything else depends on them.
+
+  void AddGrant(std::string field, const std::string& path, Access access) {
+    p.grants_.push_back(Grant{std::move(field), path, IsDir(path), access});
+  }
+
+  std::optional<Error> ParseContractAndRole();
+  std::optional<Error> CheckFieldsForRole();
+  std::optional<Error> ParseBundleAndRuntime();
+  std::optional<Error> ParseTools();
+  std::optional<Error> ParseTool(const json& t, const std::string& at, std::set<std::string>& ids);
+  std::optional<Error> ParseWritableDirs();
+  std::optional<Error> ParseReadOnly();
+  std::optional<Error> ParseNet();
+  std::optional<Error> ParseNetAllowlist(const json& net);
+  std::optional<Error> ParseBroker();
+  std::optional<Error> ParseDevices();
+  std::optional<Error> ParseExecWritable();
+  std::optional<Error> ParseLimits();
+};
+
+// contract and role first: everything else depends on them.
+std::optional<Error> PolicyBuilder::ParseContractAndRole() {
   if (!doc.contains("contract")) return Bad("contract", "missing: expected 1");
   if (!doc["contract"].is_number_integer() || doc["contract"].get<long long>() != 1)
     return Bad("contract", "expected 1 (the only contract version this launcher knows)");
@@ -225,10 +332,12 @@ Expected<Policy> ParsePolicy(std::string_view json_text) {
   else if (role_name == "service") p.role_ = Role::kService;
   else if (role_name == "probe") p.role_ = Role::kProbe;
   else return Bad("role", "expected one of coordinator, runner, service, probe");
+  return std::nullopt;
+}
 
-  // Which role may have which directory (sandbox-contract.md, "What every
-  // module process may touch"). The private tmp lives inside work for a
-  // runner and inside data for every other role.
+// Which role may have which directory (sandbox-contract.md, "What every
+// module process may touch").
+std::optional<Error> PolicyBuilder::CheckFieldsForRole() {
   const bool runner = p.role_ == Role::kRunner;
   const bool may_have_tools = p.role_ != Role::kCoordinator;
   if (doc.contains("work") && !runner)
@@ -236,74 +345,84 @@ Expected<Policy> ParsePolicy(std::string_view json_text) {
   if (doc.contains("tools") && !may_have_tools) return Bad("tools", "a coordinator may not use host tools");
   if (doc.contains("state") && !runner)
     return Bad("state", std::string("a ") + RoleName(p.role_) + " has no state directories (runner only)");
+  return std::nullopt;
+}
 
-  auto add_grant = [&p](std::string field, const std::string& path, Access access) {
-    p.grants_.push_back(Grant{std::move(field), path, IsDir(path), access});
-  };
-
+std::optional<Error> PolicyBuilder::ParseBundleAndRuntime() {
   if (!doc.contains("bundle")) return Bad("bundle", "missing: expected an absolute path to a directory");
   auto bundle = ParsePath(doc["bundle"], "bundle", Kind::kDir);
   if (!bundle.ok()) return bundle.error();
   p.bundle_ = bundle.value();
-  add_grant("bundle", p.bundle_, Access::kReadExecute);
+  AddGrant("bundle", p.bundle_, Access::kReadExecute);
 
   if (doc.contains("runtime")) {
     auto runtime = ParsePath(doc["runtime"], "runtime", Kind::kDirOrFile);
     if (!runtime.ok()) return runtime.error();
     p.runtime_ = runtime.value();
-    add_grant("runtime", *p.runtime_, Access::kReadExecute);
+    AddGrant("runtime", *p.runtime_, Access::kReadExecute);
   }
+  return std::nullopt;
+}
 
-  if (doc.contains("tools")) {
-    const json& tools = doc["tools"];
-    if (!tools.is_array()) return Bad("tools", std::string("expected an array, got ") + TypeName(tools));
-    std::set<std::string> ids;
-    for (size_t i = 0; i < tools.size(); ++i) {
-      const std::string at = "tools[" + std::to_string(i) + "]";
-      const json& t = tools[i];
-      if (!t.is_object()) return Bad(at, std::string("expected an object, got ") + TypeName(t));
-      if (auto e = CheckKeys(t, at + ".", {"id", "paths", "trust"})) return *e;
-      Tool tool;
-      if (!t.contains("id") || !t["id"].is_string() || t["id"].get<std::string>().empty())
-        return Bad(at + ".id", "expected a non-empty string");
-      tool.id = t["id"].get<std::string>();
-      if (!ids.insert(tool.id).second) return Bad(at + ".id", "duplicate tool id \"" + tool.id + "\"");
-      if (t.contains("trust")) {
-        if (!t["trust"].is_string() || t["trust"].get<std::string>() != "code-exec")
-          return Bad(at + ".trust", "expected \"code-exec\" (or no trust field)");
-        tool.code_exec = true;
-      }
-      if (!t.contains("paths") || !t["paths"].is_array() || t["paths"].empty())
-        return Bad(at + ".paths", "expected a non-empty array of absolute paths");
-      for (size_t j = 0; j < t["paths"].size(); ++j) {
-        const std::string where = at + ".paths[" + std::to_string(j) + "]";
-        auto path = ParsePath(t["paths"][j], where, Kind::kDirOrFile);
-        if (!path.ok()) return path.error();
-        tool.paths.push_back(path.value());
-        add_grant(where, path.value(), Access::kReadExecute);
-      }
-      p.tools_.push_back(std::move(tool));
-    }
+std::optional<Error> PolicyBuilder::ParseTools() {
+  if (!doc.contains("tools")) return std::nullopt;
+  const json& tools = doc["tools"];
+  if (!tools.is_array()) return Bad("tools", std::string("expected an array, got ") + TypeName(tools));
+  std::set<std::string> ids;
+  for (size_t i = 0; i < tools.size(); ++i)
+    if (auto e = ParseTool(tools[i], "tools[" + std::to_string(i) + "]", ids)) return e;
+  return std::nullopt;
+}
+
+// One tools[i]: its id (unique among `ids`), trust, and paths, each a grant.
+std::optional<Error> PolicyBuilder::ParseTool(const json& t, const std::string& at, std::set<std::string>& ids) {
+  if (!t.is_object()) return Bad(at, std::string("expected an object, got ") + TypeName(t));
+  if (auto e = CheckKeys(t, at + ".", {"id", "paths", "trust"})) return e;
+  Tool tool;
+  if (!t.contains("id") || !t["id"].is_string() || t["id"].get<std::string>().empty())
+    return Bad(at + ".id", "expected a non-empty string");
+  tool.id = t["id"].get<std::string>();
+  if (!ids.insert(tool.id).second) return Bad(at + ".id", "duplicate tool id \"" + tool.id + "\"");
+  if (t.contains("trust")) {
+    if (!t["trust"].is_string() || t["trust"].get<std::string>() != "code-exec")
+      return Bad(at + ".trust", "expected \"code-exec\" (or no trust field)");
+    tool.code_exec = true;
   }
+  if (!t.contains("paths") || !t["paths"].is_array() || t["paths"].empty())
+    return Bad(at + ".paths", "expected a non-empty array of absolute paths");
+  for (size_t j = 0; j < t["paths"].size(); ++j) {
+    const std::string where = at + ".paths[" + std::to_string(j) + "]";
+    auto path = ParsePath(t["paths"][j], where, Kind::kDirOrFile);
+    if (!path.ok()) return path.error();
+    tool.paths.push_back(path.value());
+    AddGrant(where, path.value(), Access::kReadExecute);
+  }
+  p.tools_.push_back(std::move(tool));
+  return std::nullopt;
+}
 
+// work, data, tmp and state, in that order: tmp must lie inside work (a
+// runner's) or data (every other role's), so those come first.
+std::optional<Error> PolicyBuilder::ParseWritableDirs() {
   for (const char* field : {"work", "data"}) {
     if (!doc.contains(field)) continue;
     auto dir = ParsePath(doc[field], field, Kind::kDir);
     if (!dir.ok()) return dir.error();
     (std::string(field) == "work" ? p.work_ : p.data_) = dir.value();
-    add_grant(field, dir.value(), Access::kReadWrite);
+    AddGrant(field, dir.value(), Access::kReadWrite);
   }
 
   if (doc.contains("tmp")) {
     auto tmp = ParsePath(doc["tmp"], "tmp", Kind::kDir);
     if (!tmp.ok()) return tmp.error();
+    const bool runner = p.role_ == Role::kRunner;
     const char* home = runner ? "work" : "data";
     const auto& parent = runner ? p.work_ : p.data_;
     if (!parent || !IsWithin(tmp.value(), *parent) || tmp.value() == *parent)
       return Bad("tmp", std::string("expected a directory inside ") + home + " (a " + RoleName(p.role_) +
                             "'s private tmp lives there)");
     p.tmp_ = tmp.value();
-    add_grant("tmp", *p.tmp_, Access::kReadWrite);
+    AddGrant("tmp", *p.tmp_, Access::kReadWrite);
   }
 
   if (doc.contains("state")) {
@@ -314,153 +433,140 @@ Expected<Policy> ParsePolicy(std::string_view json_text) {
       auto dir = ParsePath(state[i], where, Kind::kDir);
       if (!dir.ok()) return dir.error();
       p.state_.push_back(dir.value());
-      add_grant(where, dir.value(), Access::kReadWrite);
+      AddGrant(where, dir.value(), Access::kReadWrite);
     }
   }
+  return std::nullopt;
+}
 
-  if (doc.contains("read_only")) {
-    const json& ro = doc["read_only"];
-    if (!ro.is_array()) return Bad("read_only", std::string("expected an array of paths, got ") + TypeName(ro));
-    for (size_t i = 0; i < ro.size(); ++i) {
-      const std::string where = "read_only[" + std::to_string(i) + "]";
-      auto path = ParsePath(ro[i], where, Kind::kDirOrFile);
-      if (!path.ok()) return path.error();
-      p.read_only_.push_back(Grant{where, path.value(), IsDir(path.value()), Access::kReadExecute});
-    }
+// The read_only carve-outs; where they may lie is checked with the other
+// grants, in CheckGrantNesting.
+std::optional<Error> PolicyBuilder::ParseReadOnly() {
+  if (!doc.contains("read_only")) return std::nullopt;
+  const json& ro = doc["read_only"];
+  if (!ro.is_array()) return Bad("read_only", std::string("expected an array of paths, got ") + TypeName(ro));
+  for (size_t i = 0; i < ro.size(); ++i) {
+    const std::string where = "read_only[" + std::to_string(i) + "]";
+    auto path = ParsePath(ro[i], where, Kind::kDirOrFile);
+    if (!path.ok()) return path.error();
+    p.read_only_.push_back(Grant{where, path.value(), IsDir(path.value()), Access::kReadExecute});
   }
+  return std::nullopt;
+}
 
-  if (doc.contains("net")) {
-    const json& net = doc["net"];
-    if (!net.is_object()) return Bad("net", std::string("expected an object, got ") + TypeName(net));
-    if (auto e = CheckKeys(net, "net.", {"mode", "allow", "proxy_port"})) return *e;
-    const std::string mode = net.contains("mode") && net["mode"].is_string() ? net["mode"].get<std::string>() : "";
-    if (mode == "none") p.net_.mode = NetMode::kNone;
-    else if (mode == "egress-allowlist") p.net_.mode = NetMode::kEgressAllowlist;
-    else if (mode == "egress-any") p.net_.mode = NetMode::kEgressAny;
-    else return Bad("net.mode", "expected one of none, egress-allowlist, egress-any");
-    const bool allowlist = p.net_.mode == NetMode::kEgressAllowlist;
-    if (allowlist && !net.contains("allow")) return Bad("net.allow", "missing: egress-allowlist needs at least one host");
-    if (allowlist && !net.contains("proxy_port")) return Bad("net.proxy_port", "missing: expected integer 1..65535");
-    if (!allowlist && net.contains("allow")) return Bad("net.allow", "only allowed with mode egress-allowlist");
-    if (!allowlist && net.contains("proxy_port")) return Bad("net.proxy_port", "only allowed with mode egress-allowlist");
-    if (allowlist) {
-      const json& allow = net["allow"];
-      if (!allow.is_array() || allow.empty()) return Bad("net.allow", "expected a non-empty array of host[:port]");
-      for (size_t i = 0; i < allow.size(); ++i) {
-        const std::string where = "net.allow[" + std::to_string(i) + "]";
-        if (!allow[i].is_string()) return Bad(where, "expected a string host[:port]");
-        std::string entry = allow[i].get<std::string>();
-        std::transform(entry.begin(), entry.end(), entry.begin(),
-                       [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-        if (auto why = CheckAllowEntry(entry)) return Bad(where, *why);
-        p.net_.allow.push_back(entry);
-      }
-      auto port = ParsePort(net["proxy_port"], "net.proxy_port");
-      if (!port.ok()) return port.error();
-      p.net_.proxy_port = port.value();
-    }
-  }
+std::optional<Error> PolicyBuilder::ParseNet() {
+  if (!doc.contains("net")) return std::nullopt;
+  const json& net = doc["net"];
+  if (!net.is_object()) return Bad("net", std::string("expected an object, got ") + TypeName(net));
+  if (auto e = CheckKeys(net, "net.", {"mode", "allow", "proxy_port"})) return e;
+  const std::string mode = net.contains("mode") && net["mode"].is_string() ? net["mode"].get<std::string>() : "";
+  if (mode == "none") p.net_.mode = NetMode::kNone;
+  else if (mode == "egress-allowlist") p.net_.mode = NetMode::kEgressAllowlist;
+  else if (mode == "egress-any") p.net_.mode = NetMode::kEgressAny;
+  else return Bad("net.mode", "expected one of none, egress-allowlist, egress-any");
+  const bool allowlist = p.net_.mode == NetMode::kEgressAllowlist;
+  if (allowlist && !net.contains("allow")) return Bad("net.allow", "missing: egress-allowlist needs at least one host");
+  if (allowlist && !net.contains("proxy_port")) return Bad("net.proxy_port", "missing: expected integer 1..65535");
+  if (!allowlist && net.contains("allow")) return Bad("net.allow", "only allowed with mode egress-allowlist");
+  if (!allowlist && net.contains("proxy_port")) return Bad("net.proxy_port", "only allowed with mode egress-allowlist");
+  if (allowlist) return ParseNetAllowlist(net);
+  return std::nullopt;
+}
 
-  if (doc.contains("broker")) {
-    auto broker = ParsePath(doc["broker"], "broker", Kind::kSocket);
-    if (!broker.ok()) return broker.error();
-    p.broker_ = broker.value();
+// net.allow (lower-cased, each entry checked) and net.proxy_port, both
+// present: mode egress-allowlist.
+std::optional<Error> PolicyBuilder::ParseNetAllowlist(const json& net) {
+  const json& allow = net["allow"];
+  if (!allow.is_array() || allow.empty()) return Bad("net.allow", "expected a non-empty array of host[:port]");
+  for (size_t i = 0; i < allow.size(); ++i) {
+    const std::string where = "net.allow[" + std::to_string(i) + "]";
+    if (!allow[i].is_string()) return Bad(where, "expected a string host[:port]");
+    std::string entry = allow[i].get<std::string>();
+    std::transform(entry.begin(), entry.end(), entry.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (auto why = CheckAllowEntry(entry)) return Bad(where, *why);
+    p.net_.allow.push_back(entry);
   }
+  auto port = ParsePort(net["proxy_port"], "net.proxy_port");
+  if (!port.ok()) return port.error();
+  p.net_.proxy_port = port.value();
+  return std::nullopt;
+}
 
-  if (doc.contains("devices")) {
-    const json& devices = doc["devices"];
-    if (!devices.is_object()) return Bad("devices", std::string("expected an object, got ") + TypeName(devices));
-    if (auto e = CheckKeys(devices, "devices.", {"gpu"})) return *e;
-    if (devices.contains("gpu")) {
-      const json& gpu = devices["gpu"];
-      const std::string g = gpu.is_string() ? gpu.get<std::string>() : "";
-      if (g == "compute") p.gpu_ = GpuMode::kCompute;
-      else if (g == "none") p.gpu_ = GpuMode::kNone;
-      else return Bad("devices.gpu", "expected \"compute\" or \"none\"");
-    }
-  }
+std::optional<Error> PolicyBuilder::ParseBroker() {
+  if (!doc.contains("broker")) return std::nullopt;
+  auto broker = ParsePath(doc["broker"], "broker", Kind::kSocket);
+  if (!broker.ok()) return broker.error();
+  p.broker_ = broker.value();
+  return std::nullopt;
+}
 
-  if (doc.contains("exec_writable")) {
-    if (!doc["exec_writable"].is_boolean()) return Bad("exec_writable", "expected true or false");
-    p.exec_writable_ = doc["exec_writable"].get<bool>();
+std::optional<Error> PolicyBuilder::ParseDevices() {
+  if (!doc.contains("devices")) return std::nullopt;
+  const json& devices = doc["devices"];
+  if (!devices.is_object()) return Bad("devices", std::string("expected an object, got ") + TypeName(devices));
+  if (auto e = CheckKeys(devices, "devices.", {"gpu"})) return e;
+  if (devices.contains("gpu")) {
+    const json& gpu = devices["gpu"];
+    const std::string g = gpu.is_string() ? gpu.get<std::string>() : "";
+    if (g == "compute") p.gpu_ = GpuMode::kCompute;
+    else if (g == "none") p.gpu_ = GpuMode::kNone;
+    else return Bad("devices.gpu", "expected \"compute\" or \"none\"");
   }
+  return std::nullopt;
+}
 
-  if (doc.contains("limits")) {
-    const json& limits = doc["limits"];
-    if (!limits.is_object()) return Bad("limits", std::string("expected an object, got ") + TypeName(limits));
-    if (auto e = CheckKeys(limits, "limits.", {"mem_gb", "cpus", "pids"})) return *e;
-    if (limits.contains("mem_gb")) {
-      auto v = ParsePositive(limits["mem_gb"], "limits.mem_gb");
-      if (!v.ok()) return v.error();
-      p.limits_.mem_gb = v.value();
-    }
-    if (limits.contains("cpus")) {
-      auto v = ParsePositive(limits["cpus"], "limits.cpus");
-      if (!v.ok()) return v.error();
-      p.limits_.cpus = v.value();
-    }
-    if (limits.contains("pids")) {
-      const json& v = limits["pids"];
-      if (!v.is_number_unsigned() || v.get<uint64_t>() < 1 || v.get<uint64_t>() > kMaxPidsMax)
-        return Bad("limits.pids", "expected an integer 1.." + std::to_string(kMaxPidsMax));
-      p.limits_.pids = v.get<uint64_t>();
-    }
-  }
+std::optional<Error> PolicyBuilder::ParseExecWritable() {
+  if (!doc.contains("exec_writable")) return std::nullopt;
+  if (!doc["exec_writable"].is_boolean()) return Bad("exec_writable", "expected true or false");
+  p.exec_writable_ = doc["exec_writable"].get<bool>();
+  return std::nullopt;
+}
 
-  // Landlock path rules only add rights: a writable grant inside a
-  // read+execute one (the policy's or the base system's) would inherit
-  // execute, and a read+execute grant inside a writable one would become
-  // writable. Refuse both rather than enforce less than the policy says.
-  // Pseudo filesystems are never a grant: their files are the kernel's and
-  // other processes' (the base system already reads /proc and the CPU list).
-  for (const auto& g : p.grants_)
-    for (const char* pseudo : {"/dev", "/proc", "/sys"})
-      if (IsWithin(g.path, pseudo))
-        return Bad(g.field, g.path + " is inside " + pseudo + ", which a grant may not name");
+std::optional<Error> PolicyBuilder::ParseLimits() {
+  if (!doc.contains("limits")) return std::nullopt;
+  const json& limits = doc["limits"];
+  if (!limits.is_object()) return Bad("limits", std::string("expected an object, got ") + TypeName(limits));
+  if (auto e = CheckKeys(limits, "limits.", {"mem_gb", "cpus", "pids"})) return e;
+  if (limits.contains("mem_gb")) {
+    auto v = ParsePositive(limits["mem_gb"], "limits.mem_gb");
+    if (!v.ok()) return v.error();
+    p.limits_.mem_gb = v.value();
+  }
+  if (limits.contains("cpus")) {
+    auto v = ParsePositive(limits["cpus"], "limits.cpus");
+    if (!v.ok()) return v.error();
+    p.limits_.cpus = v.value();
+  }
+  if (limits.contains("pids")) {
+    const json& v = limits["pids"];
+    if (!v.is_number_unsigned() || v.get<uint64_t>() < 1 || v.get<uint64_t>() > kMaxPidsMax)
+      return Bad("limits.pids", "expected an integer 1.." + std::to_string(kMaxPidsMax));
+    p.limits_.pids = v.get<uint64_t>();
+  }
+  return std::nullopt;
+}
 
-  // A read-only carve-out lies strictly inside a writable grant (elsewhere
-  // nothing is writable to carve from), and no writable grant lies inside
-  // one (its bind would be made read-only with it).
-  for (const auto& r : p.read_only_) {
-    for (auto pseudo : {"/dev", "/proc", "/sys"})
-      if (IsWithin(r.path, pseudo)) return Bad(r.field, r.path + " is inside " + pseudo + ", which a grant may not name");
-    const bool inside = std::any_of(p.grants_.begin(), p.grants_.end(), [&](const Grant& w) {
-      return w.access == Access::kReadWrite && IsWithin(r.path, w.path) && r.path != w.path;
-    });
-    if (!inside)
-      return Bad(r.field, r.path + " lies inside no writable grant (work, data, tmp, state): only a part of one "
-                                   "can be carved out read-only");
-    for (const auto& w : p.grants_)
-      if (w.access == Access::kReadWrite && IsWithin(w.path, r.path))
-        return Bad(r.field, "the writable grant " + w.field + " (" + w.path + ") lies inside " + r.path +
-                                " and would become read-only");
-  }
-
-  std::vector<Grant> read_execute;
-  for (auto base : kBaseReadExecute) {
-    char resolved[PATH_MAX];
-    if (realpath(std::string(base).c_str(), resolved) != nullptr)
-      read_execute.push_back(Grant{"base system " + std::string(base), resolved, true, Access::kReadExecute});
-  }
-  for (const auto& g : p.grants_)
-    if (g.access == Access::kReadExecute) read_execute.push_back(g);
-  for (const auto& w : p.grants_) {
-    if (w.access != Access::kReadWrite) continue;
-    for (const auto& r : read_execute) {
-      if (IsWithin(r.path, w.path))
-        return Bad(r.field.rfind("base system", 0) == 0 ? w.field : r.field,
-                   r.path + " (" + r.field + ") lies inside the writable grant " + w.field + " (" + w.path +
-                       ") and would become writable");
-      const bool base = r.field.rfind("base system", 0) == 0;
-      if (IsWithin(w.path, r.path) && base)
-        return Bad(w.field, w.path + " lies inside the base system (" + r.path + "), which no module may write");
-      if (IsWithin(w.path, r.path) && !p.exec_writable_)
-        return Bad(w.field, w.path + " lies inside the read+execute grant " + r.field + " (" + r.path +
-                                ") and would inherit execute (Landlock rules only add rights): move it out, "
-                                "or set exec_writable");
-    }
-  }
-  return p;
+// The stages run in this order, and each stops at its first error, so the
+// error a bad policy gets is always the same one (the tests pin it).
+Expected<Policy> ParsePolicy(std::string_view json_text) {
+  auto parsed = ParseJson(json_text);
+  if (!parsed.ok()) return parsed.error();
+  if (auto e = CheckTopLevelKeys(parsed.value())) return *e;
+  PolicyBuilder b(parsed.value());
+  if (auto e = b.ParseContractAndRole()) return *e;
+  if (auto e = b.CheckFieldsForRole()) return *e;
+  if (auto e = b.ParseBundleAndRuntime()) return *e;
+  if (auto e = b.ParseTools()) return *e;
+  if (auto e = b.ParseWritableDirs()) return *e;
+  if (auto e = b.ParseReadOnly()) return *e;
+  if (auto e = b.ParseNet()) return *e;
+  if (auto e = b.ParseBroker()) return *e;
+  if (auto e = b.ParseDevices()) return *e;
+  if (auto e = b.ParseExecWritable()) return *e;
+  if (auto e = b.ParseLimits()) return *e;
+  if (auto e = CheckGrantNesting(b.p)) return *e;
+  return std::move(b.p);
 }
 
 Expected<Policy> LoadPolicyFile(const std::string& path) {

@@ -89,7 +89,9 @@ class Policy {
 
  private:
   Policy() = default;
-  friend Expected<Policy> ParsePolicy(std::string_view json_text);
+  // ParsePolicy's stages, one per group of fields, defined in policy.cc
+  // only: the one writer of these fields.
+  friend struct PolicyBuilder;
 
   int contract_ = 1;
   Role role_ = Role::kRunner;
