@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sandbox/cli/numbers.h"
+#include "sandbox/cli/shared_options.h"
 #include "sandbox/egress/allowlist.h"
 #include "sandbox/egress/resolver.h"
 #include "sandbox/common/exit_codes.h"
@@ -136,6 +137,8 @@ void MakeAbsolute(std::string& path) {
 
 }  // namespace
 
+bool CageCommand::Names(const std::string& name) { return name == "cage"; }
+
 CageCommand::CageCommand(CLI::App& app) : o_(std::make_shared<Options>()) {
   Options& o = *o_;
   cage::Spec& s = o.spec;
@@ -169,9 +172,7 @@ CageCommand::CageCommand(CLI::App& app) : o_(std::make_shared<Options>()) {
   sub_->add_flag("--unproven", o.unproven,
                  "Run even though the battery attestation does not prove the cage's policy class here (the result "
                  "says \"unproven (operator override)\")");
-  sub_->add_option("--landlock-abi-max", o.abi_cap,
-                   "Use at most this Landlock ABI (testing: can only lower what the kernel offers)")
-      ->check(CLI::Range(0, 1000));
+  AddLandlockAbiMax(sub_, o.abi_cap);
   sub_->add_option("--egress-test-public-range", o.test_public,
                    "TEST ONLY: the job's egress proxy treats this CIDR (inside 198.18.0.0/15) as public (repeatable)")
       ->allow_extra_args(false)

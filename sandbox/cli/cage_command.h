@@ -26,6 +26,8 @@ namespace oarbank {
 class CageCommand {
  public:
   explicit CageCommand(CLI::App& app);
+  // Whether `name` is this command.
+  static bool Names(const std::string& name);
   // The exit status when `cage` was parsed, else nothing.
   std::optional<int> Run() const;
 

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sandbox/cli/numbers.h"
 #include "sandbox/egress/proxy.h"
 #include "sandbox/common/exit_codes.h"
 #include "sandbox/policy/policy.h"
@@ -121,3 +122,39 @@ int RunEgressProxyCommand(const ProxyCommandOptions& o) {
 }
 
 }  // namespace oarbank::egress
+
+namespace oarbank {
+
+bool EgressProxyCommand::Names(const std::string& name) { return name == "egress-proxy"; }
+
+EgressProxyCommand::EgressProxyCommand(CLI::App& app) : o_(std::make_shared<egress::ProxyCommandOptions>()) {
+  egress::ProxyCommandOptions& o = *o_;
+  sub_ = app.add_subcommand("egress-proxy", "Serve the egress allowlist proxy (HTTP CONNECT, plain http://) on loopback");
+  sub_->add_option("--listen", o.listen, "127.0.0.1:PORT or [::1]:PORT (default: the policy's proxy_port)");
+  sub_->add_option("--allow", o.allow, "host[:port], '*.' for subdomains, 443 by default (repeatable)");
+  sub_->add_option("--policy", o.policy, "Take the list and the port from this policy's net");
+  sub_->add_option("--header-timeout", o.header_timeout_s, "Seconds to send a request head")->check(FiniteRange(0.01, 3600.0));
+  sub_->add_option("--idle-timeout", o.idle_timeout_s, "Close a connection idle this many seconds")->check(FiniteRange(0.01, 1e6));
+  sub_->add_option("--connect-timeout", o.connect_timeout_s, "Seconds to connect upstream")->check(FiniteRange(0.01, 3600.0));
+  sub_->add_option("--max-connections", o.max_connections, "Connections at once")->check(CLI::Range(1, 1 << 20));
+  sub_->add_option("--max-connections-per-client", o.max_connections_per_client,
+                   "Connections one client address may hold at once (64)")
+      ->check(CLI::Range(1, 1 << 20));
+  sub_->add_option("--wildcard-lookups-per-second", o.wildcard_lookups_per_second,
+                   "Lookups a second under each *. entry, a burst of 5 s worth (10; 0: no limit)")
+      ->check(CLI::Range(0.0, 1e6));
+  sub_->add_option("--max-header-bytes", o.max_header_bytes, "Largest request head")->check(CLI::Range(256, 1 << 20));
+  sub_->add_option("--test-public-range", o.test_public_ranges,
+                   "TEST ONLY: treat this CIDR (inside 198.18.0.0/15) as public (repeatable)")
+      ->group("");
+  sub_->add_option("--test-resolver", o.test_resolver,
+                   "TEST ONLY: answer lookups from this file (NAME ADDR[,ADDR] [next answer...])")
+      ->group("");
+}
+
+std::optional<int> EgressProxyCommand::Run() const {
+  if (!sub_->parsed()) return std::nullopt;
+  return egress::RunEgressProxyCommand(*o_);
+}
+
+}  // namespace oarbank

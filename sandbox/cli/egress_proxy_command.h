@@ -5,8 +5,12 @@
 // 64 with one line naming the option.
 #pragma once
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 namespace oarbank::egress {
 
@@ -29,3 +33,21 @@ struct ProxyCommandOptions {
 int RunEgressProxyCommand(const ProxyCommandOptions& options);
 
 }  // namespace oarbank::egress
+
+namespace oarbank {
+
+// The subcommand's options, registered on oarbank-agent's command line.
+class EgressProxyCommand {
+ public:
+  explicit EgressProxyCommand(CLI::App& app);
+  // Whether `name` is this command.
+  static bool Names(const std::string& name);
+  // The exit status when `egress-proxy` was parsed, else nothing.
+  std::optional<int> Run() const;
+
+ private:
+  std::shared_ptr<egress::ProxyCommandOptions> o_;
+  CLI::App* sub_ = nullptr;
+};
+
+}  // namespace oarbank

@@ -1,0 +1,36 @@
+// Command-line pieces that more than one of oarbank-agent's subcommands
+// takes: --landlock-abi-max and --env NAME=VALUE.
+#pragma once
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+namespace oarbank {
+
+// --landlock-abi-max N (sandbox-exec, sandbox-report, run, cage): -1, the
+// default, is what the kernel offers.
+inline CLI::Option* AddLandlockAbiMax(CLI::App* sub, int& abi_cap) {
+  return sub->add_option("--landlock-abi-max", abi_cap,
+                         "Use at most this Landlock ABI (testing: can only lower what the kernel offers)")
+      ->check(CLI::Range(0, 1000));
+}
+
+// NAME=VALUE options (--env) into the variables the job's environment
+// names; false (and one line) for one without a name.
+inline bool ParseEnvOptions(const std::vector<std::string>& options, std::map<std::string, std::string>& named) {
+  for (const auto& kv : options) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      fprintf(stderr, "usage: --env: expected NAME=VALUE, got %s\n", kv.c_str());
+      return false;
+    }
+    named[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return true;
+}
+
+}  // namespace oarbank
