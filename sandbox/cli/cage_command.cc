@@ -38,14 +38,6 @@ struct CageCommand::Options {
 
 namespace {
 
-constexpr double kMinTimeoutSeconds = 0.01;
-constexpr double kMaxTimeoutSeconds = 1e7;
-
-int Usage(const std::string& line) {
-  fprintf(stderr, "usage: %s\n", line.c_str());
-  return kExitUsage;
-}
-
 // The Spec field an error names, as the option that set it.
 std::string OptionFor(const std::string& where) {
   static const std::pair<const char*, const char*> kOptions[] = {
@@ -186,17 +178,17 @@ std::optional<int> CageCommand::Run() const {
   if (!sub_->parsed()) return std::nullopt;
   Options o = *o_;
   cage::Spec& spec = o.spec;
-  if (spec.worktree_writable && spec.worktree.empty()) return Usage("--writable: needs --worktree DIR");
+  if (spec.worktree_writable && spec.worktree.empty()) return UsageLine("--writable: needs --worktree DIR");
   MakeAbsolute(spec.worktree);
   MakeAbsolute(spec.scratch);
   for (auto* paths : {&spec.state_dirs, &spec.read_dirs, &spec.read_files, &spec.read_only})
     for (auto& path : *paths) MakeAbsolute(path);
   if (o.exec_writable_option->count() > 0) spec.exec_writable = o.exec_writable;
   if (!spec.scratch.empty())
-    if (auto why = MakeScratch(spec.scratch)) return Usage("--scratch: " + *why);
+    if (auto why = MakeScratch(spec.scratch)) return UsageLine("--scratch: " + *why);
   cage::RunOptions options;
   for (const auto& entry : o.env)
-    if (auto why = AddEnv(entry, options.env)) return Usage(*why);
+    if (auto why = AddEnv(entry, options.env)) return UsageLine(*why);
   options.timeout = std::chrono::milliseconds(std::llround(o.timeout_s * 1000));
   options.unproven = o.unproven;
   options.landlock_abi_cap = o.abi_cap;
@@ -209,12 +201,12 @@ std::optional<int> CageCommand::Run() const {
       fprintf(stderr, "sandbox: refused: %s: %s\n", e.where.c_str(), e.what.c_str());
       return kExitNotEnforced;
     }
-    return Usage(OptionFor(e.where) + ": " + e.what);
+    return UsageLine(OptionFor(e.where) + ": " + e.what);
   }
   JobEgressOptions egress;
   for (const auto& r : o.test_public) {
     auto cidr = egress::ParseTestPublicRange(r);
-    if (!cidr.ok()) return Usage("--egress-test-public-range " + r + ": " + cidr.error().what);
+    if (!cidr.ok()) return UsageLine("--egress-test-public-range " + r + ": " + cidr.error().what);
     egress.test_public.push_back(cidr.value());
   }
   if (!o.test_resolver.empty()) egress.resolver = std::make_shared<egress::FileResolver>(o.test_resolver);

@@ -12,14 +12,10 @@
 #include "sandbox/egress/proxy.h"
 #include "sandbox/common/exit_codes.h"
 #include "sandbox/policy/policy.h"
+#include "sandbox/cli/shared_options.h"
 
 namespace oarbank::egress {
 namespace {
-
-int Usage(const std::string& line) {
-  fprintf(stderr, "usage: %s\n", line.c_str());
-  return kExitUsage;
-}
 
 // "127.0.0.1:PORT" or "[::1]:PORT" into address and port.
 bool SplitListen(const std::string& text, std::string& address, int& port) {
@@ -54,27 +50,27 @@ int RunEgressProxyCommand(const ProxyCommandOptions& o) {
       return kExitUsage;
     }
     if (policy.value().net().mode != NetMode::kEgressAllowlist)
-      return Usage("--policy: net.mode is " + std::string(NetModeName(policy.value().net().mode)) +
+      return UsageLine("--policy: net.mode is " + std::string(NetModeName(policy.value().net().mode)) +
                    ", expected egress-allowlist");
     entries.insert(entries.end(), policy.value().net().allow.begin(), policy.value().net().allow.end());
     port = policy.value().net().proxy_port;
   }
-  if (entries.empty()) return Usage("egress-proxy: expected --allow ENTRY or --policy POLICY.json");
+  if (entries.empty()) return UsageLine("egress-proxy: expected --allow ENTRY or --policy POLICY.json");
   for (const auto& e : entries) {
     auto entry = ParseAllowEntry(e);
-    if (!entry.ok()) return Usage("--allow " + e + ": " + entry.error().what);
+    if (!entry.ok()) return UsageLine("--allow " + e + ": " + entry.error().what);
     config.allow.push_back(entry.value());
   }
   if (!o.listen.empty()) {
     if (!SplitListen(o.listen, config.listen_address, port))
-      return Usage("--listen: expected 127.0.0.1:PORT or [::1]:PORT, got " + o.listen);
+      return UsageLine("--listen: expected 127.0.0.1:PORT or [::1]:PORT, got " + o.listen);
   } else if (port < 0) {
-    return Usage("egress-proxy: expected --listen 127.0.0.1:PORT (or a --policy with net.proxy_port)");
+    return UsageLine("egress-proxy: expected --listen 127.0.0.1:PORT (or a --policy with net.proxy_port)");
   }
   config.listen_port = static_cast<uint16_t>(port);
   for (const auto& r : o.test_public_ranges) {
     auto cidr = ParseTestPublicRange(r);
-    if (!cidr.ok()) return Usage("--test-public-range " + r + ": " + cidr.error().what);
+    if (!cidr.ok()) return UsageLine("--test-public-range " + r + ": " + cidr.error().what);
     config.test_public.push_back(cidr.value());
   }
   if (!o.test_resolver.empty()) config.resolver = std::make_shared<FileResolver>(o.test_resolver);
@@ -105,7 +101,7 @@ int RunEgressProxyCommand(const ProxyCommandOptions& o) {
 
   const std::vector<AllowEntry> proxy_allow = config.allow;
   auto proxy = EgressProxy::Start(std::move(config));
-  if (!proxy.ok()) return Usage("--" + proxy.error().where + ": " + proxy.error().what);
+  if (!proxy.ok()) return UsageLine("--" + proxy.error().where + ": " + proxy.error().what);
   nlohmann::ordered_json ready = {{"event", "egress_listening"},
                                   {"address", proxy.value()->address()},
                                   {"port", proxy.value()->port()},

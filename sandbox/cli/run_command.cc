@@ -27,10 +27,7 @@
 namespace oarbank {
 namespace {
 
-// `run`'s numeric bounds. The timeout is enforced by the supervisor's poll
-// (millisecond steps, plus the kill): 10 ms is the least it means.
-constexpr double kMinTimeoutSeconds = 0.01;
-constexpr double kMaxTimeoutSeconds = 1e7;
+// `run`'s byte bounds (its timeout's are shared_options.h's).
 constexpr uint64_t kMaxInMemoryCap = 16ull << 20;  // a cap kept in memory (and in the JSON)
 constexpr uint64_t kMaxSpooledCap = 1ull << 40;    // a cap written to --stdout-file / --stderr-file
 constexpr uint64_t kMaxShmSize = 16ull << 30;      // --shm-size

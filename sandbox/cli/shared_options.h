@@ -9,7 +9,20 @@
 
 #include <CLI/CLI.hpp>
 
+#include "sandbox/common/exit_codes.h"
+
 namespace oarbank {
+
+// --timeout S (run, cage): the supervisor's poll steps in milliseconds
+// (plus the kill), so 10 ms is the least it means.
+inline constexpr double kMinTimeoutSeconds = 0.01;
+inline constexpr double kMaxTimeoutSeconds = 1e7;
+
+// One usage line on stderr; the exit status for it (kExitUsage, 64).
+inline int UsageLine(const std::string& line) {
+  fprintf(stderr, "usage: %s\n", line.c_str());
+  return kExitUsage;
+}
 
 // --landlock-abi-max N (sandbox-exec, sandbox-report, run, cage): -1, the
 // default, is what the kernel offers.
