@@ -35,7 +35,8 @@ void Pump(int from, int to) {
     ssize_t held = splice(from, nullptr, pipe_fds[1], nullptr, kChunk, SPLICE_F_MOVE);
     if (held <= 0) break;
     while (held > 0) {
-      const ssize_t n = splice(pipe_fds[0], nullptr, to, nullptr, static_cast<size_t>(held), SPLICE_F_MOVE | SPLICE_F_MORE);
+      const ssize_t n =
+          splice(pipe_fds[0], nullptr, to, nullptr, static_cast<size_t>(held), SPLICE_F_MOVE | SPLICE_F_MORE);
       if (n <= 0) goto done;
       held -= n;
     }
@@ -77,7 +78,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s UPSTREAM_IPV4 PORT\n", argv[0]);
     return 64;
   }
-  sockaddr_in upstream {};
+  sockaddr_in upstream{};
   upstream.sin_family = AF_INET;
   upstream.sin_port = htons(static_cast<uint16_t>(atoi(argv[2])));
   if (inet_pton(AF_INET, argv[1], &upstream.sin_addr) != 1) {
@@ -87,7 +88,7 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   signal(SIGCHLD, SIG_IGN);  // no zombies from the per-connection children
   const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in local {};
+  sockaddr_in local{};
   local.sin_family = AF_INET;
   local.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   socklen_t len = sizeof local;

@@ -33,8 +33,8 @@
 #include <string>
 #include <vector>
 
-#include "sandbox/launch/enforce.h"
 #include "sandbox/host/host_facts.h"
+#include "sandbox/launch/enforce.h"
 #include "sandbox/plan/plan.h"
 #include "sandbox/policy/policy.h"
 
@@ -71,7 +71,7 @@ void SetError(Round& r, const char* fmt, ...) {
 }
 
 double NowNs() {
-  timespec ts {};
+  timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
 }
@@ -90,7 +90,6 @@ double TimeRead(int fd, long iterations) {
   }
   return (NowNs() - start) / static_cast<double>(iterations);
 }
-
 
 // The launcher's own seccomp step, after no_new_privs as in the launcher.
 bool LoadSeccompRows(const std::vector<SeccompRule>& rules, Round& r) {
@@ -193,8 +192,10 @@ Round RunRound(Mode mode, const Plan& plan, int zero_fd, long iterations) {
   waitpid(pid, &status, 0);
   if (n != static_cast<ssize_t>(sizeof r)) {
     r = Round{};
-    if (WIFSIGNALED(status)) SetError(r, "child killed by signal %d", WTERMSIG(status));
-    else SetError(r, "child exited %d without a result", WEXITSTATUS(status));
+    if (WIFSIGNALED(status))
+      SetError(r, "child killed by signal %d", WTERMSIG(status));
+    else
+      SetError(r, "child exited %d without a result", WEXITSTATUS(status));
   }
   return r;
 }
@@ -229,10 +230,14 @@ int Main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
-    if (a == "--iterations" && has_value) iterations = atol(argv[++i]);
-    else if (a == "--repeats" && has_value) repeats = atoi(argv[++i]);
-    else if (a == "--target" && has_value) target = atof(argv[++i]);
-    else if (a == "--no-cage") cage = false;
+    if (a == "--iterations" && has_value)
+      iterations = atol(argv[++i]);
+    else if (a == "--repeats" && has_value)
+      repeats = atoi(argv[++i]);
+    else if (a == "--target" && has_value)
+      target = atof(argv[++i]);
+    else if (a == "--no-cage")
+      cage = false;
     else {
       Usage(argv[0]);
       return a == "-h" || a == "--help" ? 0 : 64;
@@ -291,10 +296,11 @@ int Main(int argc, char** argv) {
   if (cage) modes.push_back(Mode::kCage);
   std::vector<std::vector<double>> ns(modes.size() * kCalls);  // [mode * kCalls + call]
 
-  printf("syscall cost: uid %u, kernel %s, %zu seccomp rows (strict runner policy)%s,\n"
-         "%ld calls per loop, %d interleaved rounds per mode\n",
-         getuid(), host.kernel_release.c_str(), plan.seccomp.size(),
-         args_on_hot ? " -- WARNING: a row names getppid or read" : "", iterations, repeats);
+  printf(
+      "syscall cost: uid %u, kernel %s, %zu seccomp rows (strict runner policy)%s,\n"
+      "%ld calls per loop, %d interleaved rounds per mode\n",
+      getuid(), host.kernel_release.c_str(), plan.seccomp.size(),
+      args_on_hot ? " -- WARNING: a row names getppid or read" : "", iterations, repeats);
   fflush(stdout);
   for (int round = 0; round < repeats; ++round) {
     for (size_t m = 0; m < modes.size(); ++m) {

@@ -12,20 +12,20 @@
 
 #include <algorithm>
 #include <atomic>
-#include <thread>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
-#include "sandbox/plan/attestation.h"
-#include "sandbox/supervise/environment.h"
 #include "sandbox/common/exit_codes.h"
+#include "sandbox/plan/attestation.h"
 #include "sandbox/policy/policy.h"
+#include "sandbox/supervise/environment.h"
 
 namespace oarbank {
 namespace fs = std::filesystem;
@@ -84,7 +84,8 @@ ProbeRun Spawn(const std::vector<std::string>& argv, const std::vector<std::stri
   pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
   int open_fds = 2;
   while (open_fds > 0) {
-    const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    const auto elapsed =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
     const int left = kTimeoutMs - static_cast<int>(elapsed.count());
     if (left <= 0 || poll(fds, 2, left) == 0) {
       run.timed_out = true;
@@ -110,8 +111,10 @@ ProbeRun Spawn(const std::vector<std::string>& argv, const std::vector<std::stri
   waitpid(pid, &status, 0);
   kill(-pid, SIGKILL);  // nothing of the run stays behind in its group
   run.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  if (WIFSIGNALED(status)) run.signal = WTERMSIG(status);
-  else run.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status))
+    run.signal = WTERMSIG(status);
+  else
+    run.exit_code = WEXITSTATUS(status);
   run.stderr_text = e.substr(0, 2000);
   // The verdict: the last line of stdout that parses as one.
   size_t pos = 0;
@@ -199,7 +202,8 @@ void Judge(Cell& cell, const Expectation* row, int policy_min_abi, int abi, cons
     case Expect::kGap:
       // Amber only while the gap shows: a gap that closed makes its row stale.
       cell.outcome = got_through ? Outcome::kGap : Outcome::kUnexpected;
-      if (!got_through) cell.why = "the known gap did not show (" + r.Summary() + "): update its row in expectations.tsv";
+      if (!got_through)
+        cell.why = "the known gap did not show (" + r.Summary() + "): update its row in expectations.tsv";
       return;
     case Expect::kContained:
       // The probe's verdict says only that it started; what outlived the
@@ -232,8 +236,9 @@ void Judge(Cell& cell, const Expectation* row, int policy_min_abi, int abi, cons
     cell.why = r.detail;
     return;
   }
-  const bool match = row->expect == Expect::kBlocked ? (r.verdict == "blocked" && r.err == (row->code == "-" ? "" : row->code))
-                                                     : (r.signal != 0 && SignalName(r.signal) == row->code);
+  const bool match = row->expect == Expect::kBlocked
+                         ? (r.verdict == "blocked" && r.err == (row->code == "-" ? "" : row->code))
+                         : (r.signal != 0 && SignalName(r.signal) == row->code);
   cell.outcome = match ? Outcome::kPass : Outcome::kUnexpected;
   if (!match) cell.why = r.detail.empty() ? r.stderr_text : r.detail;
 }
@@ -402,7 +407,8 @@ class BatteryRun {
       (void)!fchown(fd, uid, uid);
       close(fd);
     }
-    const auto outside_pid = world_.outside_pid.count(uid) ? world_.outside_pid.at(uid) : world_.outside_pid.begin()->second;
+    const auto outside_pid =
+        world_.outside_pid.count(uid) ? world_.outside_pid.at(uid) : world_.outside_pid.begin()->second;
     const pid_t sink = sinks.For(uid);  // -1 if it could not start: unset, so the probe errors
     return std::map<std::string, std::string>{
         {"OARBANK_PROBE_BUNDLE", world_.bundle},

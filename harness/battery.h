@@ -10,18 +10,18 @@
 #include <vector>
 
 #include "harness/expectations.h"
-#include "sandbox/host/host_facts.h"
 #include "harness/world.h"
+#include "sandbox/host/host_facts.h"
 
 namespace oarbank {
 
 enum class Outcome {
-  kPass,          // matched the table (blocked, killed, allowed or refused as expected)
-  kGap,           // a declared known gap, shown amber
-  kUnsupported,   // the route does not exist on this kernel (said unconfined)
-  kBroken,        // the probe did not escape unconfined
-  kEscaped,       // it got through where the table says blocked (or the world saw an effect)
-  kUnexpected,    // any other mismatch (wrong errno, refused when it should run, no verdict, ...)
+  kPass,         // matched the table (blocked, killed, allowed or refused as expected)
+  kGap,          // a declared known gap, shown amber
+  kUnsupported,  // the route does not exist on this kernel (said unconfined)
+  kBroken,       // the probe did not escape unconfined
+  kEscaped,      // it got through where the table says blocked (or the world saw an effect)
+  kUnexpected,   // any other mismatch (wrong errno, refused when it should run, no verdict, ...)
 };
 const char* OutcomeName(Outcome outcome);
 bool IsFailure(Outcome outcome);

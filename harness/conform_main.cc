@@ -11,14 +11,14 @@
 
 #include <CLI/CLI.hpp>
 
-#include "sandbox/plan/attestation.h"
 #include "harness/battery.h"
-#include "sandbox/common/exit_codes.h"
-#include "sandbox/common/install_paths.h"
 #include "harness/module_conform.h"
 #include "harness/reports.h"
+#include "sandbox/common/exit_codes.h"
+#include "sandbox/common/install_paths.h"
 #include "sandbox/common/sha256.h"
 #include "sandbox/common/unique_fd.h"
+#include "sandbox/plan/attestation.h"
 
 namespace oarbank {
 namespace {
@@ -99,8 +99,9 @@ int ConformMain(int argc, char** argv) {
   std::vector<int> uids = {0, 65534};
 
   CLI::App app{"oarbank-conform: the escape battery on this host"};
-  app.set_version_flag("--version", [&o] { return VersionText("oarbank-conform", o.agent); },
-                       "Print the version, the SHA-256 of the oarbank-agent it drives and of the battery");
+  app.set_version_flag(
+      "--version", [&o] { return VersionText("oarbank-conform", o.agent); },
+      "Print the version, the SHA-256 of the oarbank-agent it drives and of the battery");
   app.add_option("--agent", o.agent, "oarbank-agent to test")->check(CLI::ExistingFile);
   app.add_option("--probes", o.probe_dir, "Directory of built probes")->check(CLI::ExistingDirectory);
   app.add_option("--policies", o.policy_dir, "Directory of battery policy fixtures")->check(CLI::ExistingDirectory);
@@ -118,7 +119,8 @@ int ConformMain(int argc, char** argv) {
   // its declared grants, with its denials explained (module_conform.h).
   ModuleConformOptions mo;
   mo.agent = o.agent;
-  auto* module = app.add_subcommand("module", "Run a module's runner suite under its manifest's grants; explain denials");
+  auto* module =
+      app.add_subcommand("module", "Run a module's runner suite under its manifest's grants; explain denials");
   module->add_option("manifest", mo.manifest, "The module's manifest (TOML)")->required()->check(CLI::ExistingFile);
   module->add_option("argv", mo.argv, "The runner suite (after --)")->required();
   module->add_option("--bundle", mo.bundle, "The module's bundle (default: the manifest's directory)");

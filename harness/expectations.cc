@@ -52,12 +52,18 @@ Expected<Expectations> Expectations::Load(const std::string& path) {
       table.policy_min_abi_[e.policy] = e.min_abi;
       continue;
     }
-    if (f[3] == "blocked") e.expect = Expect::kBlocked;
-    else if (f[3] == "killed") e.expect = Expect::kKilled;
-    else if (f[3] == "allowed") e.expect = Expect::kAllowed;
-    else if (f[3] == "gap") e.expect = Expect::kGap;
-    else if (f[3] == "contained") e.expect = Expect::kContained;
-    else return Error{where, "expect: one of blocked, killed, allowed, gap, contained"};
+    if (f[3] == "blocked")
+      e.expect = Expect::kBlocked;
+    else if (f[3] == "killed")
+      e.expect = Expect::kKilled;
+    else if (f[3] == "allowed")
+      e.expect = Expect::kAllowed;
+    else if (f[3] == "gap")
+      e.expect = Expect::kGap;
+    else if (f[3] == "contained")
+      e.expect = Expect::kContained;
+    else
+      return Error{where, "expect: one of blocked, killed, allowed, gap, contained"};
     e.code = f[4];
     e.why = f[5];
     if (e.expect == Expect::kBlocked && e.code.rfind("E", 0) != 0 && e.code != "-")

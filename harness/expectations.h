@@ -31,7 +31,7 @@ struct Expectation {
   std::string policy;  // or "*"
   int min_abi = 0;     // below it the launcher must refuse the policy (exit 70)
   Expect expect = Expect::kBlocked;
-  std::string code;    // errno name, signal name, or "-"
+  std::string code;  // errno name, signal name, or "-"
   std::string why;
   int line = 0;
 };

@@ -14,25 +14,25 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <set>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
-#include "sandbox/common/json_formats.h"
-#include "sandbox/supervise/environment.h"
+#include "harness/module_trace.h"
+#include "harness/reports.h"
 #include "sandbox/common/exit_codes.h"
+#include "sandbox/common/json_formats.h"
 #include "sandbox/host/host_facts.h"
 #include "sandbox/manifest/manifest.h"
 #include "sandbox/manifest/manifest_policy.h"
-#include "harness/module_trace.h"
-#include "sandbox/plan/plan.h"
 #include "sandbox/manifest/portability.h"
-#include "harness/reports.h"
-#include "sandbox/seccomp/rules.h"
 #include "sandbox/manifest/tool_registry.h"
+#include "sandbox/plan/plan.h"
+#include "sandbox/seccomp/rules.h"
+#include "sandbox/supervise/environment.h"
 
 namespace oarbank {
 namespace {
@@ -58,7 +58,6 @@ std::string TraceSet() {
   for (const auto& n : names) set += ",?" + n;
   return set;
 }
-
 
 int Usage(const std::string& line) {
   std::cerr << "oarbank-conform: module: " << line << "\n";
@@ -150,9 +149,22 @@ int RunModuleConform(const ModuleConformOptions& o) {
   const Plan plan = PlanConfinement(policy.value(), as_uid);
 
   // The run, traced from outside the cage.
-  std::vector<std::string> args = {o.strace, "-f", "-ff", "-qq", "-s", "4096", "-y", "-o", root + "/trace/t",
-                                   "-e", TraceSet(), o.agent, "sandbox-exec",
-                                   std::string("--env=") + kToolsFileEnv + "=" + tools_file, policy_path, "--"};
+  std::vector<std::string> args = {o.strace,
+                                   "-f",
+                                   "-ff",
+                                   "-qq",
+                                   "-s",
+                                   "4096",
+                                   "-y",
+                                   "-o",
+                                   root + "/trace/t",
+                                   "-e",
+                                   TraceSet(),
+                                   o.agent,
+                                   "sandbox-exec",
+                                   std::string("--env=") + kToolsFileEnv + "=" + tools_file,
+                                   policy_path,
+                                   "--"};
   args.insert(args.end(), o.argv.begin(), o.argv.end());
   // sandbox-exec builds the suite's environment (environment.h) from the policy and --env.
   const std::vector<std::string> env = BuildModuleEnvironment(policy.value(), {{kToolsFileEnv, tools_file}});
@@ -247,8 +259,8 @@ int RunModuleConform(const ModuleConformOptions& o) {
   const std::string report_path = (fs::path(o.out) / "module.json").string();
   const std::string unwritten = WriteReportFile(report_path, report.dump(2) + "\n");  // --out checked at the start
 
-  std::cout << "oarbank-conform module: " << m.name << " " << m.version << " as uid " << uid << ": " << verdict
-            << " (" << summary << ")\n";
+  std::cout << "oarbank-conform module: " << m.name << " " << m.version << " as uid " << uid << ": " << verdict << " ("
+            << summary << ")\n";
   if (verdict == "REFUSED") std::cout << "launcher: " << ReadTail(err_path);
   if (!denials.empty()) {
     std::cout << (verdict == "PASS" ? "refusals the suite survived" : "denials the cage caused") << " ("
@@ -260,8 +272,10 @@ int RunModuleConform(const ModuleConformOptions& o) {
   if (!others.empty())
     std::cout << others.size() << " refusal(s) by file permissions, not the cage (see not_the_cage in the report)\n";
   std::cout << "portability:\n" << PortabilityText(lint);
-  if (unwritten.empty()) std::cout << "report: " << report_path << "\n";
-  else std::cerr << "oarbank-conform module: cannot write the report " << unwritten << "\n";
+  if (unwritten.empty())
+    std::cout << "report: " << report_path << "\n";
+  else
+    std::cerr << "oarbank-conform module: cannot write the report " << unwritten << "\n";
   if (o.keep) std::cout << "job tree: " << root << "\n";
   std::error_code ec;
   if (!o.keep) fs::remove_all(root, ec);

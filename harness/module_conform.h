@@ -25,16 +25,16 @@
 namespace oarbank {
 
 struct ModuleConformOptions {
-  std::string agent;               // oarbank-agent
+  std::string agent;  // oarbank-agent
   std::string manifest;
-  std::vector<std::string> argv;   // the runner suite
-  std::string bundle;              // default: the manifest's directory
-  std::string registry;            // the operator's tool registry (needed when tools are requested)
-  int uid = -1;                    // the suite's uid (root only may choose); -1: this process's
+  std::vector<std::string> argv;  // the runner suite
+  std::string bundle;             // default: the manifest's directory
+  std::string registry;           // the operator's tool registry (needed when tools are requested)
+  int uid = -1;                   // the suite's uid (root only may choose); -1: this process's
   std::string out = "conform-module-report";
   std::string strace = "/usr/bin/strace";
   double timeout_s = 600;
-  bool keep = false;               // keep the job tree (its path is printed)
+  bool keep = false;  // keep the job tree (its path is printed)
 };
 
 int RunModuleConform(const ModuleConformOptions& options);

@@ -33,14 +33,22 @@ std::vector<std::string> SplitArgs(const std::string& s) {
     const char c = s[i];
     if (in_string) {
       cur += c;
-      if (c == '\\' && i + 1 < s.size()) cur += s[++i];
-      else if (c == '"') in_string = false;
+      if (c == '\\' && i + 1 < s.size())
+        cur += s[++i];
+      else if (c == '"')
+        in_string = false;
       continue;
     }
     switch (c) {
       case '"': in_string = true; break;
-      case '(': case '[': case '{': case '<': ++depth; break;
-      case ')': case ']': case '}': case '>': --depth; break;
+      case '(':
+      case '[':
+      case '{':
+      case '<': ++depth; break;
+      case ')':
+      case ']':
+      case '}':
+      case '>': --depth; break;
       default: break;
     }
     if (c == ',' && depth == 0) {
@@ -111,36 +119,55 @@ std::string Normalize(const std::string& path) {
   char resolved[PATH_MAX];
   if (realpath(lexical.c_str(), resolved) != nullptr) return resolved;
   const fs::path p(lexical);
-  if (realpath(p.parent_path().c_str(), resolved) != nullptr)
-    return (fs::path(resolved) / p.filename()).string();
+  if (realpath(p.parent_path().c_str(), resolved) != nullptr) return (fs::path(resolved) / p.filename()).string();
   return lexical;
 }
 
 struct PathOp {
   std::string_view name;
   int path_arg;
-  int dirfd_arg;  // -1: relative to the cwd
+  int dirfd_arg;            // -1: relative to the cwd
   std::string_view access;  // "" : decided from the open flags
 };
 
 constexpr PathOp kPathOps[] = {
-    {"open", 0, -1, ""},          {"openat", 1, 0, ""},           {"openat2", 1, 0, ""},
-    {"creat", 0, -1, "create"},   {"execve", 0, -1, "execute"},   {"execveat", 1, 0, "execute"},
-    {"mkdir", 0, -1, "create directory"}, {"mkdirat", 1, 0, "create directory"},
-    {"mknod", 0, -1, "create"},   {"mknodat", 1, 0, "create"},    {"unlink", 0, -1, "remove"},
-    {"unlinkat", 1, 0, "remove"}, {"rmdir", 0, -1, "remove directory"}, {"rename", 1, -1, "rename"},
-    {"renameat", 3, 2, "rename"}, {"renameat2", 3, 2, "rename"},  {"link", 1, -1, "link"},
-    {"linkat", 3, 2, "link"},     {"symlink", 1, -1, "create"},   {"symlinkat", 2, 1, "create"},
+    {"open", 0, -1, ""},
+    {"openat", 1, 0, ""},
+    {"openat2", 1, 0, ""},
+    {"creat", 0, -1, "create"},
+    {"execve", 0, -1, "execute"},
+    {"execveat", 1, 0, "execute"},
+    {"mkdir", 0, -1, "create directory"},
+    {"mkdirat", 1, 0, "create directory"},
+    {"mknod", 0, -1, "create"},
+    {"mknodat", 1, 0, "create"},
+    {"unlink", 0, -1, "remove"},
+    {"unlinkat", 1, 0, "remove"},
+    {"rmdir", 0, -1, "remove directory"},
+    {"rename", 1, -1, "rename"},
+    {"renameat", 3, 2, "rename"},
+    {"renameat2", 3, 2, "rename"},
+    {"link", 1, -1, "link"},
+    {"linkat", 3, 2, "link"},
+    {"symlink", 1, -1, "create"},
+    {"symlinkat", 2, 1, "create"},
     {"truncate", 0, -1, "truncate"},
     // A file's mode, owner, times and extended attributes: no Landlock right;
     // the cage's read-only mounts refuse them outside the writable grants.
-    {"chmod", 0, -1, "change metadata"},    {"fchmodat", 1, 0, "change metadata"},
-    {"fchmodat2", 1, 0, "change metadata"}, {"chown", 0, -1, "change metadata"},
-    {"lchown", 0, -1, "change metadata"},   {"fchownat", 1, 0, "change metadata"},
-    {"utime", 0, -1, "change metadata"},    {"utimes", 0, -1, "change metadata"},
-    {"futimesat", 1, 0, "change metadata"}, {"utimensat", 1, 0, "change metadata"},
-    {"setxattr", 0, -1, "change metadata"}, {"lsetxattr", 0, -1, "change metadata"},
-    {"removexattr", 0, -1, "change metadata"}, {"lremovexattr", 0, -1, "change metadata"},
+    {"chmod", 0, -1, "change metadata"},
+    {"fchmodat", 1, 0, "change metadata"},
+    {"fchmodat2", 1, 0, "change metadata"},
+    {"chown", 0, -1, "change metadata"},
+    {"lchown", 0, -1, "change metadata"},
+    {"fchownat", 1, 0, "change metadata"},
+    {"utime", 0, -1, "change metadata"},
+    {"utimes", 0, -1, "change metadata"},
+    {"futimesat", 1, 0, "change metadata"},
+    {"utimensat", 1, 0, "change metadata"},
+    {"setxattr", 0, -1, "change metadata"},
+    {"lsetxattr", 0, -1, "change metadata"},
+    {"removexattr", 0, -1, "change metadata"},
+    {"lremovexattr", 0, -1, "change metadata"},
 };
 
 uint64_t NeededRights(const std::string& access) {
@@ -168,7 +195,6 @@ std::string OpenAccess(const std::string& flags) {
   if (flags.find("O_DIRECTORY") != std::string::npos) return "list";
   return "read";
 }
-
 
 class Explainer {
  public:
@@ -219,7 +245,8 @@ class Explainer {
           const std::string canonical = Normalize(raw);
           if (!IsWithin(path, canonical)) continue;
           if (requested_.count(id) != 0 || IsWriteAccess(access)) {
-            d.why = "inside tool \"" + id + "\" (" + canonical + "), which is read and execute only: no grant makes it writable";
+            d.why = "inside tool \"" + id + "\" (" + canonical +
+                    "), which is read and execute only: no grant makes it writable";
             return d;
           }
           d.grant = "tools = [{ id = \"" + id + "\" }]";
@@ -235,7 +262,8 @@ class Explainer {
       return d;
     }
     if (IsWithin(path, "/dev")) {
-      d.why = "a device: only null, zero, random, urandom and full (and the GPU nodes with devices.gpu) are ever granted";
+      d.why =
+          "a device: only null, zero, random, urandom and full (and the GPU nodes with devices.gpu) are ever granted";
       return d;
     }
     for (const auto& g : c_.policy->grants()) {
@@ -243,20 +271,23 @@ class Explainer {
       if (g.access == Access::kReadWrite && access == "execute") {
         if (c_.policy->role() == Role::kRunner && !c_.policy->exec_writable()) {
           d.grant = "exec_writable = true";
-          d.why = "a file in the " + g.field + " directory, where written files are not executable unless exec_writable = true";
+          d.why = "a file in the " + g.field +
+                  " directory, where written files are not executable unless exec_writable = true";
         } else {
           d.why = "a file in the " + g.field + " directory, where only a runner with exec_writable = true may execute";
         }
         return d;
       }
       if (g.access == Access::kReadExecute && IsWriteAccess(access)) {
-        d.why = "inside " + g.field + " (" + g.path + "), which is read and execute only: write into work, data or tmp ($TMPDIR)";
+        d.why = "inside " + g.field + " (" + g.path +
+                "), which is read and execute only: write into work, data or tmp ($TMPDIR)";
         return d;
       }
     }
     for (const auto& rule : c_.plan->landlock.paths)
       if (rule.source.rfind("base system", 0) == 0 && IsWithin(path, rule.path) && IsWriteAccess(access)) {
-        d.why = "inside the base system (" + rule.path + "), which no module may write: write into work, data or tmp ($TMPDIR)";
+        d.why = "inside the base system (" + rule.path +
+                "), which no module may write: write into work, data or tmp ($TMPDIR)";
         return d;
       }
     for (const char* state : {OARBANK_STATE_DIR, OARBANK_CONFIG_DIR, "/run", "/var/run"})
@@ -265,10 +296,14 @@ class Explainer {
         return d;
       }
     if (IsWithin(path, "/etc")) {
-      d.why = "a part of /etc that not every user may read (the cage narrows /etc to its world-readable files): never granted";
+      d.why =
+          "a part of /etc that not every user may read (the cage narrows /etc to its world-readable files): never "
+          "granted";
       return d;
     }
-    d.why = "outside the module's directories (bundle, runtime, work, data, tmp and requested tools): no grant can allow it";
+    d.why =
+        "outside the module's directories (bundle, runtime, work, data, tmp and requested tools): no grant can allow "
+        "it";
     return d;
   }
 
@@ -284,16 +319,22 @@ class Explainer {
     const SandboxRequests& s = c_.manifest->sandbox;
     if (family == "AF_UNIX") {
       if (s.containers.empty()) d.grant = "containers = [{ image = \"...@sha256:...\", platform = \"linux/amd64\" }]";
-      d.why = "no unix socket but the job's broker endpoint, which [sandbox].containers grants (no other socket, pipe or D-Bus ever)";
+      d.why =
+          "no unix socket but the job's broker endpoint, which [sandbox].containers grants (no other socket, pipe or "
+          "D-Bus ever)";
       return d;
     }
     if (family == "AF_INET" || family == "AF_INET6") {
       if (s.net == NetMode::kNone) {
         d.grant = "net = { mode = \"egress-allowlist\", allow = [\"<host>\"] }";
-        d.why = "net.mode = \"none\": no network; egress-allowlist reaches the listed hosts through the agent's proxy ($HTTPS_PROXY)";
+        d.why =
+            "net.mode = \"none\": no network; egress-allowlist reaches the listed hosts through the agent's proxy "
+            "($HTTPS_PROXY)";
       } else {
-        d.why = "under egress-allowlist only TCP streams to the agent's proxy: UDP, raw and other protocols never (egress-any "
-                "would, but Linux cannot enforce it)";
+        d.why =
+            "under egress-allowlist only TCP streams to the agent's proxy: UDP, raw and other protocols never "
+            "(egress-any "
+            "would, but Linux cannot enforce it)";
       }
       return d;
     }
@@ -453,7 +494,7 @@ ModuleTrace ReadModuleTrace(const std::string& prefix) {
   // The working directory is carried the same way: strace -y shows it in
   // every AT_FDCWD argument, and a child starts in its parent's.
   std::function<void(int, bool, bool, std::string)> walk = [&](int pid, bool module, bool is_launcher,
-                                                              std::string cwd) {
+                                                               std::string cwd) {
     const auto it = per_pid.find(pid);
     if (it == per_pid.end()) return;
     int execs = 0;
@@ -462,8 +503,7 @@ ModuleTrace ReadModuleTrace(const std::string& prefix) {
         if (arg.rfind("AT_FDCWD<", 0) == 0)
           if (auto dir = FdPath(arg)) cwd = *dir;
       if (c.name == "chdir" && c.ret == 0 && c.err.empty() && !c.args.empty())
-        if (auto dir = DecodeString(c.args[0]))
-          cwd = (!dir->empty() && (*dir)[0] == '/') ? *dir : cwd + "/" + *dir;
+        if (auto dir = DecodeString(c.args[0])) cwd = (!dir->empty() && (*dir)[0] == '/') ? *dir : cwd + "/" + *dir;
       c.cwd = cwd;
       if (!module && is_launcher && (c.name == "execve" || c.name == "execveat") && c.ret == 0 && c.err.empty()) {
         if (++execs >= 2) module = out.module_ran = true;
@@ -520,8 +560,9 @@ std::vector<Denial> ExplainDenials(const std::vector<TraceCall>& calls, const Ex
           if (op->dirfd_arg >= 0 && static_cast<int>(call.args.size()) > op->dirfd_arg)
             if (auto dir = FdPath(call.args[op->dirfd_arg])) base = *dir;
           std::string access(op->access);
-          if (access.empty()) access = OpenAccess(call.args.size() > static_cast<size_t>(op->path_arg + 1)
-                                                      ? call.args[op->path_arg + 1] : "");
+          if (access.empty())
+            access =
+                OpenAccess(call.args.size() > static_cast<size_t>(op->path_arg + 1) ? call.args[op->path_arg + 1] : "");
           if (access == "remove" && call.args.size() > 2 && call.args[2].find("AT_REMOVEDIR") != std::string::npos)
             access = "remove directory";
           const std::string full = (*path)[0] == '/' ? *path : base + "/" + *path;
@@ -533,9 +574,12 @@ std::vector<Denial> ExplainDenials(const std::vector<TraceCall>& calls, const Ex
       }
     }
     std::optional<Denial> d;
-    if (call.name == "socket" && call.err == "EPERM") d = explainer.ExplainSocket(call);
-    else if (call.name == "connect" && call.err == "EACCES") d = explainer.ExplainConnect(call);
-    else if (call.err == "EPERM") d = explainer.ExplainSyscall(call);
+    if (call.name == "socket" && call.err == "EPERM")
+      d = explainer.ExplainSocket(call);
+    else if (call.name == "connect" && call.err == "EACCES")
+      d = explainer.ExplainConnect(call);
+    else if (call.err == "EPERM")
+      d = explainer.ExplainSyscall(call);
     if (d) add(out, std::move(*d));
   }
   if (others != nullptr) *others = std::move(not_cage);
@@ -550,7 +594,8 @@ std::vector<std::string> HostHomes() {
   for (std::string line; std::getline(passwd, line);) {
     std::vector<std::string> f;
     size_t start = 0;
-    for (size_t at; (at = line.find(':', start)) != std::string::npos; start = at + 1) f.push_back(line.substr(start, at - start));
+    for (size_t at; (at = line.find(':', start)) != std::string::npos; start = at + 1)
+      f.push_back(line.substr(start, at - start));
     f.push_back(line.substr(start));
     if (f.size() < 7) continue;
     const long uid = std::strtol(f[2].c_str(), nullptr, 10);
@@ -562,19 +607,30 @@ std::vector<std::string> HostHomes() {
 }
 
 nlohmann::ordered_json DenialJson(const Denial& d) {
-  return {{"kind", d.kind},     {"syscall", d.syscall},     {"errno", d.err},
-          {"target", d.target}, {"access", d.access},       {"denied_by", d.denied_by},
+  return {{"kind", d.kind},
+          {"syscall", d.syscall},
+          {"errno", d.err},
+          {"target", d.target},
+          {"access", d.access},
+          {"denied_by", d.denied_by},
           {"grant", d.grant.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(d.grant)},
-          {"explanation", d.why}, {"count", d.count},       {"example", d.example}};
+          {"explanation", d.why},
+          {"count", d.count},
+          {"example", d.example}};
 }
 
 std::string DenialText(const Denial& d) {
   std::string what;
-  if (d.kind == "file") what = d.access + " " + d.target;
-  else if (d.kind == "socket") what = "socket(" + d.target + ")";
-  else if (d.kind == "connect") what = "connect to " + d.target;
-  else if (d.kind == "signal") what = "syscall " + d.target + " killed";
-  else what = "syscall " + d.target;
+  if (d.kind == "file")
+    what = d.access + " " + d.target;
+  else if (d.kind == "socket")
+    what = "socket(" + d.target + ")";
+  else if (d.kind == "connect")
+    what = "connect to " + d.target;
+  else if (d.kind == "signal")
+    what = "syscall " + d.target + " killed";
+  else
+    what = "syscall " + d.target;
   std::string line = what + " (" + d.syscall + ", " + d.err + ", " + d.denied_by + ")" +
                      (d.count > 1 ? " x" + std::to_string(d.count) : "") + "\n      " + d.why;
   line += d.grant.empty() ? "\n      grant: none can allow it" : "\n      grant that would allow it: " + d.grant;

@@ -21,9 +21,9 @@
 #include <nlohmann/json.hpp>
 
 #include "sandbox/manifest/manifest.h"
+#include "sandbox/manifest/tool_registry.h"
 #include "sandbox/plan/plan.h"
 #include "sandbox/policy/policy.h"
-#include "sandbox/manifest/tool_registry.h"
 
 namespace oarbank {
 
@@ -33,9 +33,9 @@ struct TraceCall {
   std::string name;               // "openat", or "SIGSYS" for a signal line
   std::vector<std::string> args;  // top-level arguments as strace printed them
   long long ret = 0;
-  std::string err;                // "EACCES", "" on success
-  std::string raw;                // the line, for the report
-  std::string cwd;                // the process's working directory as last seen (AT_FDCWD<...>)
+  std::string err;  // "EACCES", "" on success
+  std::string raw;  // the line, for the report
+  std::string cwd;  // the process's working directory as last seen (AT_FDCWD<...>)
 };
 
 // Reads one strace -ff log per pid (files PREFIX.PID) and returns the calls
@@ -53,7 +53,7 @@ ModuleTrace ReadModuleTrace(const std::string& prefix);
 std::optional<TraceCall> ParseTraceLine(const std::string& line, int pid);
 
 struct Denial {
-  std::string kind;       // "file", "socket", "connect", "listen", "syscall", "signal"
+  std::string kind;  // "file", "socket", "connect", "listen", "syscall", "signal"
   std::string syscall;
   std::string err;        // "EACCES", "EPERM", "SIGSYS"
   std::string target;     // the path, address or socket family
@@ -62,7 +62,7 @@ struct Denial {
   std::string grant;      // the manifest grant that would allow it, "" when none can
   std::string why;        // one sentence
   int count = 1;
-  std::string example;    // one raw strace line
+  std::string example;  // one raw strace line
 };
 
 struct ExplainContext {

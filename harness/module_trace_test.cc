@@ -51,8 +51,10 @@ TEST(ParseTraceLine, ReadsPaddedLinesErrnosAndEscapedStrings) {
   EXPECT_EQ(open->args[1], R"("/a \"b\", c")");
   EXPECT_EQ(open->ret, -1);
   EXPECT_EQ(open->err, "EACCES");
-  auto sigsys = ParseTraceLine("--- SIGSYS {si_signo=SIGSYS, si_code=SYS_SECCOMP, si_call_addr=0x1, "
-                               "si_syscall=__NR_read, si_arch=AUDIT_ARCH_I386} ---", 1);
+  auto sigsys = ParseTraceLine(
+      "--- SIGSYS {si_signo=SIGSYS, si_code=SYS_SECCOMP, si_call_addr=0x1, "
+      "si_syscall=__NR_read, si_arch=AUDIT_ARCH_I386} ---",
+      1);
   ASSERT_TRUE(sigsys.has_value());
   EXPECT_EQ(sigsys->name, "SIGSYS");
   EXPECT_EQ(sigsys->args, (std::vector<std::string>{"__NR_read", "AUDIT_ARCH_I386"}));
@@ -71,12 +73,15 @@ TEST(ReadModuleTrace, OnlyTheModulesCallsCountWithTheirWorkingDirectory) {
         "openat(AT_FDCWD</x>, \"/launcher-probe\", O_RDONLY) = -1 EACCES (Permission denied)\n"
         "fork()                                  = 101\n"
         "execve(\"/bin/sh\", [\"sh\"], 0x1 /* 1 vars */) = 0\n"
-        "openat(AT_FDCWD<" + d.Path("work") + ">, \"/module-read\", O_RDONLY) = -1 EACCES (Permission denied)\n"
-        "chdir(\"tmp\")                            = 0\n"
-        "vfork()                                 = 102\n");
-  d.Log(101, "execve(\"/helper\", [\"helper\"], 0x1 /* 1 vars */) = 0\n"
-             "execve(\"/helper2\", [\"helper2\"], 0x1 /* 1 vars */) = 0\n"
-             "openat(AT_FDCWD</x>, \"/helper-read\", O_RDONLY) = -1 EACCES (Permission denied)\n");
+        "openat(AT_FDCWD<" +
+            d.Path("work") +
+            ">, \"/module-read\", O_RDONLY) = -1 EACCES (Permission denied)\n"
+            "chdir(\"tmp\")                            = 0\n"
+            "vfork()                                 = 102\n");
+  d.Log(101,
+        "execve(\"/helper\", [\"helper\"], 0x1 /* 1 vars */) = 0\n"
+        "execve(\"/helper2\", [\"helper2\"], 0x1 /* 1 vars */) = 0\n"
+        "openat(AT_FDCWD</x>, \"/helper-read\", O_RDONLY) = -1 EACCES (Permission denied)\n");
   d.Log(102, "execve(\"./written\", [\"./written\"], 0x1 /* 1 vars */) = -1 EACCES (Permission denied)\n");
   const ModuleTrace trace = ReadModuleTrace(d.Path("t"));
   EXPECT_TRUE(trace.module_ran);
@@ -97,9 +102,9 @@ TEST(ReadModuleTrace, ALauncherThatNeverExecsTheModuleRanNothing) {
 
 TEST(ExplainDenials, NamesTheGrantOrThatNoneCan) {
   TraceDir d;
-  const std::string json = R"({"contract": 1, "role": "runner", "bundle": ")" + d.Path("bundle") +
-                           R"(", "work": ")" + d.Path("work") + R"(", "data": ")" + d.Path("data") +
-                           R"(", "tmp": ")" + d.Path("work/tmp") + R"("})";
+  const std::string json = R"({"contract": 1, "role": "runner", "bundle": ")" + d.Path("bundle") + R"(", "work": ")" +
+                           d.Path("work") + R"(", "data": ")" + d.Path("data") + R"(", "tmp": ")" + d.Path("work/tmp") +
+                           R"("})";
   auto policy = ParsePolicy(json);
   ASSERT_TRUE(policy.ok()) << PolicyErrorLine(policy.error());
   HostFacts host;

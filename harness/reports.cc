@@ -34,8 +34,10 @@ std::string Escape(const std::string& s) {  // XML and HTML
       case '"': out += "&quot;"; break;
       case '\'': out += "&apos;"; break;
       default:
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') out += '?';
-        else out += c;
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
+          out += '?';
+        else
+          out += c;
     }
   }
   return out;
@@ -89,15 +91,10 @@ std::string VerdictLine(const BatteryResult& r) {
 }
 
 nlohmann::ordered_json CellJson(const Cell& c) {
-  nlohmann::ordered_json j = {{"probe", c.probe},
-                              {"policy", c.policy},
-                              {"uid", c.uid},
-                              {"expected", c.expected},
-                              {"actual", c.run.Summary()},
-                              {"outcome", OutcomeName(c.outcome)},
-                              {"why", c.why},
-                              {"detail", c.run.detail},
-                              {"ms", static_cast<int>(c.run.ms * 10) / 10.0}};
+  nlohmann::ordered_json j = {
+      {"probe", c.probe},       {"policy", c.policy},        {"uid", c.uid},
+      {"expected", c.expected}, {"actual", c.run.Summary()}, {"outcome", OutcomeName(c.outcome)},
+      {"why", c.why},           {"detail", c.run.detail},    {"ms", static_cast<int>(c.run.ms * 10) / 10.0}};
   if (!c.run.stderr_text.empty()) j["stderr"] = c.run.stderr_text;
   return j;
 }
@@ -152,9 +149,11 @@ std::string BatteryJunit(const BatteryResult& r) {
       const std::string text = "expected " + c->expected + ", got " + c->run.Summary() + ": " + c->why;
       if (IsFailure(c->outcome)) {
         x << ">\n      <failure message=\"" << OutcomeName(c->outcome) << ": " << Escape(text) << "\" type=\""
-          << OutcomeName(c->outcome) << "\">" << Escape(text + "\n" + c->run.stderr_text) << "</failure>\n    </testcase>\n";
+          << OutcomeName(c->outcome) << "\">" << Escape(text + "\n" + c->run.stderr_text)
+          << "</failure>\n    </testcase>\n";
       } else if (c->outcome == Outcome::kUnsupported || c->outcome == Outcome::kGap) {
-        x << ">\n      <skipped message=\"" << OutcomeName(c->outcome) << ": " << Escape(c->why) << "\"/>\n    </testcase>\n";
+        x << ">\n      <skipped message=\"" << OutcomeName(c->outcome) << ": " << Escape(c->why)
+          << "\"/>\n    </testcase>\n";
       } else {
         x << "/>\n";
       }
@@ -181,7 +180,9 @@ std::string BatteryMarkdown(const BatteryResult& r) {
     for (const auto& p : r.policies)
       for (uid_t uid : r.uids) {
         const Cell* c = grid[{u.probe, p + "/" + std::to_string(uid)}];
-        m << " " << (c ? CellText(*c) + (IsFailure(c->outcome) ? " **" + std::string(OutcomeName(c->outcome)) + "**" : "") : "")
+        m << " "
+          << (c ? CellText(*c) + (IsFailure(c->outcome) ? " **" + std::string(OutcomeName(c->outcome)) + "**" : "")
+                : "")
           << " |";
       }
     m << "\n";

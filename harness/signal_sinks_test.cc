@@ -53,7 +53,9 @@ TEST_P(SignalSinksTest, AGoneSinkIsAnErrorNotNothingPending) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AsRootAndNobody, SignalSinksTest, ::testing::Values(uid_t{0}, uid_t{65534}),
-                         [](const auto& info) { return info.param == 0 ? std::string("root") : std::string("nobody"); });
+                         [](const auto& info) {
+                           return info.param == 0 ? std::string("root") : std::string("nobody");
+                         });
 
 }  // namespace
 }  // namespace oarbank

@@ -4,12 +4,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <mqueue.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
-#include <mqueue.h>
 #include <stdlib.h>
 #include <sys/ipc.h>
 #include <sys/mount.h>
@@ -18,10 +19,9 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/un.h>
-#include <grp.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -112,7 +112,8 @@ pid_t StartSignalSink(uid_t uid) {
     close(ready[1]);
     char c = 0;
     ssize_t n = -1;
-    if (pid > 0) do n = read(ready[0], &c, 1);
+    if (pid > 0) do
+        n = read(ready[0], &c, 1);
       while (n < 0 && errno == EINTR);
     close(ready[0]);
     if (pid > 0 && n != 1) {
@@ -171,9 +172,12 @@ Expected<uint64_t> SignalSinks::TakePending(uid_t uid) {
   for (std::string line; std::getline(status, line);) {
     if (line.rfind("SigPnd:", 0) == 0 || line.rfind("ShdPnd:", 0) == 0)  // thread, process (SIGIO)
       pending |= std::stoull(line.substr(7), nullptr, 16);
-    else if (line.rfind("SigBlk:", 0) == 0) blocked = std::stoull(line.substr(7), nullptr, 16);
-    else if (line.rfind("State:", 0) == 0) state = line.substr(6);
-    else if (line.rfind("Uid:", 0) == 0) uids = line.substr(4);
+    else if (line.rfind("SigBlk:", 0) == 0)
+      blocked = std::stoull(line.substr(7), nullptr, 16);
+    else if (line.rfind("State:", 0) == 0)
+      state = line.substr(6);
+    else if (line.rfind("Uid:", 0) == 0)
+      uids = line.substr(4);
   }
   // Signals 1-31 (glibc keeps 32 and 33 for itself, and SIGKILL and SIGSTOP
   // cannot be blocked).
@@ -186,8 +190,8 @@ Expected<uint64_t> SignalSinks::TakePending(uid_t uid) {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
     pids_.erase(it);
-    return Error{"signal sink", "pid " + std::to_string(pid) + " was not a live process of uid " +
-                                    std::to_string(uid) + " blocking every signal (State:" + state + ")"};
+    return Error{"signal sink", "pid " + std::to_string(pid) + " was not a live process of uid " + std::to_string(uid) +
+                                    " blocking every signal (State:" + state + ")"};
   }
   if (pending != 0) {
     kill(pid, SIGKILL);
@@ -205,7 +209,7 @@ Listeners::~Listeners() {
 
 bool Listeners::AddUnix(const std::string& name, const std::string& path, int type) {
   const int fd = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  sockaddr_un addr {};
+  sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path.c_str());
   if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return false;
@@ -217,7 +221,7 @@ bool Listeners::AddUnix(const std::string& name, const std::string& path, int ty
 
 bool Listeners::AddAbstract(const std::string& name, const std::string& abstract) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  sockaddr_un addr {};
+  sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   memcpy(addr.sun_path + 1, abstract.data(), abstract.size());
   const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + abstract.size());
@@ -229,7 +233,7 @@ bool Listeners::AddAbstract(const std::string& name, const std::string& abstract
 int Listeners::AddTcp(const std::string& name, int port) {
   const int one = 1;
   const int v4 = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  sockaddr_in a4 {};
+  sockaddr_in a4{};
   a4.sin_family = AF_INET;
   a4.sin_port = htons(static_cast<uint16_t>(port));
   a4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -240,7 +244,7 @@ int Listeners::AddTcp(const std::string& name, int port) {
   port = ntohs(a4.sin_port);
   sockets_.push_back({v4, name, true});
   const int v6 = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  sockaddr_in6 a6 {};
+  sockaddr_in6 a6{};
   a6.sin6_family = AF_INET6;
   a6.sin6_port = htons(static_cast<uint16_t>(port));
   a6.sin6_addr = in6addr_loopback;
@@ -254,7 +258,7 @@ int Listeners::AddTcp(const std::string& name, int port) {
 
 int Listeners::AddUdp(const std::string& name) {
   const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  sockaddr_in a {};
+  sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return -1;
@@ -286,7 +290,8 @@ std::vector<std::string> Listeners::Take(const std::string& probe) {
         close(c);
       }
     } else {
-      for (ssize_t n; (n = recv(s.fd, buf, sizeof buf, MSG_DONTWAIT)) >= 0;) pending_.push_back({s.name, first_line(buf, n)});
+      for (ssize_t n; (n = recv(s.fd, buf, sizeof buf, MSG_DONTWAIT)) >= 0;)
+        pending_.push_back({s.name, first_line(buf, n)});
     }
   }
   std::vector<std::string> taken;
@@ -323,7 +328,8 @@ World::~World() {
 }
 
 Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std::vector<uid_t>& uids) {
-  if (geteuid() != 0) return Error{"world", "needs root: it runs the confined side as uid 65534 and makes a setuid helper"};
+  if (geteuid() != 0)
+    return Error{"world", "needs root: it runs the confined side as uid 65534 and makes a setuid helper"};
   auto w = std::make_unique<World>();
   // The battery's own mount namespace, made before any thread: the world on
   // a tmpfs there (its ~1,500 runs create and remove files without a disk
@@ -398,11 +404,13 @@ Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const s
   w->broker_socket = w->root + "/broker.sock";
   std::random_device rd;
   w->abstract_name = "oarbank-battery-" + std::to_string(getpid()) + "-" + std::to_string(rd() % 100000);
-  if (!w->listeners->AddUnix("unix", w->unix_socket)) return Error{"world", "unix listener: " + std::string(strerror(errno))};
+  if (!w->listeners->AddUnix("unix", w->unix_socket))
+    return Error{"world", "unix listener: " + std::string(strerror(errno))};
   w->unix_dgram_socket = w->root + "/secret/host-dgram.sock";
   if (!w->listeners->AddUnix("unix-dgram", w->unix_dgram_socket, SOCK_DGRAM))
     return Error{"world", "unix datagram listener: " + std::string(strerror(errno))};
-  if (!w->listeners->AddUnix("broker", w->broker_socket)) return Error{"world", "broker listener: " + std::string(strerror(errno))};
+  if (!w->listeners->AddUnix("broker", w->broker_socket))
+    return Error{"world", "broker listener: " + std::string(strerror(errno))};
   if (!w->listeners->AddAbstract("abstract", w->abstract_name))
     return Error{"world", "abstract listener: " + std::string(strerror(errno))};
   w->tcp_port = w->listeners->AddTcp("tcp", 0);
@@ -445,7 +453,7 @@ Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const s
   if (w->sysv_msg_id < 0) w->notes.push_back("System V message queue: " + std::string(strerror(errno)));
   w->mqueue_name = "/oarbank-battery-" + std::to_string(getpid());
   const mode_t old_mask = umask(0);
-  mq_attr attr {};
+  mq_attr attr{};
   attr.mq_maxmsg = 8;
   attr.mq_msgsize = 64;
   const mqd_t mq = mq_open(w->mqueue_name.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0666, &attr);
@@ -460,7 +468,8 @@ Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const s
   // The host's shared memory and ptys, which a job's own /dev/shm and
   // devpts instance must not reach.
   w->host_shm_file = "/dev/shm/oarbank-battery-" + std::to_string(getpid());
-  if (const int fd = open(w->host_shm_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666); fd >= 0) {
+  if (const int fd = open(w->host_shm_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+      fd >= 0) {
     (void)!write(fd, "host\n", 5);
     fchmod(fd, 0666);
     close(fd);
@@ -484,8 +493,8 @@ Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const s
     if (mkdir(dir.c_str(), 0755) == 0) {
       w->cgroup_dir = dir;
       chmod((dir + "/cgroup.procs").c_str(), 0666);  // only the cage may stop either identity
-    }
-    else w->notes.push_back("outer cgroup " + dir + ": " + strerror(errno));
+    } else
+      w->notes.push_back("outer cgroup " + dir + ": " + strerror(errno));
   } else {
     w->notes.push_back("no cgroup2 mounted: cgroup_escape has no target");
   }
@@ -556,11 +565,13 @@ bool AnotherProbesFile(const std::string& entry, const std::string& probe) {
 std::vector<std::string> CompareEvidence(const Evidence& before, const Evidence& after, const std::string& probe) {
   std::vector<std::string> out;
   for (const auto& arrival : after.arrivals)
-    out.push_back("the host's " + arrival.substr(0, arrival.find(':')) + " listener got \"" + arrival.substr(arrival.find(": ") + 2) + "\"");
+    out.push_back("the host's " + arrival.substr(0, arrival.find(':')) + " listener got \"" +
+                  arrival.substr(arrival.find(": ") + 2) + "\"");
   for (const auto& f : after.bundle_files)
     if (!before.bundle_files.count(f) && !AnotherProbesFile(f, probe)) out.push_back("new file in the bundle: " + f);
   for (const auto& f : after.secret_files)
-    if (!before.secret_files.count(f) && !AnotherProbesFile(f, probe)) out.push_back("changed outside the grants: " + f);
+    if (!before.secret_files.count(f) && !AnotherProbesFile(f, probe))
+      out.push_back("changed outside the grants: " + f);
   for (const auto& f : after.outside_files)
     if (!before.outside_files.count(f)) out.push_back("changed outside the grants: " + f);
   return out;

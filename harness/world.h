@@ -84,18 +84,18 @@ struct World {
   std::string setuid_helper, cgroup_dir, gpu_node;
   int tcp_port = 0, proxy_port = 0, udp_port = 0;
   std::map<uid_t, pid_t> outside_pid;  // one per identity the battery runs as
-  int inherited_fd = -1;       // a low fd (7) and one above select()'s 1024, both on the secret
+  int inherited_fd = -1;               // a low fd (7) and one above select()'s 1024, both on the secret
   int inherited_high_fd = -1;
-  int sysv_msg_id = -1;                // a System V message queue, mode 0666
-  std::string mqueue_name;             // a POSIX message queue, mode 0666
-  std::string host_shm_file;           // a file in the host's /dev/shm, mode 0666
-  std::string host_pty;                // a pty of the host's devpts (/dev/pts/N), mode 0666; the world holds its master
+  int sysv_msg_id = -1;       // a System V message queue, mode 0666
+  std::string mqueue_name;    // a POSIX message queue, mode 0666
+  std::string host_shm_file;  // a file in the host's /dev/shm, mode 0666
+  std::string host_pty;       // a pty of the host's devpts (/dev/pts/N), mode 0666; the world holds its master
   int host_pty_master = -1;
-  std::string env_secret;              // the agent's own secret, value "oarbank-secret-..."
+  std::string env_secret;  // the agent's own secret, value "oarbank-secret-..."
   std::unique_ptr<Listeners> listeners;
-  std::vector<std::string> notes;      // what could not be set up, said in the report
-  bool root_is_tmpfs = false;          // root is a tmpfs in the battery's mount namespace
-  std::string created_dev_dri;         // /dev/dri this run made for the GPU stand-in (left in place)
+  std::vector<std::string> notes;  // what could not be set up, said in the report
+  bool root_is_tmpfs = false;      // root is a tmpfs in the battery's mount namespace
+  std::string created_dev_dri;     // /dev/dri this run made for the GPU stand-in (left in place)
 
   ~World();
 };

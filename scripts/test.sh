@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every test: installs and builds (scripts/setup.sh), a bounded fuzz run of
+# Every test: installs and builds (scripts/setup.sh), the C++ sources against
+# the house style (scripts/check-format.sh), a bounded fuzz run of
 # each parser (policy, egress request, broker request, manifest), the GoogleTest and rapidcheck suites under CTest
 # (confinement tests run the confined side as root and as uid 65534), and the
 # pytest suites (the CLI end to end, the escape battery with its
@@ -12,6 +13,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
+
+echo "== format (.clang-format)"
+scripts/check-format.sh
 
 for parser in policy egress broker manifest; do  # scripts/fuzz-<parser>.sh
   echo "== fuzz ($parser parser, ${OARBANK_FUZZ_SECONDS:-60} s)"

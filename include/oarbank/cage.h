@@ -56,8 +56,8 @@ namespace cage {
 
 // The cage configuration. All paths are absolute.
 struct Spec {
-  std::vector<std::string> argv;        // run inside the cage, e.g. {"/bin/sh", "-c", cmd}
-  std::string worktree;                 // the working directory; read-only unless worktree_writable
+  std::vector<std::string> argv;  // run inside the cage, e.g. {"/bin/sh", "-c", cmd}
+  std::string worktree;           // the working directory; read-only unless worktree_writable
   bool worktree_writable = false;
   std::string scratch;                  // always writable; also HOME and TMPDIR
   std::vector<std::string> read_dirs;   // extra read-only (and executable) directories
@@ -107,7 +107,7 @@ struct Container {
   // "unproven (operator override)" for a job started with
   // RunOptions::unproven.
   std::string proof;
-  GateReading verified;       // what the gate read in /proc/<pid>/status
+  GateReading verified;  // what the gate read in /proc/<pid>/status
   // egress-any: packets the job network's ruleset dropped (read when the
   // job ended); -1 for other modes or when unreadable.
   long long net_dropped = -1;
@@ -120,7 +120,7 @@ struct Result {
   int signal = 0;      // the signal that killed it (SIGSYS from a seccomp kill; SIGKILL at a timeout or OOM)
   bool refused = false;
   Fault fault = Fault::kNone;
-  std::string reason;  // for a fault: what, naming the step, capability or file
+  std::string reason;             // for a fault: what, naming the step, capability or file
   bool stdout_truncated = false;  // output beyond the cap is read and dropped, never kept
   bool stderr_truncated = false;
   uint64_t stdout_dropped = 0;
@@ -158,8 +158,8 @@ struct RunOptions {
   // Root only: the job's uid and gid (mapped into its user namespace).
   std::optional<uid_t> run_as_uid;
   std::optional<gid_t> run_as_gid;
-  int abi_floor = 0;            // refused below this Landlock ABI
-  int landlock_abi_cap = -1;    // testing: lower the Landlock ABI used
+  int abi_floor = 0;          // refused below this Landlock ABI
+  int landlock_abi_cap = -1;  // testing: lower the Landlock ABI used
   // egress-allowlist: the proxy the supervisor serves as the only listener
   // of the job's network namespace (job_egress.h), for the job's lifetime.
   // Null: the system's resolver, a line on stderr per event.
@@ -210,7 +210,7 @@ struct RunOptions {
 // class is refused unless started with RunOptions::unproven).
 struct Availability {
   bool available = false;
-  std::string reason;  // "" when available
+  std::string reason;                       // "" when available
   bool attested = false;                    // a valid attestation applies here
   std::vector<std::string> proven_classes;  // what it proves
   std::string proof_detail;                 // why none applies, when none does

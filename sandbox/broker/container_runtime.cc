@@ -2,13 +2,13 @@
 
 #include "sandbox/broker/subid_ranges.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <dirent.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -80,7 +80,7 @@ void KeepTail(std::string& tail, const char* buf, size_t n) {
 
 // A directory below `base` reached without following any symlink.
 int OpenBeneath(int base_fd, const std::string& rel, uint64_t flags) {
-  open_how how {};
+  open_how how{};
   how.flags = flags | O_CLOEXEC;  // RESOLVE_NO_SYMLINKS covers the last component
   how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
   return static_cast<int>(syscall(SYS_openat2, base_fd, rel.c_str(), &how, sizeof how));
@@ -148,7 +148,8 @@ int IdmapUserns(const RuntimeConfig& rt, std::string* error) {
   const std::string proc = "/proc/" + std::to_string(child);
   int ns = -1;
   // The child unshares at once; bounded wait for its namespace to differ.
-  struct stat mine {}, theirs {};
+  struct stat mine {
+  }, theirs{};
   stat("/proc/self/ns/user", &mine);
   for (int i = 0; i < 2000; ++i) {
     if (stat((proc + "/ns/user").c_str(), &theirs) == 0 && theirs.st_ino != mine.st_ino) break;
@@ -232,7 +233,7 @@ std::vector<std::string> PinMounts(const RuntimeConfig& rt, const RunRequest& re
     }
     // Not recursive: mounts below the source stay out of the container.
     const int tree = open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-    mount_attr attr {};
+    mount_attr attr{};
     attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (m.read_only ? MOUNT_ATTR_RDONLY : 0);
     attr.userns_fd = static_cast<uint64_t>(userns);
     const bool ok = tree >= 0 && mount_setattr(tree, "", AT_EMPTY_PATH, &attr, sizeof attr) == 0 &&
@@ -424,7 +425,8 @@ RuntimeProbe ProbeRuntime(const std::string& path_env) {
     p.detail = "the broker maps container ids to the job's subordinate range with --uidmap, which needs root";
   } else {
     p.available = true;
-    p.detail = p.podman + " with " + p.runc + " (cgroupfs, vfs storage, container root mapped to the job's subordinate range)";
+    p.detail =
+        p.podman + " with " + p.runc + " (cgroupfs, vfs storage, container root mapped to the job's subordinate range)";
   }
   return p;
 }
@@ -446,9 +448,9 @@ std::vector<std::string> GlobalArgs(const RuntimeConfig& rt) {
     args.push_back("--runroot=" + slot + "/run");
     args.push_back("--storage-opt=vfs.imagestore=" + rt.state_dir + "/storage");
   }
-  for (std::string a : {"--tmpdir=" + rt.state_dir + "/tmp", "--runtime=" + rt.runc, std::string("--storage-driver=vfs"),
-                        std::string("--cgroup-manager=cgroupfs"), std::string("--events-backend=file"),
-                        std::string("--log-level=error")})
+  for (std::string a : {"--tmpdir=" + rt.state_dir + "/tmp", "--runtime=" + rt.runc,
+                        std::string("--storage-driver=vfs"), std::string("--cgroup-manager=cgroupfs"),
+                        std::string("--events-backend=file"), std::string("--log-level=error")})
     args.push_back(std::move(a));
   return args;
 }
@@ -491,16 +493,28 @@ std::vector<std::string> BuildRunArgv(const RuntimeConfig& rt, const RunRequest&
   // conmon's own bound, behind the broker's exact one: whole seconds, never
   // below what was asked (the broker kills at timeout_s itself).
   const long long backstop = static_cast<long long>(std::ceil(req.timeout_s)) + 1;
-  for (std::string a : {std::string("run"), std::string("--rm"), std::string("--pull=never"),
-                        "--platform=" + req.platform, "--name=" + name, "--label=oarbank.job=" + rt.job_id,
+  for (std::string a : {std::string("run"),
+                        std::string("--rm"),
+                        std::string("--pull=never"),
+                        "--platform=" + req.platform,
+                        "--name=" + name,
+                        "--label=oarbank.job=" + rt.job_id,
                         "--cpu-period=" + std::to_string(kCpuPeriodUs),
-                        "--cpu-quota=" + std::to_string(req.cpu_quota_us), "--memory=" + std::to_string(memory),
-                        "--memory-swap=" + std::to_string(memory), "--pids-limit=" + std::to_string(kPidsLimit),
-                        "--timeout=" + std::to_string(backstop), "--uidmap=" + map, "--gidmap=" + map,
+                        "--cpu-quota=" + std::to_string(req.cpu_quota_us),
+                        "--memory=" + std::to_string(memory),
+                        "--memory-swap=" + std::to_string(memory),
+                        "--pids-limit=" + std::to_string(kPidsLimit),
+                        "--timeout=" + std::to_string(backstop),
+                        "--uidmap=" + map,
+                        "--gidmap=" + map,
                         req.network ? "--network=ns:" + rt.job_netns : std::string("--network=none"),
-                        std::string("--security-opt=no-new-privileges"), std::string("--http-proxy=false"),
-                        std::string("--systemd=false"), std::string("--ipc=private"), std::string("--pid=private"),
-                        std::string("--uts=private"), std::string("--cgroupns=private"),
+                        std::string("--security-opt=no-new-privileges"),
+                        std::string("--http-proxy=false"),
+                        std::string("--systemd=false"),
+                        std::string("--ipc=private"),
+                        std::string("--pid=private"),
+                        std::string("--uts=private"),
+                        std::string("--cgroupns=private"),
                         std::string("--log-driver=none")})
     argv.push_back(std::move(a));
   for (size_t i = 0; i < req.mounts.size() && i < sources.size(); ++i)
@@ -532,8 +546,8 @@ std::string PrepareState(const RuntimeConfig& rt) {
           "[containers]\ndefault_ulimits = []\ndefault_sysctls = []\nhttp_proxy = false\n"
           "[engine]\ncgroup_manager = \"cgroupfs\"\nevents_logger = \"file\"\nruntime = \"runc\"\n";
   std::ofstream storage(rt.state_dir + "/storage.conf");
-  storage << "[storage]\ndriver = \"vfs\"\ngraphroot = \"" << rt.state_dir << "/storage\"\nrunroot = \""
-          << rt.state_dir << "/run\"\n";
+  storage << "[storage]\ndriver = \"vfs\"\ngraphroot = \"" << rt.state_dir << "/storage\"\nrunroot = \"" << rt.state_dir
+          << "/run\"\n";
   conf.close();
   storage.close();
   if (!conf || !storage) return rt.state_dir + ": cannot write containers.conf or storage.conf";
@@ -687,8 +701,9 @@ nlohmann::ordered_json RunContainer(const RuntimeConfig& rt, const BrokerConfig&
   auto refuse = [](Refusal r, std::string detail) { return RefusalJson({r, std::move(detail)}); };
   if (rt.subid_base == 0) return refuse(Refusal::kRuntimeUnavailable, "this job holds no subordinate id range");
   if (!ImagePresent(rt, req.image))
-    return refuse(Refusal::kRuntimeUnavailable,
-                  "image: " + req.image + " is not in the agent's image store (the broker never pulls from a registry)");
+    return refuse(
+        Refusal::kRuntimeUnavailable,
+        "image: " + req.image + " is not in the agent's image store (the broker never pulls from a registry)");
 
   std::string error;
   const int out_file = CreateOutputFile(config, rt, name + ".stdout", &error);

@@ -50,8 +50,8 @@
 
 namespace oarbank::broker {
 
-inline constexpr uint32_t kSubidCount = 65536;              // container ids 0..65535
-inline constexpr size_t kMaxWalkEntries = 100000;          // mount trees checked before and after a run
+inline constexpr uint32_t kSubidCount = 65536;     // container ids 0..65535
+inline constexpr size_t kMaxWalkEntries = 100000;  // mount trees checked before and after a run
 inline constexpr int kMaxWalkDepth = 64;
 inline constexpr double kMaxWalkSeconds = 5;
 inline constexpr size_t kTailBytes = 4096;                 // stdout_tail / stderr_tail

@@ -62,14 +62,26 @@ TEST(ContainerRuntime, RunArgvAlwaysHasTheJobsBounds) {
   const auto run = std::find(argv.begin(), argv.end(), "run");
   ASSERT_NE(run, argv.end());
   EXPECT_EQ(*(run + 1), "--rm");
-  for (const char* expected :
-       {"--runtime=/usr/sbin/runc", "--root=/var/lib/oarbank/containers/j1/storage",
-        "--runroot=/var/lib/oarbank/containers/j1/run",
-        "--storage-opt=vfs.imagestore=/var/lib/oarbank/containers/storage", "--pull=never", "--platform=linux/amd64",
-        "--label=oarbank.job=job-7", "--name=oarbank-job-7-1", "--cpu-period=100000", "--cpu-quota=150000",
-        "--memory=536870912", "--memory-swap=536870912", "--network=none", "--uidmap=0:100065536:65536",
-        "--gidmap=0:100065536:65536", "--timeout=11", "--security-opt=no-new-privileges", "--http-proxy=false",
-        "--volume=/state/mounts/c/0:/out:rw,nosuid,nodev", "--volume=/state/mounts/c/1:/cache:ro,nosuid,nodev"})
+  for (const char* expected : {"--runtime=/usr/sbin/runc",
+                               "--root=/var/lib/oarbank/containers/j1/storage",
+                               "--runroot=/var/lib/oarbank/containers/j1/run",
+                               "--storage-opt=vfs.imagestore=/var/lib/oarbank/containers/storage",
+                               "--pull=never",
+                               "--platform=linux/amd64",
+                               "--label=oarbank.job=job-7",
+                               "--name=oarbank-job-7-1",
+                               "--cpu-period=100000",
+                               "--cpu-quota=150000",
+                               "--memory=536870912",
+                               "--memory-swap=536870912",
+                               "--network=none",
+                               "--uidmap=0:100065536:65536",
+                               "--gidmap=0:100065536:65536",
+                               "--timeout=11",
+                               "--security-opt=no-new-privileges",
+                               "--http-proxy=false",
+                               "--volume=/state/mounts/c/0:/out:rw,nosuid,nodev",
+                               "--volume=/state/mounts/c/1:/cache:ro,nosuid,nodev"})
     EXPECT_TRUE(Has(argv, expected)) << expected;
   // The image, then the request's args, last.
   const auto image = std::find(argv.begin(), argv.end(), Request().image);
@@ -87,9 +99,9 @@ TEST(ContainerRuntime, RunArgvNeverWidens) {
   const auto argv = BuildRunArgv(Config(), r, {"/s/0", "/s/1"}, "n");
   const auto image = std::find(argv.begin(), argv.end(), r.image);
   for (auto it = argv.begin(); it != image; ++it) {
-    for (const char* banned : {"--privileged", "--network=host", "--net=host", "--device", "--volumes-from",
-                               "--pid=host", "--ipc=host", "--uts=host", "--userns=host", "--cap-add",
-                               "--security-opt=seccomp=unconfined", ".sock"})
+    for (const char* banned :
+         {"--privileged", "--network=host", "--net=host", "--device", "--volumes-from", "--pid=host", "--ipc=host",
+          "--uts=host", "--userns=host", "--cap-add", "--security-opt=seccomp=unconfined", ".sock"})
       EXPECT_EQ(it->find(banned), std::string::npos) << *it;
   }
   for (const char* expected : {"--pid=private", "--ipc=private", "--uts=private", "--cgroupns=private"})
@@ -183,7 +195,7 @@ TEST(ContainerRuntime, SocketWalkRefusesSocketsAndWhatItCannotCheck) {
   ASSERT_GE(dir, 0);
   EXPECT_EQ(SocketInTree(dir), "");
   const int s = socket(AF_UNIX, SOCK_STREAM, 0);
-  sockaddr_un addr {};
+  sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   snprintf(addr.sun_path, sizeof addr.sun_path, "%s/a/b/host.sock", root.c_str());
   ASSERT_EQ(bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);

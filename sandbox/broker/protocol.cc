@@ -44,8 +44,8 @@ std::optional<Refused> CheckKeys(const json& obj, const std::set<std::string>& a
 
 // A positive finite number within [min, max]; `min_what` says why the
 // minimum is what it is.
-std::variant<double, Refused> Number(const json& v, const std::string& field, double min, double max,
-                                     const char* what, const char* min_what) {
+std::variant<double, Refused> Number(const json& v, const std::string& field, double min, double max, const char* what,
+                                     const char* min_what) {
   if (!v.is_number()) return Bad(field + ": expected a number");
   const double d = v.get<double>();
   if (!std::isfinite(d) || d <= 0) return Bad(field + ": expected a positive number");
@@ -81,13 +81,11 @@ std::optional<Refused> CheckImage(const json& req, std::string& image, std::stri
     return Refused{Refusal::kImageNotApproved,
                    "image: " + *img + " is not one of this job's approved digest-pinned references"};
   if (*plat != approved->platform)
-    return Refused{Refusal::kPlatformUnavailable,
-                   "platform: " + *plat + " is not the platform " + *img + " was approved for (" +
-                       approved->platform + ")"};
+    return Refused{Refusal::kPlatformUnavailable, "platform: " + *plat + " is not the platform " + *img +
+                                                      " was approved for (" + approved->platform + ")"};
   if (approved->platform != config.host_platform)
-    return Refused{Refusal::kPlatformUnavailable, "platform: " + approved->platform +
-                                                      " does not run on this host (" + config.host_platform +
-                                                      "), and the broker does not emulate"};
+    return Refused{Refusal::kPlatformUnavailable, "platform: " + approved->platform + " does not run on this host (" +
+                                                      config.host_platform + "), and the broker does not emulate"};
   image = *img;
   platform = *plat;
   return std::nullopt;
@@ -145,8 +143,9 @@ std::variant<Mount, Refused> ParseMount(const json& m, size_t i, const BrokerCon
 }
 
 std::variant<Request, Refused> ParseRun(const json& req, const BrokerConfig& config) {
-  if (auto r = CheckKeys(req, {"op", "image", "platform", "args", "entrypoint", "mounts", "env", "workdir",
-                               "network", "timeout_s", "cpus", "mem_gb"},
+  if (auto r = CheckKeys(req,
+                         {"op", "image", "platform", "args", "entrypoint", "mounts", "env", "workdir", "network",
+                          "timeout_s", "cpus", "mem_gb"},
                          ""))
     return *r;
   RunRequest run;
@@ -199,10 +198,10 @@ std::variant<Request, Refused> ParseRun(const json& req, const BrokerConfig& con
     if (!env.is_object()) return Bad("env: expected an object of strings");
     if (env.size() > kMaxEnv) return Bad("env: more than " + std::to_string(kMaxEnv) + " entries");
     for (const auto& [name, value] : env.items()) {
-      const bool name_ok = !name.empty() && name.size() <= 256 && !Digit(name[0]) &&
-                           std::all_of(name.begin(), name.end(), [](char c) {
-                             return Lower(c) || Digit(c) || c == '_' || (c >= 'A' && c <= 'Z');
-                           });
+      const bool name_ok =
+          !name.empty() && name.size() <= 256 && !Digit(name[0]) && std::all_of(name.begin(), name.end(), [](char c) {
+            return Lower(c) || Digit(c) || c == '_' || (c >= 'A' && c <= 'Z');
+          });
       if (!name_ok) return Bad("env: " + name.substr(0, 64) + ": expected a name of letters, digits and '_'");
       auto v = Text(value);
       if (!v) return Bad("env." + name + ": expected a string without NUL");
@@ -217,11 +216,13 @@ std::variant<Request, Refused> ParseRun(const json& req, const BrokerConfig& con
   if (req.contains("network") && !req["network"].is_null()) {
     const auto& n = req["network"];
     std::string mode;
-    if (n.is_boolean()) mode = n.get<bool>() ? "egress" : "none";
-    else if (auto s = Text(n)) mode = *s;
-    else return Bad("network: expected \"none\" or \"egress\"");
-    if (mode == "host")
-      return Refused{Refusal::kNetworkNotGranted, "network: host networking is never granted"};
+    if (n.is_boolean())
+      mode = n.get<bool>() ? "egress" : "none";
+    else if (auto s = Text(n))
+      mode = *s;
+    else
+      return Bad("network: expected \"none\" or \"egress\"");
+    if (mode == "host") return Refused{Refusal::kNetworkNotGranted, "network: host networking is never granted"};
     if (mode != "none" && mode != "egress") return Bad("network: expected \"none\" or \"egress\"");
     if (mode == "egress" && !config.network_granted)
       return Refused{Refusal::kNetworkNotGranted, "network: this job has no egress grant"};
@@ -345,7 +346,7 @@ bool IsPlatform(std::string_view platform) {
 }
 
 std::string HostPlatform() {
-  utsname u {};
+  utsname u{};
   uname(&u);
   const std::string m = u.machine;
   if (m == "x86_64") return "linux/amd64";
@@ -372,7 +373,7 @@ std::variant<Mount, Refused> ResolveMountSource(const std::string& src, const st
   if (dir < 0) return BadMount(field + ": " + base + ": " + strerror(errno));
   int fd = dir;
   if (!rel.empty()) {
-    open_how how {};
+    open_how how{};
     how.flags = O_PATH | O_CLOEXEC;  // RESOLVE_NO_SYMLINKS refuses a trailing symlink too (ELOOP)
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
     fd = static_cast<int>(syscall(SYS_openat2, dir, rel.c_str(), &how, sizeof how));
@@ -380,8 +381,9 @@ std::variant<Mount, Refused> ResolveMountSource(const std::string& src, const st
     close(dir);
     if (fd < 0) {
       if (err == ELOOP || err == EXDEV)
-        return BadMount(field + ": " + src.substr(0, 256) + " goes through a symlink or another mount: sources "
-                                                             "never leave their directory");
+        return BadMount(field + ": " + src.substr(0, 256) +
+                        " goes through a symlink or another mount: sources "
+                        "never leave their directory");
       return BadMount(field + ": " + src.substr(0, 256) + ": " + strerror(err));
     }
   }
@@ -400,8 +402,7 @@ std::variant<Mount, Refused> ResolveMountSource(const std::string& src, const st
 }
 
 Parsed ParseRequest(std::string_view line, const BrokerConfig& config) {
-  if (line.size() > kMaxRequestBytes)
-    return Bad("request: longer than " + std::to_string(kMaxRequestBytes) + " bytes");
+  if (line.size() > kMaxRequestBytes) return Bad("request: longer than " + std::to_string(kMaxRequestBytes) + " bytes");
   const json req = json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
   if (req.is_discarded()) return Bad("request: not valid JSON");
   if (!req.is_object()) return Bad("request: expected a JSON object");

@@ -65,19 +65,19 @@ long long CpuQuotaUs(double cpus);
 long long MemoryBytes(double mem_gb);
 
 // Container paths the runtime provides itself; a mount never replaces them.
-inline constexpr const char* kRuntimeDestinations[] = {"/etc/hosts", "/etc/resolv.conf", "/etc/hostname",
-                                                       "/run/.containerenv", "/.containerenv", "/run/secrets"};
+inline constexpr const char* kRuntimeDestinations[] = {"/etc/hosts",         "/etc/resolv.conf", "/etc/hostname",
+                                                       "/run/.containerenv", "/.containerenv",   "/run/secrets"};
 // "" when `dst` may be a mount destination, else why not.
 std::string DestinationProblem(const std::string& dst);
 
 enum class Refusal {
-  kBadRequest,           // malformed, oversized, unknown field, wrong type, beyond the reservation
-  kImageNotApproved,     // not one of the job's digest-pinned references
-  kBadMount,             // source outside the work/data directory, or a bad destination
-  kNetworkNotGranted,    // network asked without an egress grant (or "host", never granted)
-  kRuntimeUnavailable,   // no container runtime works here, or the image is not present
-  kPlatformUnavailable,  // the platform is not the approved one, or does not run on this host
-  kReservationExhausted, // the job's running containers already hold what this one asks
+  kBadRequest,            // malformed, oversized, unknown field, wrong type, beyond the reservation
+  kImageNotApproved,      // not one of the job's digest-pinned references
+  kBadMount,              // source outside the work/data directory, or a bad destination
+  kNetworkNotGranted,     // network asked without an egress grant (or "host", never granted)
+  kRuntimeUnavailable,    // no container runtime works here, or the image is not present
+  kPlatformUnavailable,   // the platform is not the approved one, or does not run on this host
+  kReservationExhausted,  // the job's running containers already hold what this one asks
 };
 const char* RefusalName(Refusal refusal);  // "bad_request", "image_not_approved", ...
 
@@ -101,7 +101,7 @@ struct BrokerConfig {
   double cpus = 1;               // the job's reservation
   double mem_gb = 1;
   double max_timeout_s = 3600;
-  std::string host_platform;     // what this host runs, e.g. linux/amd64
+  std::string host_platform;  // what this host runs, e.g. linux/amd64
 };
 
 // "name@sha256:<64 lowercase hex>" with a non-empty name and no whitespace.
@@ -112,8 +112,8 @@ bool IsPlatform(std::string_view platform);
 std::string HostPlatform();
 
 struct Mount {
-  std::string source;  // canonical absolute host path, inside work_dir or data_dir
-  std::string base;    // the directory it is inside (work_dir or data_dir)
+  std::string source;    // canonical absolute host path, inside work_dir or data_dir
+  std::string base;      // the directory it is inside (work_dir or data_dir)
   std::string relative;  // below base ("" for base itself)
   std::string destination;
   bool read_only = false;
@@ -129,7 +129,7 @@ struct RunRequest {
   std::optional<std::string> workdir;
   bool network = false;  // "egress": the runtime's private network
   double timeout_s = 0;
-  double cpus = 0;       // resolved: the request's, else the reservation
+  double cpus = 0;  // resolved: the request's, else the reservation
   double mem_gb = 0;
   long long cpu_quota_us = 0;  // CpuQuotaUs(cpus), > 0
   long long memory_bytes = 0;  // MemoryBytes(mem_gb), > 0

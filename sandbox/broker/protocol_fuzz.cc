@@ -32,9 +32,7 @@ oarbank::broker::BrokerConfig MakeConfig() {
   return c;
 }
 
-bool Inside(const std::string& path, const std::string& dir) {
-  return path == dir || path.rfind(dir + "/", 0) == 0;
-}
+bool Inside(const std::string& path, const std::string& dir) { return path == dir || path.rfind(dir + "/", 0) == 0; }
 
 }  // namespace
 

@@ -44,8 +44,8 @@ class BrokerProtocol : public ::testing::Test {
   }
 
   json Run(json extra = json::object()) const {
-    json r = {{"op", "container.run"}, {"image", kRef}, {"platform", "linux/amd64"}, {"args", {"true"}},
-              {"timeout_s", 10}};
+    json r = {
+        {"op", "container.run"}, {"image", kRef}, {"platform", "linux/amd64"}, {"args", {"true"}}, {"timeout_s", 10}};
     for (auto& [k, v] : extra.items()) r[k] = v;
     return r;
   }
@@ -85,8 +85,9 @@ TEST_F(BrokerProtocol, AcceptsAnApprovedRunWithItsReservation) {
 }
 
 TEST_F(BrokerProtocol, ImageNotApproved) {
-  for (const std::string& image : std::vector<std::string>{"localhost/tool:latest", "localhost/tool@sha256:" + std::string(64, 'c'),
-                                   "docker.io/library/busybox", kRef + " ", ""}) {
+  for (const std::string& image :
+       std::vector<std::string>{"localhost/tool:latest", "localhost/tool@sha256:" + std::string(64, 'c'),
+                                "docker.io/library/busybox", kRef + " ", ""}) {
     const Refused r = Refusal(Run({{"image", image}}));
     EXPECT_EQ(r.error, Refusal::kImageNotApproved) << image << ": " << r.detail;
   }
@@ -103,9 +104,9 @@ TEST_F(BrokerProtocol, PlatformUnavailable) {
 
 TEST_F(BrokerProtocol, MountsInsideWorkAndDataAreResolvedCanonically) {
   const RunRequest run = Accepted(Run({{"mounts", json::array({{{"src", "out/deeper"}, {"dst", "/w"}, {"ro", true}},
-                                                              {{"src", "data:cache"}, {"dst", "/cache"}},
-                                                              {{"src", "input.txt"}, {"dst", "/in.txt"}},
-                                                              {{"src", "."}, {"dst", "/work"}}})}}));
+                                                               {{"src", "data:cache"}, {"dst", "/cache"}},
+                                                               {{"src", "input.txt"}, {"dst", "/in.txt"}},
+                                                               {{"src", "."}, {"dst", "/work"}}})}}));
   ASSERT_EQ(run.mounts.size(), 4u);
   EXPECT_EQ(run.mounts[0].source, tree_.Path("work/out/deeper"));
   EXPECT_TRUE(run.mounts[0].read_only);
@@ -116,9 +117,10 @@ TEST_F(BrokerProtocol, MountsInsideWorkAndDataAreResolvedCanonically) {
 }
 
 TEST_F(BrokerProtocol, BadMountSources) {
-  for (const std::string& src : std::vector<std::string>{"..", "../outside", "out/../../outside", "out/..", tree_.Path("work/out"), "/etc", "etc-link",
-        "etc-link/passwd", "inner-link", "data:escape", "data:escape/secret", "data:../outside", "fifo",
-        "missing", "out//deeper", "out/./deeper", "a:b", "out,ro", "out\\deeper"}) {
+  for (const std::string& src : std::vector<std::string>{
+           "..", "../outside", "out/../../outside", "out/..", tree_.Path("work/out"), "/etc", "etc-link",
+           "etc-link/passwd", "inner-link", "data:escape", "data:escape/secret", "data:../outside", "fifo", "missing",
+           "out//deeper", "out/./deeper", "a:b", "out,ro", "out\\deeper"}) {
     const Refused r = Refusal(Run(Mounts(src)));
     EXPECT_EQ(r.error, Refusal::kBadMount) << src << ": " << r.detail;
   }
@@ -135,13 +137,15 @@ TEST_F(BrokerProtocol, DataSourcesNeedADataDirectory) {
 }
 
 TEST_F(BrokerProtocol, BadMountDestinations) {
-  for (const std::string& dst : std::vector<std::string>{"relative", "", "/", "/a/../b", "/a:b", "/a,b", "C:\\work", "/a//b"}) {
+  for (const std::string& dst :
+       std::vector<std::string>{"relative", "", "/", "/a/../b", "/a:b", "/a,b", "C:\\work", "/a//b"}) {
     const Refused r = Refusal(Run(Mounts("out", dst)));
     EXPECT_EQ(r.error, Refusal::kBadMount) << dst << ": " << r.detail;
   }
-  EXPECT_EQ(Refusal(Run({{"mounts", json::array({{{"src", "out"}, {"dst", "/m"}}, {{"src", "data:cache"}, {"dst", "/m"}}})}}))
-                .error,
-            Refusal::kBadMount);
+  EXPECT_EQ(
+      Refusal(Run({{"mounts", json::array({{{"src", "out"}, {"dst", "/m"}}, {{"src", "data:cache"}, {"dst", "/m"}}})}}))
+          .error,
+      Refusal::kBadMount);
 }
 
 TEST_F(BrokerProtocol, NetworkNeedsAnEgressGrant) {
@@ -171,9 +175,9 @@ TEST_F(BrokerProtocol, LimitsStayWithinTheReservation) {
 
 TEST_F(BrokerProtocol, LimitsBelowWhatTheRuntimeExpressesAreRefused) {
   // 0.0001 CPU once became --cpus=0.000: no quota at all.
-  for (const json& extra : {json{{"cpus", 0.0001}}, json{{"cpus", 1e-300}}, json{{"cpus", 0.00999}},
-                            json{{"mem_gb", 1e-9}}, json{{"mem_gb", 0.005}}, json{{"timeout_s", 0.001}},
-                            json{{"timeout_s", 0.999}}, json{{"cpus", 5e-324}}}) {
+  for (const json& extra :
+       {json{{"cpus", 0.0001}}, json{{"cpus", 1e-300}}, json{{"cpus", 0.00999}}, json{{"mem_gb", 1e-9}},
+        json{{"mem_gb", 0.005}}, json{{"timeout_s", 0.001}}, json{{"timeout_s", 0.999}}, json{{"cpus", 5e-324}}}) {
     const Refused r = Refusal(Run(extra));
     EXPECT_EQ(r.error, Refusal::kBadRequest) << extra.dump();
     EXPECT_EQ(r.detail.rfind(extra.begin().key() + ": ", 0), 0u) << r.detail;
@@ -197,12 +201,13 @@ TEST_F(BrokerProtocol, RuntimePathsAreNeverDestinations) {
     EXPECT_EQ(r.error, Refusal::kBadMount) << dst << ": " << r.detail;
     EXPECT_EQ(r.detail.rfind("mounts[0].dst: ", 0), 0u) << r.detail;
   }
-  for (const std::string& dst : std::vector<std::string>{"/procs", "/system", "/devices", "/etc/hosts.d", "/etc",
-                                                         "/run", "/out/proc"})
+  for (const std::string& dst :
+       std::vector<std::string>{"/procs", "/system", "/devices", "/etc/hosts.d", "/etc", "/run", "/out/proc"})
     EXPECT_EQ(Accepted(Run(Mounts("out", dst))).mounts[0].destination, dst);
   // One destination, however it is spelled.
   EXPECT_EQ(Accepted(Run(Mounts("out", "/out/"))).mounts[0].destination, "/out");
-  EXPECT_EQ(Refusal(Run({{"mounts", json::array({{{"src", "out"}, {"dst", "/m/"}}, {{"src", "data:cache"}, {"dst", "/m"}}})}}))
+  EXPECT_EQ(Refusal(Run({{"mounts",
+                          json::array({{{"src", "out"}, {"dst", "/m/"}}, {{"src", "data:cache"}, {"dst", "/m"}}})}}))
                 .error,
             Refusal::kBadMount);
 }
@@ -226,7 +231,7 @@ RC_GTEST_PROP(BrokerLimits, EveryAcceptedRequestHasRealLimitsNoLargerThanAsked, 
   };
   const double cpus = number(), mem = number();
   const json req = {{"op", "container.run"}, {"image", kRef}, {"platform", "linux/amd64"},
-                    {"timeout_s", 10}, {"cpus", cpus}, {"mem_gb", mem}};
+                    {"timeout_s", 10},       {"cpus", cpus},  {"mem_gb", mem}};
   const Parsed parsed = ParseRequest(req.dump(), config);
   const auto* refused = std::get_if<Refused>(&parsed);
   RC_CLASSIFY(refused == nullptr, "accepted");
@@ -261,9 +266,10 @@ RC_GTEST_PROP(BrokerLimits, EveryAcceptedCpusHasARealQuotaNoLargerThanAsked, ())
 }
 
 TEST_F(BrokerProtocol, MalformedRequests) {
-  for (const std::string& line : std::vector<std::string>{"", "not json", "[]", "42", "{\"op\": 1}", "{\"op\": \"container.exec\"}", "{\"image\": \"x\"}",
-        "{\"op\": \"status\", \"extra\": 1}", "{\"op\":\"container.run\"", "{\"op\":\"status\"}{}",
-        std::string("{\"op\":\"status\"\0}", 16), "{\"op\":\"\xff\"}"}) {
+  for (const std::string& line : std::vector<std::string>{
+           "", "not json", "[]", "42", "{\"op\": 1}", "{\"op\": \"container.exec\"}", "{\"image\": \"x\"}",
+           "{\"op\": \"status\", \"extra\": 1}", "{\"op\":\"container.run\"", "{\"op\":\"status\"}{}",
+           std::string("{\"op\":\"status\"\0}", 16), "{\"op\":\"\xff\"}"}) {
     Parsed p = ParseRequest(line, config_);
     ASSERT_TRUE(std::holds_alternative<Refused>(p)) << line;
     EXPECT_EQ(std::get<Refused>(p).error, Refusal::kBadRequest) << line;
@@ -288,7 +294,8 @@ TEST_F(BrokerProtocol, OversizedRequests) {
   EXPECT_EQ(Refusal(many).error, Refusal::kBadRequest);
   json mounts = Run();
   mounts["mounts"] = json::array();
-  for (size_t i = 0; i <= kMaxMounts; ++i) mounts["mounts"].push_back({{"src", "out"}, {"dst", "/m" + std::to_string(i)}});
+  for (size_t i = 0; i <= kMaxMounts; ++i)
+    mounts["mounts"].push_back({{"src", "out"}, {"dst", "/m" + std::to_string(i)}});
   EXPECT_NE(Refusal(mounts).detail.find("more than"), std::string::npos);
   // Nesting deep enough to hurt a recursive parser stays a refusal.
   EXPECT_EQ(std::get<Refused>(ParseRequest(std::string(30000, '[') + std::string(30000, ']'), config_)).error,
@@ -296,7 +303,8 @@ TEST_F(BrokerProtocol, OversizedRequests) {
 }
 
 TEST_F(BrokerProtocol, PullAndStatus) {
-  Parsed pull = ParseRequest(json{{"op", "container.pull"}, {"image", kRef}, {"platform", "linux/amd64"}}.dump(), config_);
+  Parsed pull =
+      ParseRequest(json{{"op", "container.pull"}, {"image", kRef}, {"platform", "linux/amd64"}}.dump(), config_);
   ASSERT_TRUE(std::holds_alternative<Request>(pull));
   EXPECT_TRUE(std::holds_alternative<PullRequest>(std::get<Request>(pull)));
   EXPECT_EQ(Refusal({{"op", "container.pull"}, {"image", "busybox"}, {"platform", "linux/amd64"}}).error,

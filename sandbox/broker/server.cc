@@ -4,8 +4,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sys/mman.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -73,7 +73,8 @@ nlohmann::ordered_json Status(const Broker& broker) {
   s["running"] = running->size();
   s["images"] = nlohmann::ordered_json::array();
   for (const auto& img : broker.config.images)
-    s["images"].push_back({{"image", img.reference}, {"platform", img.platform},
+    s["images"].push_back({{"image", img.reference},
+                           {"platform", img.platform},
                            {"present", ImagePresent(broker.runtime, img.reference)}});
   s["runtime"] = broker.probe.detail;
   if (broker.ledger != nullptr) {
@@ -135,8 +136,7 @@ std::variant<Broker, std::string> MakeBroker(const BrokerArgs& args) {
     const auto slash = args.socket_path.rfind('/');
     char parent[PATH_MAX];
     const std::string dir = slash == 0 ? "/" : args.socket_path.substr(0, slash);
-    if (realpath(dir.c_str(), parent) == nullptr)
-      return "--socket: " + dir + ": " + strerror(errno);
+    if (realpath(dir.c_str(), parent) == nullptr) return "--socket: " + dir + ": " + strerror(errno);
     const std::string where = std::string(parent) + "/" + args.socket_path.substr(slash + 1);
     if (Inside(where, b.config.work_dir) || Inside(where, b.config.data_dir))
       return "--socket: " + where + " is inside the work or data directory, which containers may mount";
@@ -205,8 +205,8 @@ void Lock(Ledger* ledger) {
 }
 }  // namespace
 
-std::string Reserve(Ledger* ledger, pid_t pid, long long cpu_quota_us, long long memory_bytes,
-                    long long total_quota_us, long long total_memory_bytes) {
+std::string Reserve(Ledger* ledger, pid_t pid, long long cpu_quota_us, long long memory_bytes, long long total_quota_us,
+                    long long total_memory_bytes) {
   Lock(ledger);
   long long quota = 0, memory = 0;
   int running = 0;
@@ -224,12 +224,14 @@ std::string Reserve(Ledger* ledger, pid_t pid, long long cpu_quota_us, long long
   char buf[256];
   if (quota + cpu_quota_us > total_quota_us) {
     snprintf(buf, sizeof buf, "cpus: %.5g asked, %.5g of the job's %.5g free (%d request(s) running)",
-             static_cast<double>(cpu_quota_us) / kCpuPeriodUs, static_cast<double>(total_quota_us - quota) / kCpuPeriodUs,
+             static_cast<double>(cpu_quota_us) / kCpuPeriodUs,
+             static_cast<double>(total_quota_us - quota) / kCpuPeriodUs,
              static_cast<double>(total_quota_us) / kCpuPeriodUs, running);
     why = buf;
   } else if (memory + memory_bytes > total_memory_bytes) {
     snprintf(buf, sizeof buf, "mem_gb: %.6g asked, %.6g of the job's %.6g free (%d request(s) running)",
-             static_cast<double>(memory_bytes) / (1 << 30), static_cast<double>(total_memory_bytes - memory) / (1 << 30),
+             static_cast<double>(memory_bytes) / (1 << 30),
+             static_cast<double>(total_memory_bytes - memory) / (1 << 30),
              static_cast<double>(total_memory_bytes) / (1 << 30), running);
     why = buf;
   } else if (free_slot == nullptr) {
@@ -281,9 +283,9 @@ nlohmann::ordered_json Answer(const Broker& broker, std::string_view line, int c
   }
   if (auto* pull = std::get_if<PullRequest>(&request)) {
     if (ImagePresent(broker.runtime, pull->image)) return {{"ok", true}};
-    return RefusalJson({Refusal::kRuntimeUnavailable,
-                        "image: " + pull->image +
-                            " is not in the agent's image store, and the broker never pulls from a registry"});
+    return RefusalJson(
+        {Refusal::kRuntimeUnavailable,
+         "image: " + pull->image + " is not in the agent's image store, and the broker never pulls from a registry"});
   }
   return Status(broker);
 }
@@ -300,8 +302,8 @@ void ServeConnection(const Broker& broker, int fd) {
     }
     if (buffer.size() > kMaxRequestBytes) {
       // No way to find the next request: answer and hang up.
-      SendAll(fd, AnswerLine(RefusalJson({Refusal::kBadRequest, "request: longer than " +
-                                                                    std::to_string(kMaxRequestBytes) + " bytes"})));
+      SendAll(fd, AnswerLine(RefusalJson(
+                      {Refusal::kBadRequest, "request: longer than " + std::to_string(kMaxRequestBytes) + " bytes"})));
       return;
     }
     const ssize_t n = read(fd, chunk, sizeof chunk);
@@ -423,7 +425,7 @@ int BrokerMain(const BrokerArgs& args) {
   signal(SIGPIPE, SIG_IGN);
 
   const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_un addr {};
+  sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   snprintf(addr.sun_path, sizeof addr.sun_path, "%s", args.socket_path.c_str());
   struct stat existing {};
@@ -512,8 +514,7 @@ int BrokerMain(const BrokerArgs& args) {
   if (job > 0) {
     kill(job, SIGTERM);
     int status = 0;
-    if (waitpid(job, &status, 0) == job)
-      job_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (waitpid(job, &status, 0) == job) job_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   }
   int result = job_status;
   // Handlers first (their podman clients die with them), so none starts a

@@ -32,10 +32,10 @@
 #include <string>
 #include <vector>
 
-#include "sandbox/broker/protocol.h"
-#include "sandbox/common/install_paths.h"
 #include "sandbox/broker/container_runtime.h"
+#include "sandbox/broker/protocol.h"
 #include "sandbox/broker/subid_ranges.h"
+#include "sandbox/common/install_paths.h"
 
 namespace oarbank::broker {
 
@@ -53,7 +53,7 @@ struct BrokerArgs {
   double mem_gb = 1;
   double max_timeout_s = 3600;
   bool network_granted = false;
-  std::string job_netns;   // with network_granted: the job's network namespace (run --publish-netns)
+  std::string job_netns;    // with network_granted: the job's network namespace (run --publish-netns)
   long job_proxy_port = 0;  // egress-allowlist jobs: the job's proxy on 127.0.0.1 in that namespace
   std::string state_dir = OARBANK_STATE_DIR "/containers";
   long job_uid = -1;  // default: the work directory's owner
@@ -69,8 +69,8 @@ struct Ledger;
 Ledger* MakeLedger();
 // Takes quota/memory for `pid`, or says why not (the job's running requests
 // already hold too much). "" when taken.
-std::string Reserve(Ledger* ledger, pid_t pid, long long cpu_quota_us, long long memory_bytes,
-                    long long total_quota_us, long long total_memory_bytes);
+std::string Reserve(Ledger* ledger, pid_t pid, long long cpu_quota_us, long long memory_bytes, long long total_quota_us,
+                    long long total_memory_bytes);
 // What the running requests hold: CPU quota (us per period) and bytes.
 std::pair<long long, long long> Reserved(Ledger* ledger);
 // Frees what `pid` holds (after its request, or when it died).

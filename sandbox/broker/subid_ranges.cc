@@ -58,8 +58,8 @@ Expected<std::vector<SubidLease>> ParseSubidRegistry(const std::string& text) {
 std::string FormatSubidRegistry(const std::vector<SubidLease>& leases) {
   std::string text;
   for (const auto& l : leases)
-    text += std::to_string(l.slot) + " " + std::to_string(l.pid) + " " + std::to_string(l.start_time) + " " + l.job +
-            "\n";
+    text +=
+        std::to_string(l.slot) + " " + std::to_string(l.pid) + " " + std::to_string(l.start_time) + " " + l.job + "\n";
   return text;
 }
 

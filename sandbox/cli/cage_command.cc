@@ -15,9 +15,9 @@
 
 #include "sandbox/cli/numbers.h"
 #include "sandbox/cli/shared_options.h"
+#include "sandbox/common/exit_codes.h"
 #include "sandbox/egress/allowlist.h"
 #include "sandbox/egress/resolver.h"
-#include "sandbox/common/exit_codes.h"
 #include "sandbox/supervise/job_egress.h"
 #include "sandbox/supervise/supervisor.h"
 
@@ -41,9 +41,8 @@ namespace {
 // The Spec field an error names, as the option that set it.
 std::string OptionFor(const std::string& where) {
   static const std::pair<const char*, const char*> kOptions[] = {
-      {"worktree", "--worktree"}, {"scratch", "--scratch"},     {"state_dirs", "--state"},
-      {"read_dirs", "--read"},    {"read_files", "--read-file"}, {"read_only", "--read-only"},
-      {"allow", "--allow"},
+      {"worktree", "--worktree"},    {"scratch", "--scratch"},     {"state_dirs", "--state"}, {"read_dirs", "--read"},
+      {"read_files", "--read-file"}, {"read_only", "--read-only"}, {"allow", "--allow"},
   };
   for (const auto& [field, option] : kOptions)
     if (where.rfind(field, 0) == 0) return option + where.substr(strlen(field));
@@ -68,8 +67,9 @@ std::optional<std::string> MakeScratch(const std::string& path) {
 std::optional<std::string> AddEnv(const std::string& entry, std::map<std::string, std::string>& env) {
   const auto eq = entry.find('=');
   const std::string name = entry.substr(0, eq);
-  if (name.empty() || name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") !=
-                          std::string::npos || (name[0] >= '0' && name[0] <= '9'))
+  if (name.empty() ||
+      name.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos ||
+      (name[0] >= '0' && name[0] <= '9'))
     return "--env: expected NAME or NAME=VALUE (NAME: letters, digits, _), got \"" + entry + "\"";
   if (eq != std::string::npos) {
     env[name] = entry.substr(eq + 1);
@@ -110,9 +110,11 @@ int Report(const cage::Result& result, bool json, const Policy& policy) {
     fflush(stdout);
     fwrite(result.stderr_text.data(), 1, result.stderr_text.size(), stderr);
     if (result.stdout_truncated)
-      fprintf(stderr, "sandbox: stdout cut at the cap: %llu bytes dropped\n", (unsigned long long)result.stdout_dropped);
+      fprintf(stderr, "sandbox: stdout cut at the cap: %llu bytes dropped\n",
+              (unsigned long long)result.stdout_dropped);
     if (result.stderr_truncated)
-      fprintf(stderr, "sandbox: stderr cut at the cap: %llu bytes dropped\n", (unsigned long long)result.stderr_dropped);
+      fprintf(stderr, "sandbox: stderr cut at the cap: %llu bytes dropped\n",
+              (unsigned long long)result.stderr_dropped);
     if (result.fault != cage::Fault::kNone)
       fprintf(stderr, "sandbox: %s: %s\n", cage::FaultName(result.fault), result.reason.c_str());
   }
@@ -147,9 +149,9 @@ CageCommand::CageCommand(CLI::App& app) : o_(std::make_shared<Options>()) {
   sub_->add_option("--read-only", s.read_only,
                    "A part of a writable directory kept read-only, by a read-only bind (repeatable)")
       ->allow_extra_args(false);
-  o.exec_writable_option = sub_->add_flag(
-      "--exec-writable,!--no-exec-writable", o.exec_writable,
-      "Whether the job may execute what it writes (default: on with --writable, off otherwise)");
+  o.exec_writable_option =
+      sub_->add_flag("--exec-writable,!--no-exec-writable", o.exec_writable,
+                     "Whether the job may execute what it writes (default: on with --writable, off otherwise)");
   sub_->add_option("--allow", s.allow,
                    "HOST[:PORT] the job may reach through its own egress proxy ('*.' for subdomains, 443 by default; "
                    "repeatable). None: no network")
@@ -169,7 +171,8 @@ CageCommand::CageCommand(CLI::App& app) : o_(std::make_shared<Options>()) {
                    "TEST ONLY: the job's egress proxy treats this CIDR (inside 198.18.0.0/15) as public (repeatable)")
       ->allow_extra_args(false)
       ->group("");
-  sub_->add_option("--egress-test-resolver", o.test_resolver, "TEST ONLY: the job's egress proxy answers lookups from this file")
+  sub_->add_option("--egress-test-resolver", o.test_resolver,
+                   "TEST ONLY: the job's egress proxy answers lookups from this file")
       ->group("");
   sub_->add_option("argv", s.argv, "Command to run in the cage (after --)")->required();
 }

@@ -9,10 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "sandbox/cli/numbers.h"
-#include "sandbox/egress/proxy.h"
-#include "sandbox/common/exit_codes.h"
-#include "sandbox/policy/policy.h"
 #include "sandbox/cli/shared_options.h"
+#include "sandbox/common/exit_codes.h"
+#include "sandbox/egress/proxy.h"
+#include "sandbox/policy/policy.h"
 
 namespace oarbank::egress {
 namespace {
@@ -51,7 +51,7 @@ int RunEgressProxyCommand(const ProxyCommandOptions& o) {
     }
     if (policy.value().net().mode != NetMode::kEgressAllowlist)
       return UsageLine("--policy: net.mode is " + std::string(NetModeName(policy.value().net().mode)) +
-                   ", expected egress-allowlist");
+                       ", expected egress-allowlist");
     entries.insert(entries.end(), policy.value().net().allow.begin(), policy.value().net().allow.end());
     port = policy.value().net().proxy_port;
   }
@@ -125,13 +125,17 @@ bool EgressProxyCommand::Names(const std::string& name) { return name == "egress
 
 EgressProxyCommand::EgressProxyCommand(CLI::App& app) : o_(std::make_shared<egress::ProxyCommandOptions>()) {
   egress::ProxyCommandOptions& o = *o_;
-  sub_ = app.add_subcommand("egress-proxy", "Serve the egress allowlist proxy (HTTP CONNECT, plain http://) on loopback");
+  sub_ =
+      app.add_subcommand("egress-proxy", "Serve the egress allowlist proxy (HTTP CONNECT, plain http://) on loopback");
   sub_->add_option("--listen", o.listen, "127.0.0.1:PORT or [::1]:PORT (default: the policy's proxy_port)");
   sub_->add_option("--allow", o.allow, "host[:port], '*.' for subdomains, 443 by default (repeatable)");
   sub_->add_option("--policy", o.policy, "Take the list and the port from this policy's net");
-  sub_->add_option("--header-timeout", o.header_timeout_s, "Seconds to send a request head")->check(FiniteRange(0.01, 3600.0));
-  sub_->add_option("--idle-timeout", o.idle_timeout_s, "Close a connection idle this many seconds")->check(FiniteRange(0.01, 1e6));
-  sub_->add_option("--connect-timeout", o.connect_timeout_s, "Seconds to connect upstream")->check(FiniteRange(0.01, 3600.0));
+  sub_->add_option("--header-timeout", o.header_timeout_s, "Seconds to send a request head")
+      ->check(FiniteRange(0.01, 3600.0));
+  sub_->add_option("--idle-timeout", o.idle_timeout_s, "Close a connection idle this many seconds")
+      ->check(FiniteRange(0.01, 1e6));
+  sub_->add_option("--connect-timeout", o.connect_timeout_s, "Seconds to connect upstream")
+      ->check(FiniteRange(0.01, 3600.0));
   sub_->add_option("--max-connections", o.max_connections, "Connections at once")->check(CLI::Range(1, 1 << 20));
   sub_->add_option("--max-connections-per-client", o.max_connections_per_client,
                    "Connections one client address may hold at once (64)")

@@ -15,9 +15,9 @@
 namespace oarbank::egress {
 
 struct ProxyCommandOptions {
-  std::string listen;                    // "127.0.0.1:PORT" or "[::1]:PORT"
-  std::vector<std::string> allow;        // --allow, repeatable
-  std::string policy;                    // --policy: net.allow and net.proxy_port
+  std::string listen;              // "127.0.0.1:PORT" or "[::1]:PORT"
+  std::vector<std::string> allow;  // --allow, repeatable
+  std::string policy;              // --policy: net.allow and net.proxy_port
   double header_timeout_s = 10;
   double idle_timeout_s = 300;
   double connect_timeout_s = 10;

@@ -31,7 +31,7 @@ void PauseAt(const char* point, long a, long b) {
   close(fd);
   rename(tmp, file);
   for (int waited = 0; waited < 60000 && access(go, F_OK) != 0; ++waited) {
-    timespec ms {0, 1000000};
+    timespec ms{0, 1000000};
     nanosleep(&ms, nullptr);
   }
 }

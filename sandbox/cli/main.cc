@@ -29,8 +29,9 @@ namespace {
 
 int AgentMain(int argc, char** argv) {
   CLI::App app{"oarbank-agent: run untrusted module code in a kernel-enforced cage"};
-  app.set_version_flag("--version", [] { return VersionText("oarbank-agent", "/proc/self/exe"); },
-                       "Print the version and the launcher's SHA-256 (what a battery attestation binds)");
+  app.set_version_flag(
+      "--version", [] { return VersionText("oarbank-agent", "/proc/self/exe"); },
+      "Print the version and the launcher's SHA-256 (what a battery attestation binds)");
   app.require_subcommand(1);
   // Only the subcommand named first is registered: a launch pays for every
   // page of CLI11 state and code it touches (half a millisecond for the other

@@ -8,11 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sandbox/common/json_formats.h"
-#include "sandbox/manifest/approval.h"
 #include "sandbox/common/exit_codes.h"
-#include "sandbox/host/host_facts.h"
 #include "sandbox/common/install_paths.h"
+#include "sandbox/common/json_formats.h"
+#include "sandbox/host/host_facts.h"
+#include "sandbox/manifest/approval.h"
 #include "sandbox/manifest/manifest.h"
 #include "sandbox/manifest/manifest_policy.h"
 #include "sandbox/manifest/portability.h"
@@ -95,19 +95,16 @@ std::optional<int> ManifestCommands::Run() const {
   if (o.check->parsed()) {
     const auto lint = LintPortability(m, ProbeHost());
     if (o.json) {
-      nlohmann::ordered_json j = {{"format", kManifestCheckFormat},
-                                  {"module", m.name},
-                                  {"version", m.version},
-                                  {"requests", nlohmann::json::parse(CanonicalRequests(m))},
-                                  {"digest", RequestsDigest(m)},
-                                  {"needs_approval", !m.RequestsNothing()},
-                                  {"flags", ApprovalFlags(m)},
-                                  {"portability", PortabilityJson(lint)}};
+      nlohmann::ordered_json j = {
+          {"format", kManifestCheckFormat}, {"module", m.name},
+          {"version", m.version},           {"requests", nlohmann::json::parse(CanonicalRequests(m))},
+          {"digest", RequestsDigest(m)},    {"needs_approval", !m.RequestsNothing()},
+          {"flags", ApprovalFlags(m)},      {"portability", PortabilityJson(lint)}};
       std::cout << j.dump(2) << "\n";
     } else {
-      std::cout << m.name << " " << m.version << "\nrequests: " << CanonicalRequests(m) << "\ndigest: "
-                << RequestsDigest(m) << "\napproval: " << (m.RequestsNothing() ? "not needed (requests nothing)" : "needed")
-                << "\n";
+      std::cout << m.name << " " << m.version << "\nrequests: " << CanonicalRequests(m)
+                << "\ndigest: " << RequestsDigest(m)
+                << "\napproval: " << (m.RequestsNothing() ? "not needed (requests nothing)" : "needed") << "\n";
       for (const auto& f : ApprovalFlags(m)) std::cout << "flag: " << f << "\n";
       std::cout << PortabilityText(lint);
     }
@@ -158,8 +155,11 @@ std::optional<int> ManifestCommands::Run() const {
              : o.role == "service"   ? Role::kService
              : o.role == "probe"     ? Role::kProbe
                                      : Role::kRunner;
-  for (auto [value, field] : {std::pair{&o.runtime, &job.runtime}, {&o.work, &job.work}, {&o.data, &job.data},
-                              {&o.tmp, &job.tmp}, {&o.broker, &job.broker}})
+  for (auto [value, field] : {std::pair{&o.runtime, &job.runtime},
+                              {&o.work, &job.work},
+                              {&o.data, &job.data},
+                              {&o.tmp, &job.tmp},
+                              {&o.broker, &job.broker}})
     if (!value->empty()) *field = *value;
   if (o.mem_gb > 0) job.mem_gb = o.mem_gb;
   if (o.cpus > 0) job.cpus = o.cpus;

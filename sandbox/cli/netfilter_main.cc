@@ -91,7 +91,8 @@ bool HasGlobalIpv6(const char* interface) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) return Fail("usage: oarbank-netfilter apply|list|dropped|await (fds 3, 4: the job's user and net namespaces)");
+  if (argc != 2)
+    return Fail("usage: oarbank-netfilter apply|list|dropped|await (fds 3, 4: the job's user and net namespaces)");
   const std::string mode = argv[1];
   if (mode != "apply" && mode != "list" && mode != "dropped" && mode != "await") return Fail("unknown mode " + mode);
   if (setns(kUserNamespaceFd, CLONE_NEWUSER) != 0)
@@ -129,8 +130,10 @@ int main(int argc, char** argv) {
     SkipAddressDetection();
   }
   if (!List(ctx, mode != "dropped", &out, &err)) return Fail("list the ruleset: " + err);
-  if (mode == "dropped") printf("%llu\n", DroppedPackets(out));
-  else fputs(out.c_str(), stdout);
+  if (mode == "dropped")
+    printf("%llu\n", DroppedPackets(out));
+  else
+    fputs(out.c_str(), stdout);
   nft_ctx_free(ctx);
   return fflush(stdout) == 0 ? 0 : Fail("write the listing");
 }

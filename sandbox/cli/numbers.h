@@ -67,9 +67,12 @@ inline std::optional<uint64_t> ParseByteCount(const std::string& text, uint64_t 
   }
   const std::string unit = text.substr(i);
   uint64_t scale = 1;
-  if (unit == "K" || unit == "KiB") scale = 1ull << 10;
-  else if (unit == "M" || unit == "MiB") scale = 1ull << 20;
-  else if (unit == "G" || unit == "GiB") scale = 1ull << 30;
+  if (unit == "K" || unit == "KiB")
+    scale = 1ull << 10;
+  else if (unit == "M" || unit == "MiB")
+    scale = 1ull << 20;
+  else if (unit == "G" || unit == "GiB")
+    scale = 1ull << 30;
   else if (!unit.empty()) {
     *why = "expected a byte count (digits, then K, KiB, M, MiB, G or GiB), got \"" + text + "\"";
     return std::nullopt;

@@ -9,7 +9,7 @@ constexpr int kRestoringSignals[4] = {SIGTERM, SIGHUP, SIGINT, SIGQUIT};
 
 // One raw terminal per process: what its handlers restore.
 volatile sig_atomic_t g_fd = -1;
-termios g_saved {};
+termios g_saved{};
 
 void RestoreAndDie(int sig) {
   if (g_fd >= 0) tcsetattr(g_fd, TCSANOW, &g_saved);

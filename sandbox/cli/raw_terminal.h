@@ -23,7 +23,7 @@ class RawTerminal {
 
  private:
   bool active_ = false;
-  struct sigaction old_[4] {};
+  struct sigaction old_[4]{};
 };
 
 }  // namespace oarbank

@@ -44,8 +44,7 @@ int SandboxReport(const std::string& policy_path, int abi_cap) {
   report["supervisor"] = cage::SupervisorReport(host);
   // The network a policy's job gets under `run` (sandbox-exec keeps the host's).
   if (!policy_path.empty())
-    if (auto policy = LoadPolicyFile(policy_path); policy.ok())
-{
+    if (auto policy = LoadPolicyFile(policy_path); policy.ok()) {
       report["supervisor"]["job_network"] = PlanJobNamespaces(policy.value()).net_detail;
       // The placement `run` makes (egress-any is enforced there, never by sandbox-exec alone).
       HostFacts supervised = host;

@@ -88,8 +88,10 @@ int SupervisedRun(const std::string& policy_path, const std::vector<std::string>
   try {
     if (json) {
       nlohmann::ordered_json report = cage::ResultReport(result);
-      report["stdout_file"] = spool.stdout_path.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(spool.stdout_path);
-      report["stderr_file"] = spool.stderr_path.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(spool.stderr_path);
+      report["stdout_file"] =
+          spool.stdout_path.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(spool.stdout_path);
+      report["stderr_file"] =
+          spool.stderr_path.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(spool.stderr_path);
       // A reason naming a path that is not UTF-8 is shown with U+FFFD, never refused.
       const std::string text = report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
       fwrite(text.data(), 1, text.size(), stdout);
@@ -217,8 +219,9 @@ RunCommand::RunCommand(CLI::App& app) : o_(std::make_shared<Options>()) {
   sub_->add_flag("--json", o.json,
                  "Print the result as JSON (stdout, stderr, exit_code, signal, refused, fault); without it the job's "
                  "output streams to stdout and stderr as it comes");
-  sub_->add_flag("--stdin", o.relay_stdin,
-                 "Relay this process's stdin into the job's (a pipe) until EOF; without it the job's stdin is /dev/null");
+  sub_->add_flag(
+      "--stdin", o.relay_stdin,
+      "Relay this process's stdin into the job's (a pipe) until EOF; without it the job's stdin is /dev/null");
   sub_->add_flag("--pty", o.run.pty,
                  "Run the job on a pseudo-terminal of its own (its stdin, stdout, stderr and controlling terminal), "
                  "relayed to this process's stdin and stdout; stdin is relayed, a terminal there is raw meanwhile");

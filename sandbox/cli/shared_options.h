@@ -27,8 +27,9 @@ inline int UsageLine(const std::string& line) {
 // --landlock-abi-max N (sandbox-exec, sandbox-report, run, cage): -1, the
 // default, is what the kernel offers.
 inline CLI::Option* AddLandlockAbiMax(CLI::App* sub, int& abi_cap) {
-  return sub->add_option("--landlock-abi-max", abi_cap,
-                         "Use at most this Landlock ABI (testing: can only lower what the kernel offers)")
+  return sub
+      ->add_option("--landlock-abi-max", abi_cap,
+                   "Use at most this Landlock ABI (testing: can only lower what the kernel offers)")
       ->check(CLI::Range(0, 1000));
 }
 

@@ -5,9 +5,9 @@
 
 namespace oarbank {
 
-inline constexpr int kExitUsage = 64;       // bad arguments or a bad policy
-inline constexpr int kExitNotEnforced = 70; // a part of the cage cannot be applied in full
-inline constexpr int kExitExecFailed = 71;  // the cage is in place but exec failed
-inline constexpr int kExitNotApproved = 77; // manifest-policy: the manifest's requests are not approved
+inline constexpr int kExitUsage = 64;        // bad arguments or a bad policy
+inline constexpr int kExitNotEnforced = 70;  // a part of the cage cannot be applied in full
+inline constexpr int kExitExecFailed = 71;   // the cage is in place but exec failed
+inline constexpr int kExitNotApproved = 77;  // manifest-policy: the manifest's requests are not approved
 
 }  // namespace oarbank

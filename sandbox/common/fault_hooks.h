@@ -27,8 +27,6 @@ inline void FaultPause(const char* point, long a = 0, long b = 0) {
   if (fault_hooks.pause != nullptr) fault_hooks.pause(point, a, b);
 }
 
-inline bool FaultSkipStep(const char* step) {
-  return fault_hooks.skip_step != nullptr && fault_hooks.skip_step(step);
-}
+inline bool FaultSkipStep(const char* step) { return fault_hooks.skip_step != nullptr && fault_hooks.skip_step(step); }
 
 }  // namespace oarbank

@@ -40,9 +40,10 @@ inline int OpenRegularFile(const std::string& path, std::string* why) {
     // A socket cannot be opened at all (ENXIO): name what it is.
     const int err = errno;
     struct stat st {};
-    if (why) *why = stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)
-                        ? std::string("not a regular file (") + FileKindName(st.st_mode) + ")"
-                        : std::string(strerror(err));
+    if (why)
+      *why = stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)
+                 ? std::string("not a regular file (") + FileKindName(st.st_mode) + ")"
+                 : std::string(strerror(err));
     return -1;
   }
   struct stat st {};

@@ -26,14 +26,22 @@ inline bool IsUtf8(std::string_view s) {
     }
     size_t len;
     unsigned char lo = 0x80, hi = 0xbf;  // the allowed range of the second byte
-    if (c >= 0xc2 && c <= 0xdf) len = 2;
-    else if (c == 0xe0) len = 3, lo = 0xa0;
-    else if ((c >= 0xe1 && c <= 0xec) || c == 0xee || c == 0xef) len = 3;
-    else if (c == 0xed) len = 3, hi = 0x9f;
-    else if (c == 0xf0) len = 4, lo = 0x90;
-    else if (c >= 0xf1 && c <= 0xf3) len = 4;
-    else if (c == 0xf4) len = 4, hi = 0x8f;
-    else return false;
+    if (c >= 0xc2 && c <= 0xdf)
+      len = 2;
+    else if (c == 0xe0)
+      len = 3, lo = 0xa0;
+    else if ((c >= 0xe1 && c <= 0xec) || c == 0xee || c == 0xef)
+      len = 3;
+    else if (c == 0xed)
+      len = 3, hi = 0x9f;
+    else if (c == 0xf0)
+      len = 4, lo = 0x90;
+    else if (c >= 0xf1 && c <= 0xf3)
+      len = 4;
+    else if (c == 0xf4)
+      len = 4, hi = 0x8f;
+    else
+      return false;
     if (n - i < len) return false;
     if (p[i + 1] < lo || p[i + 1] > hi) return false;
     for (size_t k = 2; k < len; ++k)

@@ -10,15 +10,17 @@ TEST(TextEncodingTest, Utf8IsCheckedStrictly) {
   EXPECT_TRUE(IsUtf8(""));
   EXPECT_TRUE(IsUtf8("plain ascii\n"));
   EXPECT_TRUE(IsUtf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
-  EXPECT_TRUE(IsUtf8("\xf4\x8f\xbf\xbf"));         // U+10FFFF
-  EXPECT_FALSE(IsUtf8("a\xff" "b"));               // never a UTF-8 byte
-  EXPECT_FALSE(IsUtf8("\xc3"));                    // a character cut by a cap
+  EXPECT_TRUE(IsUtf8("\xf4\x8f\xbf\xbf"));  // U+10FFFF
+  EXPECT_FALSE(
+      IsUtf8("a\xff"
+             "b"));              // never a UTF-8 byte
+  EXPECT_FALSE(IsUtf8("\xc3"));  // a character cut by a cap
   EXPECT_FALSE(IsUtf8("\xe2\x82"));
-  EXPECT_FALSE(IsUtf8("\xc0\xaf"));                // overlong '/'
+  EXPECT_FALSE(IsUtf8("\xc0\xaf"));  // overlong '/'
   EXPECT_FALSE(IsUtf8("\xe0\x80\xaf"));
-  EXPECT_FALSE(IsUtf8("\xed\xa0\x80"));            // a surrogate
-  EXPECT_FALSE(IsUtf8("\xf4\x90\x80\x80"));        // above U+10FFFF
-  EXPECT_FALSE(IsUtf8("\x80"));                    // a continuation byte alone
+  EXPECT_FALSE(IsUtf8("\xed\xa0\x80"));      // a surrogate
+  EXPECT_FALSE(IsUtf8("\xf4\x90\x80\x80"));  // above U+10FFFF
+  EXPECT_FALSE(IsUtf8("\x80"));              // a continuation byte alone
   EXPECT_FALSE(IsUtf8(std::string("\xc3\x00", 2)));
 }
 
@@ -30,7 +32,9 @@ TEST(TextEncodingTest, Base64MatchesRfc4648) {
   EXPECT_EQ(Base64("foob"), "Zm9vYg==");
   EXPECT_EQ(Base64("fooba"), "Zm9vYmE=");
   EXPECT_EQ(Base64("foobar"), "Zm9vYmFy");
-  EXPECT_EQ(Base64("a\xff" "b\n"), "Yf9iCg==");
+  EXPECT_EQ(Base64("a\xff"
+                   "b\n"),
+            "Yf9iCg==");
 }
 
 // Decoding what Base64 made gives back every byte.
@@ -42,8 +46,11 @@ RC_GTEST_PROP(TextEncodingProperty, Base64RoundTrips, (const std::string& bytes)
   int have = 0;
   for (char c : encoded) {
     if (c == '=') break;
-    const int v = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26
-                : c >= '0' && c <= '9' ? c - '0' + 52 : c == '+' ? 62 : 63;
+    const int v = c >= 'A' && c <= 'Z'   ? c - 'A'
+                  : c >= 'a' && c <= 'z' ? c - 'a' + 26
+                  : c >= '0' && c <= '9' ? c - '0' + 52
+                  : c == '+'             ? 62
+                                         : 63;
     bits = (bits << 6) | static_cast<uint32_t>(v);
     have += 6;
     if (have >= 8) {

@@ -24,13 +24,15 @@ bool TrustedOwner(uid_t uid) { return uid == 0 || uid == geteuid(); }
 std::string CheckDirectory(const std::string& path, const struct stat& st) {
   if (!S_ISDIR(st.st_mode)) return path + " is not a directory";
   if (!TrustedOwner(st.st_uid))
-    return path + " is owned by uid " + std::to_string(st.st_uid) + " (only root or uid " +
-           std::to_string(geteuid()) + " may own it)";
+    return path + " is owned by uid " + std::to_string(st.st_uid) + " (only root or uid " + std::to_string(geteuid()) +
+           " may own it)";
   const bool others_write = (st.st_mode & (S_IWGRP | S_IWOTH)) != 0;
   if (others_write && !(st.st_uid == 0 && (st.st_mode & S_ISVTX)))
-    return path + " is writable by " + ((st.st_mode & S_IWOTH) ? "others" : "its group") +
-           " (mode " + [&] { char m[8]; snprintf(m, sizeof m, "%04o", st.st_mode & 07777); return std::string(m); }() +
-           ")";
+    return path + " is writable by " + ((st.st_mode & S_IWOTH) ? "others" : "its group") + " (mode " + [&] {
+      char m[8];
+      snprintf(m, sizeof m, "%04o", st.st_mode & 07777);
+      return std::string(m);
+    }() + ")";
   return "";
 }
 
@@ -39,8 +41,8 @@ std::string CheckFile(const std::string& path, const struct stat& st) {
   if (S_ISLNK(st.st_mode)) return path + " is a symbolic link";
   if (!S_ISREG(st.st_mode)) return path + " is not a regular file (" + FileKindName(st.st_mode) + ")";
   if (!TrustedOwner(st.st_uid))
-    return path + " is owned by uid " + std::to_string(st.st_uid) + " (only root or uid " +
-           std::to_string(geteuid()) + " may own it)";
+    return path + " is owned by uid " + std::to_string(st.st_uid) + " (only root or uid " + std::to_string(geteuid()) +
+           " may own it)";
   if (st.st_mode & (S_IWGRP | S_IWOTH))
     return path + " is writable by " + ((st.st_mode & S_IWOTH) ? "others" : "its group");
   if (st.st_nlink != 1) return path + " has " + std::to_string(st.st_nlink) + " hard links";
@@ -112,7 +114,8 @@ Expected<TrustedDir> OpenTrustedDir(const std::string& dir, bool create_last) {
     }
     UniqueFd child(openat(fd.get(), component.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!child.valid())
-      return Refuse(walked, errno == ENOTDIR || errno == ELOOP ? "is not a directory" : "cannot open: " + ErrnoText(errno));
+      return Refuse(walked,
+                    errno == ENOTDIR || errno == ELOOP ? "is not a directory" : "cannot open: " + ErrnoText(errno));
     if (fstat(child.get(), &st) != 0) return Refuse(walked, "cannot stat: " + ErrnoText(errno));
     if (auto why = CheckDirectory(walked, st); !why.empty()) return Refuse(dir, why);
     fd = std::move(child);
@@ -134,7 +137,8 @@ Expected<std::optional<std::string>> ReadTrustedFile(const std::string& path) {
   struct stat st;
   if (fstatat(trusted.value().fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode))
     return Refuse(path, "not trusted: " + CheckFile(path, st));
-  UniqueFd fd(openat(trusted.value().fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  UniqueFd fd(
+      openat(trusted.value().fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (!fd.valid()) {
     if (errno == ENOENT) return std::optional<std::string>{};
     if (errno == ELOOP) return Refuse(path, "not trusted: " + path + " is a symbolic link");

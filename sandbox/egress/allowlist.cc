@@ -12,7 +12,8 @@ namespace {
 
 std::string Lower(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
 }
 
@@ -147,7 +148,8 @@ bool ListAdmits(const std::vector<AllowEntry>& list, std::string_view host, uint
 Expected<std::string> NormalizeRequestHost(std::string_view raw) {
   std::string host = Lower(raw);
   if (host.empty()) return Error{"host", "empty host"};
-  if (host.front() == '[' || ParseIpAddress(host)) return Error{"host", "IP literal: only listed host names are reachable"};
+  if (host.front() == '[' || ParseIpAddress(host))
+    return Error{"host", "IP literal: only listed host names are reachable"};
   if (host.size() > 1 && host.back() == '.') host.pop_back();
   if (host.find(':') != std::string::npos) return Error{"host", "malformed host name"};
   if (host.rfind("*.", 0) == 0 || host.find('*') != std::string::npos) return Error{"host", "'*' in a host name"};
@@ -200,7 +202,8 @@ Expected<Cidr> ParseCidr(std::string_view text) {
   if (!base) return Error{"", "not an IP address: " + std::string(text.substr(0, slash))};
   const std::string_view len = text.substr(slash + 1);
   const int max = base->v4 ? 32 : 128;
-  if (len.empty() || len.size() > 3 || !std::all_of(len.begin(), len.end(), [](char c) { return c >= '0' && c <= '9'; }))
+  if (len.empty() || len.size() > 3 ||
+      !std::all_of(len.begin(), len.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return Error{"", "expected a prefix length 0.." + std::to_string(max)};
   const int prefix = std::stoi(std::string(len));
   if (prefix > max) return Error{"", "expected a prefix length 0.." + std::to_string(max)};

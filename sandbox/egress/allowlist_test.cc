@@ -35,10 +35,17 @@ TEST(AllowEntry, PortIs443UnlessNamedAndCaseIsFolded) {
 }
 
 TEST(AllowEntry, AddressesAndMalformedEntriesAreRefused) {
-  for (const char* bad : {"10.0.0.1", "10.0.0.1:443", "[::1]:443", "::1", "127.1", "0x7f.1", "2130706433", "a.0x10",
-                          "localhost", "a.localhost:80", "a*.example.org", "*.*.example.org", "example.org:0",
-                          "example.org:65536", "example.org:", "", ".example.org", "example..org", "-a.example.org",
-                          "a_b.example.org", "example.org."}) {
+  for (const char* bad : {"10.0.0.1",       "10.0.0.1:443",
+                          "[::1]:443",      "::1",
+                          "127.1",          "0x7f.1",
+                          "2130706433",     "a.0x10",
+                          "localhost",      "a.localhost:80",
+                          "a*.example.org", "*.*.example.org",
+                          "example.org:0",  "example.org:65536",
+                          "example.org:",   "",
+                          ".example.org",   "example..org",
+                          "-a.example.org", "a_b.example.org",
+                          "example.org."}) {
     EXPECT_FALSE(ParseAllowEntry(bad).ok()) << bad;
   }
 }
@@ -85,37 +92,56 @@ RC_GTEST_PROP(AllowEntry, AWildcardNeverAdmitsItsBaseAndAlwaysAdmitsOneMoreLabel
 TEST(RequestHost, IsNormalizedAndNeverAnAddress) {
   EXPECT_EQ(NormalizeRequestHost("API.Example.ORG").value(), "api.example.org");
   EXPECT_EQ(NormalizeRequestHost("api.example.org.").value(), "api.example.org");
-  for (const char* bad : {"127.0.0.1", "127.1", "0x7f.0.0.1", "2130706433", "[::1]", "::1", "[::ffff:10.0.0.1]",
-                          "localhost", "LOCALHOST.", "*.example.org", "a*b.example.org", "", ".", "a..b", "a b",
-                          "example.org..", "a:b"}) {
+  for (const char* bad :
+       {"127.0.0.1", "127.1", "0x7f.0.0.1", "2130706433", "[::1]", "::1", "[::ffff:10.0.0.1]", "localhost",
+        "LOCALHOST.", "*.example.org", "a*b.example.org", "", ".", "a..b", "a b", "example.org..", "a:b"}) {
     EXPECT_FALSE(NormalizeRequestHost(bad).ok()) << bad;
   }
 }
 
 TEST(Address, EveryRefusedRangeIsNotPublic) {
   const std::vector<std::pair<std::string, std::string>> cases = {
-      {"127.0.0.1", "loopback"},         {"127.255.255.254", "loopback"},
-      {"0.0.0.0", "unspecified"},        {"0.1.2.3", "this-network"},
-      {"10.0.0.1", "RFC 1918"},          {"172.16.0.1", "RFC 1918"},
-      {"172.31.255.255", "RFC 1918"},    {"192.168.0.1", "RFC 1918"},
-      {"169.254.169.254", "metadata"},   {"169.254.0.1", "link-local"},
-      {"100.64.0.1", "CGNAT"},           {"100.127.255.255", "CGNAT"},
-      {"224.0.0.1", "multicast"},        {"239.255.255.250", "multicast"},
-      {"255.255.255.255", "broadcast"},  {"240.0.0.1", "reserved"},
-      {"198.18.0.1", "benchmarking"},    {"198.19.255.255", "benchmarking"},
-      {"192.0.2.1", "documentation"},    {"203.0.113.9", "documentation"},
-      {"::", "unspecified"},             {"::1", "loopback"},
-      {"fc00::1", "unique local"},       {"fd12:3456::1", "unique local"},
-      {"fe80::1", "link-local"},         {"febf::1", "link-local"},
-      {"ff02::1", "multicast"},          {"ff05::1:3", "multicast"},
+      {"127.0.0.1", "loopback"},
+      {"127.255.255.254", "loopback"},
+      {"0.0.0.0", "unspecified"},
+      {"0.1.2.3", "this-network"},
+      {"10.0.0.1", "RFC 1918"},
+      {"172.16.0.1", "RFC 1918"},
+      {"172.31.255.255", "RFC 1918"},
+      {"192.168.0.1", "RFC 1918"},
+      {"169.254.169.254", "metadata"},
+      {"169.254.0.1", "link-local"},
+      {"100.64.0.1", "CGNAT"},
+      {"100.127.255.255", "CGNAT"},
+      {"224.0.0.1", "multicast"},
+      {"239.255.255.250", "multicast"},
+      {"255.255.255.255", "broadcast"},
+      {"240.0.0.1", "reserved"},
+      {"198.18.0.1", "benchmarking"},
+      {"198.19.255.255", "benchmarking"},
+      {"192.0.2.1", "documentation"},
+      {"203.0.113.9", "documentation"},
+      {"::", "unspecified"},
+      {"::1", "loopback"},
+      {"fc00::1", "unique local"},
+      {"fd12:3456::1", "unique local"},
+      {"fe80::1", "link-local"},
+      {"febf::1", "link-local"},
+      {"ff02::1", "multicast"},
+      {"ff05::1:3", "multicast"},
       {"::ffff:127.0.0.1", "IPv4-mapped loopback"},
       {"::ffff:10.1.2.3", "IPv4-mapped private"},
       {"::ffff:169.254.169.254", "IPv4-mapped link-local"},
-      {"::127.0.0.1", "IPv4-compatible"}, {"::8.8.8.8", "IPv4-compatible"},
-      {"64:ff9b::7f00:1", "NAT64 loopback"}, {"64:ff9b:1::1", "NAT64"},
-      {"2001:db8::1", "documentation"},  {"2002:7f00:1::1", "6to4"},
-      {"2001:0:4136:e378::1", "Teredo"}, {"100::1", "discard"},
-      {"4000::1", "not global unicast"}, {"fec0::1", "site-local"},
+      {"::127.0.0.1", "IPv4-compatible"},
+      {"::8.8.8.8", "IPv4-compatible"},
+      {"64:ff9b::7f00:1", "NAT64 loopback"},
+      {"64:ff9b:1::1", "NAT64"},
+      {"2001:db8::1", "documentation"},
+      {"2002:7f00:1::1", "6to4"},
+      {"2001:0:4136:e378::1", "Teredo"},
+      {"100::1", "discard"},
+      {"4000::1", "not global unicast"},
+      {"fec0::1", "site-local"},
   };
   for (const auto& [text, reason] : cases) {
     const auto why = NonPublicReason(Ip(text));
@@ -126,9 +152,9 @@ TEST(Address, EveryRefusedRangeIsNotPublic) {
 
 TEST(Address, GloballyRoutableAddressesArePublic) {
   // Judged, never contacted.
-  for (const char* text : {"1.1.1.1", "8.8.8.8", "100.63.255.255", "100.128.0.0", "172.15.255.255", "172.32.0.0",
-                           "198.17.255.255", "198.20.0.0", "223.255.255.255", "2606:4700::1111", "2a00:1450::1",
-                           "::ffff:8.8.8.8", "64:ff9b::808:808"}) {
+  for (const char* text :
+       {"1.1.1.1", "8.8.8.8", "100.63.255.255", "100.128.0.0", "172.15.255.255", "172.32.0.0", "198.17.255.255",
+        "198.20.0.0", "223.255.255.255", "2606:4700::1111", "2a00:1450::1", "::ffff:8.8.8.8", "64:ff9b::808:808"}) {
     EXPECT_EQ(NonPublicReason(Ip(text)), std::nullopt) << text;
   }
 }
@@ -149,8 +175,8 @@ TEST(Address, TestRangesArePublicOnlyInsideTheBenchmarkingBlock) {
 
 // An IPv4 address and its IPv4-mapped IPv6 form are judged alike.
 RC_GTEST_PROP(Address, MappedIpv4IsJudgedLikeIpv4, ()) {
-  const auto a = *rc::gen::arbitrary<uint8_t>(), b = *rc::gen::arbitrary<uint8_t>(),
-             c = *rc::gen::arbitrary<uint8_t>(), d = *rc::gen::arbitrary<uint8_t>();
+  const auto a = *rc::gen::arbitrary<uint8_t>(), b = *rc::gen::arbitrary<uint8_t>(), c = *rc::gen::arbitrary<uint8_t>(),
+             d = *rc::gen::arbitrary<uint8_t>();
   const IpAddress v4 = Ipv4(a, b, c, d);
   IpAddress mapped;
   mapped.v4 = false;
@@ -168,9 +194,8 @@ RC_GTEST_PROP(Address, IPv6OutsideGlobalUnicastIsNeverPublic, ()) {
   ip.v4 = false;
   for (auto& byte : ip.bytes) byte = *rc::gen::arbitrary<uint8_t>();
   RC_PRE((ip.bytes[0] & 0xe0) != 0x20);
-  const bool mapped_or_nat64 =
-      std::all_of(ip.bytes.begin(), ip.bytes.begin() + 10, [](uint8_t x) { return x == 0; }) ||
-      (ip.bytes[0] == 0 && ip.bytes[1] == 0x64);
+  const bool mapped_or_nat64 = std::all_of(ip.bytes.begin(), ip.bytes.begin() + 10, [](uint8_t x) { return x == 0; }) ||
+                               (ip.bytes[0] == 0 && ip.bytes[1] == 0x64);
   RC_PRE(!mapped_or_nat64);
   RC_ASSERT(NonPublicReason(ip).has_value());
 }

@@ -21,8 +21,8 @@ inline constexpr char kJobStackDns4[] = "10.0.2.3";
 inline constexpr char kJobStackDns6[] = "fd00::3";
 
 struct RulesetInputs {
-  std::vector<egress::Cidr> test_public;           // egress::ParseTestPublicRange only
-  std::vector<egress::IpAddress> host_addresses;   // the supervisor's own, public or not
+  std::vector<egress::Cidr> test_public;          // egress::ParseTestPublicRange only
+  std::vector<egress::IpAddress> host_addresses;  // the supervisor's own, public or not
 };
 
 struct DestinationRule {

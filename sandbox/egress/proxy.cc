@@ -42,7 +42,8 @@ constexpr double kRefusalsPerSecond = 5;
 constexpr size_t kMaxTrackedClients = 4096;
 
 asio::ip::address ToAsio(const IpAddress& ip) {
-  if (ip.v4) return asio::ip::address_v4(asio::ip::address_v4::bytes_type{ip.bytes[0], ip.bytes[1], ip.bytes[2], ip.bytes[3]});
+  if (ip.v4)
+    return asio::ip::address_v4(asio::ip::address_v4::bytes_type{ip.bytes[0], ip.bytes[1], ip.bytes[2], ip.bytes[3]});
   asio::ip::address_v6::bytes_type b;
   std::copy(ip.bytes.begin(), ip.bytes.end(), b.begin());
   return asio::ip::address_v6(b);
@@ -195,8 +196,8 @@ struct EgressProxy::Impl {
       }
       auto& b = refusal_budget[client];
       const auto now = Clock::now();
-      b.tokens = std::min(kRefusalBurst,
-                          b.tokens + std::chrono::duration<double>(now - b.last).count() * kRefusalsPerSecond);
+      b.tokens =
+          std::min(kRefusalBurst, b.tokens + std::chrono::duration<double>(now - b.last).count() * kRefusalsPerSecond);
       b.last = now;
       if (b.tokens < 1 || refusal_budget.size() > kMaxTrackedClients) {
         ++b.dropped;
@@ -287,13 +288,16 @@ class Session : public std::enable_shared_from_this<Session> {
   void Start() {
     head_.reserve(1024);
     ArmTimer(proxy_.config.header_timeout, [](Session& s) {
-      s.Refuse(408, "no complete request head within " + std::to_string(s.proxy_.config.header_timeout.count()) + " ms");
+      s.Refuse(408,
+               "no complete request head within " + std::to_string(s.proxy_.config.header_timeout.count()) + " ms");
     });
     ReadHead();
   }
 
   // Over the connection limit: answer 503 and close, without reading.
-  void RefuseBusy() { Refuse(503, "too many connections (limit " + std::to_string(proxy_.config.max_connections) + ")"); }
+  void RefuseBusy() {
+    Refuse(503, "too many connections (limit " + std::to_string(proxy_.config.max_connections) + ")");
+  }
   void RefuseClientBusy() {
     Refuse(503, "too many connections from " + client_key_ + " (limit " +
                     std::to_string(proxy_.config.max_connections_per_client) + " a client)");
@@ -316,8 +320,8 @@ class Session : public std::enable_shared_from_this<Session> {
       const auto end = FindHeadEnd(self->head_);
       if (end && *end <= self->proxy_.config.max_header_bytes) return self->HandleHead(*end);
       if (self->head_.size() > self->proxy_.config.max_header_bytes)
-        return self->Refuse(431, "request head larger than " + std::to_string(self->proxy_.config.max_header_bytes) +
-                                     " bytes");
+        return self->Refuse(
+            431, "request head larger than " + std::to_string(self->proxy_.config.max_header_bytes) + " bytes");
       self->ReadHead();
     });
   }
@@ -350,8 +354,8 @@ class Session : public std::enable_shared_from_this<Session> {
     // The timer holds the session meanwhile; the answer only a weak
     // reference, and it is dropped once the proxy has stopped.
     ArmTimer(proxy_.config.connect_timeout, [](Session& s) {
-      s.Refuse(502, "no answer for " + s.req_.host + " within " + std::to_string(s.proxy_.config.connect_timeout.count()) +
-                        " ms");
+      s.Refuse(502, "no answer for " + s.req_.host + " within " +
+                        std::to_string(s.proxy_.config.connect_timeout.count()) + " ms");
     });
     std::weak_ptr<Session> weak = shared_from_this();
     proxy_.config.resolver->Resolve(req_.host, [weak, gate = proxy_.gate](Resolver::Answer answer) {
@@ -406,12 +410,8 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void OnConnected() {
-    nlohmann::ordered_json event = {{"event", "egress_connect"},
-                                    {"client", peer_},
-                                    {"method", method_},
-                                    {"host", req_.host},
-                                    {"port", req_.port},
-                                    {"address", connected_to_}};
+    nlohmann::ordered_json event = {{"event", "egress_connect"}, {"client", peer_},   {"method", method_},
+                                    {"host", req_.host},         {"port", req_.port}, {"address", connected_to_}};
     proxy_.Log(std::move(event));
     std::string first;
     if (req_.kind == RequestKind::kConnect) {
@@ -508,7 +508,8 @@ class Session : public std::enable_shared_from_this<Session> {
     for (int turn = 0; turn < 32; ++turn) {
       if (closed_) return;
       if (pipe.held > 0) {
-        const ssize_t n = splice(pipe.r, nullptr, to.native_handle(), nullptr, pipe.held, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        const ssize_t n =
+            splice(pipe.r, nullptr, to.native_handle(), nullptr, pipe.held, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
         if (n > 0) {
           pipe.held -= static_cast<size_t>(n);
           last_activity_ = Clock::now();
@@ -546,8 +547,8 @@ class Session : public std::enable_shared_from_this<Session> {
       if (body_left_ == 0) return;
       want = static_cast<size_t>(std::min<uint64_t>(want, body_left_));
     }
-    from.async_read_some(asio::buffer(buf.data(), want), [self = shared_from_this(), &from, &to, &buf, dir,
-                                                          plain](const asio::error_code& ec, size_t n) {
+    from.async_read_some(asio::buffer(buf.data(), want), [self = shared_from_this(), &from, &to, &buf, dir, plain](
+                                                             const asio::error_code& ec, size_t n) {
       if (self->closed_) return;
       if (ec) {
         if (ec != asio::error::eof) return self->Close();
@@ -555,12 +556,13 @@ class Session : public std::enable_shared_from_this<Session> {
       }
       self->last_activity_ = Clock::now();
       if (plain && dir == Direction::kToUpstream) self->body_left_ -= n;
-      asio::async_write(to, asio::buffer(buf.data(), n), [self, &from, &to, &buf, dir](const asio::error_code& wec, size_t) {
-        if (self->closed_) return;
-        if (wec) return self->Close();
-        self->last_activity_ = Clock::now();
-        self->Pump(from, to, buf, dir);
-      });
+      asio::async_write(to, asio::buffer(buf.data(), n),
+                        [self, &from, &to, &buf, dir](const asio::error_code& wec, size_t) {
+                          if (self->closed_) return;
+                          if (wec) return self->Close();
+                          self->last_activity_ = Clock::now();
+                          self->Pump(from, to, buf, dir);
+                        });
     });
   }
 
@@ -570,8 +572,11 @@ class Session : public std::enable_shared_from_this<Session> {
     timer_.async_wait([self = shared_from_this()](const asio::error_code& ec) {
       if (ec || self->closed_) return;
       if (Clock::now() - self->last_activity_ >= self->proxy_.config.idle_timeout) {
-        self->proxy_.Log({{"event", "egress_idle_close"}, {"client", self->peer_}, {"host", self->req_.host},
-                          {"port", self->req_.port}, {"idle_ms", self->proxy_.config.idle_timeout.count()}});
+        self->proxy_.Log({{"event", "egress_idle_close"},
+                          {"client", self->peer_},
+                          {"host", self->req_.host},
+                          {"port", self->req_.port},
+                          {"idle_ms", self->proxy_.config.idle_timeout.count()}});
         return self->Close();
       }
       self->ArmIdle();
@@ -657,9 +662,12 @@ void EgressProxy::Impl::Accept() {
     const size_t now = ++active;
     auto session = std::make_shared<Session>(*this, std::move(socket));
     const bool client_ok = session->TakeClientSlot();
-    if (now > config.max_connections) session->RefuseBusy();
-    else if (!client_ok) session->RefuseClientBusy();
-    else session->Start();
+    if (now > config.max_connections)
+      session->RefuseBusy();
+    else if (!client_ok)
+      session->RefuseClientBusy();
+    else
+      session->Start();
     Accept();
   });
 }

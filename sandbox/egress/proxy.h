@@ -43,15 +43,15 @@
 #include <string>
 #include <vector>
 
+#include "sandbox/common/expected.h"
 #include "sandbox/egress/allowlist.h"
 #include "sandbox/egress/resolver.h"
-#include "sandbox/common/expected.h"
 
 namespace oarbank::egress {
 
 struct ProxyConfig {
   std::string listen_address = "127.0.0.1";  // loopback only (127.0.0.0/8 or ::1)
-  uint16_t listen_port = 0;                   // 0: any free port
+  uint16_t listen_port = 0;                  // 0: any free port
   // An already-listening TCP socket on loopback to serve instead of binding
   // listen_address:listen_port (the supervisor's job listener, made in the
   // job's network namespace). The proxy owns it from Start on, even when
@@ -59,8 +59,8 @@ struct ProxyConfig {
   // namespace, whatever namespace this socket belongs to.
   int listen_fd = -1;
   std::vector<AllowEntry> allow;
-  std::vector<Cidr> test_public;              // test-only: ParseTestPublicRange
-  std::shared_ptr<Resolver> resolver;         // default: MakeSystemResolver()
+  std::vector<Cidr> test_public;       // test-only: ParseTestPublicRange
+  std::shared_ptr<Resolver> resolver;  // default: MakeSystemResolver()
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds connect_timeout{10'000};
   std::chrono::milliseconds idle_timeout{300'000};

@@ -14,7 +14,8 @@ bool IsTokenChar(unsigned char c) {
 }
 
 bool IsToken(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return IsTokenChar(static_cast<unsigned char>(c)); });
+  return !s.empty() &&
+         std::all_of(s.begin(), s.end(), [](char c) { return IsTokenChar(static_cast<unsigned char>(c)); });
 }
 
 bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
@@ -168,7 +169,8 @@ Expected<ProxyRequest> ParseProxyRequest(std::string_view head) {
     if (!IsToken(name)) return Bad("malformed header name");
     std::string_view value = line.substr(colon + 1);
     for (char c : value)
-      if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) return Bad("control byte in a header value");
+      if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f)
+        return Bad("control byte in a header value");
     while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
     while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
     if (EqualsIgnoreCase(name, "Content-Length")) {
@@ -199,8 +201,9 @@ Expected<ProxyRequest> ParseProxyRequest(std::string_view head) {
 
 std::string UpstreamHead(const ProxyRequest& req) {
   // Hop-by-hop and proxy headers, plus every header the Connection header names.
-  std::vector<std::string> drop = {"connection", "proxy-connection", "keep-alive", "proxy-authorization",
-                                   "proxy-authenticate", "te", "trailer", "upgrade", "host"};
+  std::vector<std::string> drop = {
+      "connection", "proxy-connection", "keep-alive", "proxy-authorization", "proxy-authenticate", "te",
+      "trailer",    "upgrade",          "host"};
   for (const auto& [name, value] : req.headers) {
     if (!EqualsIgnoreCase(name, "Connection")) continue;
     for (auto token : ConnectionTokens(value)) {

@@ -29,10 +29,10 @@ enum class RequestKind { kConnect, kPlainHttp };
 struct ProxyRequest {
   RequestKind kind = RequestKind::kConnect;
   std::string method;
-  std::string host;         // as written (the proxy normalizes and checks it)
-  uint16_t port = 0;        // CONNECT: required; plain HTTP: 80 by default
-  std::string target_path;  // plain HTTP: origin-form path and query, "/" at least
-  std::string version;      // "HTTP/1.0" or "HTTP/1.1"
+  std::string host;                                          // as written (the proxy normalizes and checks it)
+  uint16_t port = 0;                                         // CONNECT: required; plain HTTP: 80 by default
+  std::string target_path;                                   // plain HTTP: origin-form path and query, "/" at least
+  std::string version;                                       // "HTTP/1.0" or "HTTP/1.1"
   std::vector<std::pair<std::string, std::string>> headers;  // names as written
   std::optional<uint64_t> content_length;
   bool transfer_encoding = false;  // any Transfer-Encoding header

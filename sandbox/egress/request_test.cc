@@ -23,7 +23,8 @@ TEST(ProxyRequest, ConnectNeedsHostAndPort) {
 }
 
 TEST(ProxyRequest, AbsoluteFormPlainHttp) {
-  auto r = ParseProxyRequest("GET http://Example.org/a/b?c=d#frag HTTP/1.0\r\nAccept: */*\r\nContent-Length: 3\r\n\r\n");
+  auto r =
+      ParseProxyRequest("GET http://Example.org/a/b?c=d#frag HTTP/1.0\r\nAccept: */*\r\nContent-Length: 3\r\n\r\n");
   ASSERT_TRUE(r.ok()) << r.error().what;
   EXPECT_EQ(r.value().kind, RequestKind::kPlainHttp);
   EXPECT_EQ(r.value().host, "Example.org");
@@ -87,15 +88,17 @@ TEST(ProxyRequest, UpstreamHeadIsOriginFormWithoutProxyOrHopHeaders) {
       "POST http://example.org:8080/x HTTP/1.1\r\nHost: evil.example\r\nProxy-Authorization: Basic c2VjcmV0\r\n"
       "Connection: keep-alive, X-Drop\r\nX-Drop: 1\r\nUpgrade: websocket\r\nX-Keep: 2\r\nContent-Length: 0\r\n\r\n");
   ASSERT_TRUE(r.ok()) << r.error().what;
-  EXPECT_EQ(UpstreamHead(r.value()),
-            "POST /x HTTP/1.1\r\nHost: example.org:8080\r\nX-Keep: 2\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(
+      UpstreamHead(r.value()),
+      "POST /x HTTP/1.1\r\nHost: example.org:8080\r\nX-Keep: 2\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
 }
 
 // Whatever the bytes, the parser returns a request or a one-line reason.
 RC_GTEST_PROP(ProxyRequest, NeverCrashesAndReasonsAreOneLine, ()) {
   const auto pieces = *rc::gen::container<std::vector<std::string>>(rc::gen::elementOf(std::vector<std::string>{
-      "CONNECT", "GET", " ", "\r\n", "\n", "\r", ":", "http://", "https://", "a.example", "[::1]", "443", "/",
-      "HTTP/1.1", "Host", "Content-Length", "Transfer-Encoding", "@", "0", "99999", "\t", "\x01", "\xff"}));
+      "CONNECT",           "GET",       " ",     "\r\n",  "\n", "\r",       ":",    "http://",
+      "https://",          "a.example", "[::1]", "443",   "/",  "HTTP/1.1", "Host", "Content-Length",
+      "Transfer-Encoding", "@",         "0",     "99999", "\t", "\x01",     "\xff"}));
   std::string head;
   for (const auto& p : pieces) head += p;
   head += "\r\n\r\n";
@@ -165,13 +168,14 @@ OriginView ParseAsOrigin(std::string_view bytes) {
 // and whose Content-Length frames exactly the body that was checked. The
 // body is itself a request head, as a smuggler would send it.
 RC_GTEST_PROP(ProxyRequest, UpstreamBytesAreExactlyOneRequestForTheCheckedHost, ()) {
-  const std::vector<std::string> names = {"Host", "Connection", "Transfer-Encoding", "X-A", "Keep-Alive",
-                                          "Proxy-Connection", "TE", "Upgrade", "HOST", "Trailer", "X-B",
-                                          "Proxy-Authorization", "Content-Length"};
-  const std::vector<std::string> values = {"unlisted.test", "0", "close", "keep-alive", "x-a", "chunked", "1",
-                                           "upgrade", "te, trailer", "unlisted.test:80"};
-  const std::vector<std::string> tokens = {"close", "keep-alive", "Content-Length", " content-length ",
-                                           "Transfer-Encoding", "Host", "X-A", "x-b", "TE", "Upgrade"};
+  const std::vector<std::string> names = {
+      "Host",    "Connection", "Transfer-Encoding", "X-A", "Keep-Alive",          "Proxy-Connection", "TE",
+      "Upgrade", "HOST",       "Trailer",           "X-B", "Proxy-Authorization", "Content-Length"};
+  const std::vector<std::string> values = {"unlisted.test", "0", "close",   "keep-alive",  "x-a",
+                                           "chunked",       "1", "upgrade", "te, trailer", "unlisted.test:80"};
+  const std::vector<std::string> tokens = {
+      "close", "keep-alive", "Content-Length", " content-length ", "Transfer-Encoding", "Host", "X-A",
+      "x-b",   "TE",         "Upgrade"};
   std::vector<std::string> lines;
   const int extra = *rc::gen::inRange(0, 5);
   for (int i = 0; i < extra; ++i) lines.push_back(*rc::gen::elementOf(names) + ": " + *rc::gen::elementOf(values));
@@ -179,7 +183,8 @@ RC_GTEST_PROP(ProxyRequest, UpstreamBytesAreExactlyOneRequestForTheCheckedHost, 
   // what frames or addresses the request, each at any place in the head.
   const int length = *rc::gen::elementOf(std::vector<int>{-1, 0, 1, 47, 100, 47});
   if (length >= 0)
-    lines.insert(lines.begin() + *rc::gen::inRange<size_t>(0, lines.size() + 1), "Content-Length: " + std::to_string(length));
+    lines.insert(lines.begin() + *rc::gen::inRange<size_t>(0, lines.size() + 1),
+                 "Content-Length: " + std::to_string(length));
   const auto named = *rc::gen::container<std::vector<std::string>>(*rc::gen::inRange(0, 4), rc::gen::elementOf(tokens));
   if (!named.empty()) {
     std::string value;

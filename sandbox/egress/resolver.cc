@@ -127,8 +127,10 @@ class AresResolver : public Resolver {
 
   static void SockState(void* data, ares_socket_t fd, int readable, int writable) {
     auto* self = static_cast<AresResolver*>(data);
-    if (!readable && !writable) self->sockets_.erase(fd);
-    else self->sockets_[fd] = static_cast<short>((readable ? POLLIN : 0) | (writable ? POLLOUT : 0));
+    if (!readable && !writable)
+      self->sockets_.erase(fd);
+    else
+      self->sockets_[fd] = static_cast<short>((readable ? POLLIN : 0) | (writable ? POLLOUT : 0));
   }
 
   static void OnAnswer(void* arg, int status, int /*timeouts*/, ares_addrinfo* result) {

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include "sandbox/egress/allowlist.h"
 #include "sandbox/common/expected.h"
+#include "sandbox/egress/allowlist.h"
 
 namespace oarbank::egress {
 

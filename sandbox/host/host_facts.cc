@@ -3,20 +3,20 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <linux/landlock.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <mutex>
 #include <cctype>
+#include <mutex>
 #include <string_view>
 
-#include "sandbox/policy/base_system.h"
-#include "sandbox/host/landlock_abi.h"
 #include "sandbox/common/read_file.h"
+#include "sandbox/host/landlock_abi.h"
+#include "sandbox/policy/base_system.h"
 
 namespace oarbank {
 namespace {
@@ -193,7 +193,7 @@ void ProbeRootEtc(HostFacts& f) {
 
 HostFacts ProbeHost(int abi_cap, ProbeScope scope) {
   HostFacts f;
-  utsname u {};
+  utsname u{};
   if (uname(&u) == 0) {
     f.kernel_release = u.release;
     f.arch = u.machine;

@@ -13,13 +13,13 @@
 namespace oarbank {
 
 struct CgroupFacts {
-  bool probed = false;             // false: not read (ProbeScope), every limit is unavailable
-  bool v2_mounted = false;         // a cgroup2 hierarchy is mounted
-  std::string mount_point;         // where
-  std::string own_path;            // this process's cgroup, absolute on the host
-  bool writable = false;           // we may create a leaf below own_path
+  bool probed = false;                   // false: not read (ProbeScope), every limit is unavailable
+  bool v2_mounted = false;               // a cgroup2 hierarchy is mounted
+  std::string mount_point;               // where
+  std::string own_path;                  // this process's cgroup, absolute on the host
+  bool writable = false;                 // we may create a leaf below own_path
   std::vector<std::string> controllers;  // cgroup.controllers of own_path
-  bool has_kill = false;           // cgroup.kill exists (5.14+)
+  bool has_kill = false;                 // cgroup.kill exists (5.14+)
 };
 
 struct HostFacts {
@@ -33,10 +33,10 @@ struct HostFacts {
   int landlock_abi = 0;
   int landlock_kernel_abi = 0;
   bool landlock_capped = false;
-  uint32_t landlock_errata = 0;       // bit N-1: erratum N is fixed here
+  uint32_t landlock_errata = 0;        // bit N-1: erratum N is fixed here
   bool landlock_errata_known = false;  // the kernel answers the query (6.15, backports)
 
-  bool seccomp_filter = false;     // SECCOMP_SET_MODE_FILTER is built in
+  bool seccomp_filter = false;  // SECCOMP_SET_MODE_FILTER is built in
   std::vector<std::string> seccomp_actions;
 
   // Unprivileged user namespaces (and so a private mount namespace for the

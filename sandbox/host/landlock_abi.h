@@ -59,9 +59,9 @@ inline constexpr uint64_t kFsMakeSock = 1ull << 9;
 inline constexpr uint64_t kFsMakeFifo = 1ull << 10;
 inline constexpr uint64_t kFsMakeBlock = 1ull << 11;
 inline constexpr uint64_t kFsMakeSym = 1ull << 12;
-inline constexpr uint64_t kFsRefer = 1ull << 13;        // ABI 2
-inline constexpr uint64_t kFsTruncate = 1ull << 14;     // ABI 3
-inline constexpr uint64_t kFsIoctlDev = 1ull << 15;     // ABI 5
+inline constexpr uint64_t kFsRefer = 1ull << 13;     // ABI 2
+inline constexpr uint64_t kFsTruncate = 1ull << 14;  // ABI 3
+inline constexpr uint64_t kFsIoctlDev = 1ull << 15;  // ABI 5
 // ABI 9: connect/sendto to a pathname unix socket (EACCES), except to a
 // socket whose server is in the same Landlock domain. A file right: a rule
 // may name the socket itself.

@@ -7,8 +7,8 @@
 #include <linux/mount.h>
 #include <pthread.h>
 #include <sched.h>
-#include <sys/prctl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -95,8 +95,8 @@ OwnedFd::~OwnedFd() {
 }
 
 int MakeRootEtcTree(int idmap_fd) {
-  int tree = static_cast<int>(
-      syscall(SYS_open_tree, AT_FDCWD, "/etc", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
+  int tree =
+      static_cast<int>(syscall(SYS_open_tree, AT_FDCWD, "/etc", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
   if (tree < 0) return -errno;
   // Never a stdio number: a caller that closed stdio later dup2s onto them.
   if (tree <= 2) {
@@ -106,7 +106,7 @@ int MakeRootEtcTree(int idmap_fd) {
     if (moved < 0) return -err;
     tree = moved;
   }
-  mount_attr attr {};
+  mount_attr attr{};
   attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
   attr.userns_fd = static_cast<uint64_t>(idmap_fd);
   if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0) {

@@ -10,7 +10,7 @@
 namespace oarbank {
 
 Expected<int> ConnectBroker(const std::string& path) {
-  sockaddr_un addr {};
+  sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (path.size() >= sizeof addr.sun_path) return Error{"broker", path + ": path too long for a unix socket"};
   memcpy(addr.sun_path, path.c_str(), path.size() + 1);

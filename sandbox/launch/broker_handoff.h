@@ -14,8 +14,8 @@
 
 #include <string>
 
-#include "sandbox/plan/plan.h"
 #include "sandbox/common/expected.h"
+#include "sandbox/plan/plan.h"
 
 namespace oarbank {
 

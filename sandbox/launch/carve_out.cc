@@ -28,7 +28,7 @@ bool IsWithin(const std::string& child, const std::string& parent) {
 }
 
 int OpenNoSymlinks(int dirfd, const std::string& path, uint64_t flags) {
-  open_how how {};
+  open_how how{};
   how.flags = flags | O_CLOEXEC;
   how.resolve = RESOLVE_NO_SYMLINKS;
   return static_cast<int>(syscall(SYS_openat2, dirfd, path.c_str(), &how, sizeof how));
@@ -38,8 +38,7 @@ int OpenNoSymlinks(int dirfd, const std::string& path, uint64_t flags) {
 
 Error Bad(const std::string& where, const std::string& what) { return Error{where, what}; }
 
-constexpr char kPlanted[] =
-    "a symbolic link is on the way (refused: whoever could write there could have planted it)";
+constexpr char kPlanted[] = "a symbolic link is on the way (refused: whoever could write there could have planted it)";
 
 // "/a/./b/../c" -> "/a/c". Equal to the real path when no component is a
 // symbolic link, which the open with RESOLVE_NO_SYMLINKS then proves.
@@ -135,7 +134,8 @@ Expected<std::optional<GitCarveOuts>> ResolveGitCarveOuts(const std::string& wor
     auto text = ReadSmallFile(wt.value().get(), ".git", out.dot_git);
     if (!text.ok()) return text.error();
     constexpr std::string_view kPrefix = "gitdir: ";
-    if (!text.value() || text.value()->compare(0, kPrefix.size(), kPrefix) != 0 || text.value()->size() == kPrefix.size())
+    if (!text.value() || text.value()->compare(0, kPrefix.size(), kPrefix) != 0 ||
+        text.value()->size() == kPrefix.size())
       return Bad(out.dot_git, "a file that does not say \"gitdir: PATH\"");
     out.git_dir = Absolute(text.value()->substr(kPrefix.size()), worktree);
     auto opened = OpenDirectory(out.git_dir, out.dot_git + " (gitdir)");
@@ -180,12 +180,13 @@ std::optional<StepFailure> BindOntoItself(const std::string& path, bool read_onl
   UniqueFd fd(OpenNoSymlinks(AT_FDCWD, path, O_PATH));
   if (!fd.valid()) return StepFailed(LaunchStep::kMountNamespace, errno, "%s %s", what, path.c_str());
   struct stat before {};
-  if (fstat(fd.get(), &before) != 0) return StepFailed(LaunchStep::kMountNamespace, errno, "%s %s: fstat", what, path.c_str());
+  if (fstat(fd.get(), &before) != 0)
+    return StepFailed(LaunchStep::kMountNamespace, errno, "%s %s: fstat", what, path.c_str());
   UniqueFd tree(static_cast<int>(
       syscall(SYS_open_tree, fd.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE)));
   if (!tree.valid()) return StepFailed(LaunchStep::kMountNamespace, errno, "%s %s: copy its mount", what, path.c_str());
   if (read_only) {
-    mount_attr attr {};
+    mount_attr attr{};
     attr.attr_set = MOUNT_ATTR_RDONLY;
     if (syscall(SYS_mount_setattr, tree.get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
       return StepFailed(LaunchStep::kMountNamespace, errno, "%s %s: make it read-only", what, path.c_str());
@@ -199,7 +200,8 @@ std::optional<StepFailure> BindOntoItself(const std::string& path, bool read_onl
     return StepFailed(LaunchStep::kMountNamespace, errno, "%s %s: check the bind", what, path.c_str());
   if (st.st_dev != before.st_dev || st.st_ino != before.st_ino)
     return StepFailed(LaunchStep::kMountNamespace, 0, "%s %s: no longer the inode it bound", what, path.c_str());
-  if (read_only && !(fs.f_flags & ST_RDONLY)) return StepFailed(LaunchStep::kMountNamespace, 0, "%s %s: not read-only after its bind", what, path.c_str());
+  if (read_only && !(fs.f_flags & ST_RDONLY))
+    return StepFailed(LaunchStep::kMountNamespace, 0, "%s %s: not read-only after its bind", what, path.c_str());
   return std::nullopt;
 }
 
@@ -214,7 +216,9 @@ std::optional<StepFailure> BindReadOnlyCarveOuts(const Plan& plan) {
     const std::string* grant = nullptr;  // the innermost writable grant around it
     for (const auto& w : plan.writable_binds)
       if (IsWithin(path, w) && (grant == nullptr || w.size() > grant->size())) grant = &w;
-    if (grant == nullptr) return StepFailed(LaunchStep::kMountNamespace, 0, "read-only carve-out %s: inside no writable grant", path.c_str());
+    if (grant == nullptr)
+      return StepFailed(LaunchStep::kMountNamespace, 0, "read-only carve-out %s: inside no writable grant",
+                        path.c_str());
     for (const auto& ancestor : AncestorsWithin(*grant, path)) {
       if (std::find(pinned.begin(), pinned.end(), ancestor) != pinned.end()) continue;
       if (auto f = BindOntoItself(ancestor, false)) return f;

@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
+#include "sandbox/common/expected.h"
 #include "sandbox/launch/enforce.h"
 #include "sandbox/plan/plan.h"
-#include "sandbox/common/expected.h"
 
 namespace oarbank {
 

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <linux/keyctl.h>
 #include <signal.h>
@@ -15,12 +16,11 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
-#include <sys/socket.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/syscall.h>
-#include <grp.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -47,8 +47,8 @@ struct Outcome {
 };
 
 std::ostream& operator<<(std::ostream& os, const Outcome& o) {
-  return os << "{errno " << o.err << " (" << (o.err > 0 ? strerrorname_np(o.err) : "-") << "), signal "
-            << o.signal << ", setup '" << o.setup_error << "'}";
+  return os << "{errno " << o.err << " (" << (o.err > 0 ? strerrorname_np(o.err) : "-") << "), signal " << o.signal
+            << ", setup '" << o.setup_error << "'}";
 }
 
 // Returns 0 or the errno of a call that returns -1 on failure.
@@ -152,22 +152,24 @@ TEST_P(ConfineTest, ExtendedAttributesAreReadByFdOnly) {
   struct {
     uint64_t value;
     uint32_t size, flags;
-  } args {reinterpret_cast<uintptr_t>(value), sizeof value, 0};
-  EXPECT_EQ(RunConfined(tree_.Runner(), [&] {
-              return Errno(syscall(464, AT_FDCWD, secret.c_str(), 0, "user.oarbank_test", &args, sizeof args));
-            }),
-            Err(EOPNOTSUPP));
+  } args{reinterpret_cast<uintptr_t>(value), sizeof value, 0};
+  EXPECT_EQ(
+      RunConfined(
+          tree_.Runner(),
+          [&] { return Errno(syscall(464, AT_FDCWD, secret.c_str(), 0, "user.oarbank_test", &args, sizeof args)); }),
+      Err(EOPNOTSUPP));
   // By path even in the grant; by fd there, yes.
   EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return Errno(getxattr(mine.c_str(), "user.oarbank_test", value, 8)); }),
             Err(EOPNOTSUPP));
-  EXPECT_EQ(RunConfined(tree_.Runner(), [&] {
-              const int fd = open(mine.c_str(), O_RDONLY | O_CLOEXEC);
-              if (fd < 0) return errno;
-              const ssize_t n = fgetxattr(fd, "user.oarbank_test", value, sizeof value);
-              const int err = n == 2 && memcmp(value, "42", 2) == 0 ? 0 : n < 0 ? errno : EIO;
-              close(fd);
-              return err;
-            }),
+  EXPECT_EQ(RunConfined(tree_.Runner(),
+                        [&] {
+                          const int fd = open(mine.c_str(), O_RDONLY | O_CLOEXEC);
+                          if (fd < 0) return errno;
+                          const ssize_t n = fgetxattr(fd, "user.oarbank_test", value, sizeof value);
+                          const int err = n == 2 && memcmp(value, "42", 2) == 0 ? 0 : n < 0 ? errno : EIO;
+                          close(fd);
+                          return err;
+                        }),
             Err(0));
 }
 
@@ -199,8 +201,7 @@ TEST_P(ConfineTest, MetadataOutsideTheWritableGrantsIsRefused) {
     const std::string victim = tree_.Path("outside/victim");
     EXPECT_EQ(RunConfined(policy, [&] { return Errno(chmod(victim.c_str(), 0644)); }), Err(EROFS));
     EXPECT_EQ(RunConfined(policy, [&] { return Errno(chown(victim.c_str(), GetParam(), GetParam())); }), Err(EROFS));
-    EXPECT_EQ(RunConfined(policy, [&] { return Errno(utimensat(AT_FDCWD, victim.c_str(), nullptr, 0)); }),
-              Err(EROFS));
+    EXPECT_EQ(RunConfined(policy, [&] { return Errno(utimensat(AT_FDCWD, victim.c_str(), nullptr, 0)); }), Err(EROFS));
   }
   struct stat st {};
   ASSERT_EQ(stat(tree_.Path("outside/victim").c_str(), &st), 0);
@@ -213,8 +214,9 @@ TEST_P(ConfineTest, ExecutingAWrittenFileIsRefused) {
   chmod(tree_.Path("work/written").c_str(), 0755);
   EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return ExecErr({tree_.Path("work/written")}); }), Err(EACCES));
   EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return ExecErr({"/bin/true"}); }), Err(0));
-  EXPECT_EQ(RunConfined(tree_.Runner(R"("exec_writable": true)"), [&] { return ExecErr({tree_.Path("work/written")}); }),
-            Err(0));
+  EXPECT_EQ(
+      RunConfined(tree_.Runner(R"("exec_writable": true)"), [&] { return ExecErr({tree_.Path("work/written")}); }),
+      Err(0));
 }
 
 // What the dynamic loader does with `ld.so ./written`: map the file
@@ -335,7 +337,8 @@ TEST_P(ConfineTest, MountsAreRefusedOldAndNewApi) {
 TEST_P(ConfineTest, KernelSurfaceIsRefused) {
   EXPECT_EQ(Errno(syscall(SYS_bpf, 0, nullptr, 64)), EFAULT);  // reaches the kernel unconfined
   EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(syscall(SYS_bpf, 0, nullptr, 64)); }), Err(EPERM));
-  EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(syscall(SYS_add_key, "user", "k", "v", 1, KEY_SPEC_PROCESS_KEYRING)); }),
+  EXPECT_EQ(RunConfined(tree_.Runner(),
+                        [] { return Errno(syscall(SYS_add_key, "user", "k", "v", 1, KEY_SPEC_PROCESS_KEYRING)); }),
             Err(EPERM));
   EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(syscall(SYS_io_uring_setup, 4, nullptr)); }), Err(EPERM));
   EXPECT_EQ(RunConfined(tree_.Runner(), [] { return Errno(syscall(SYS_userfaultfd, 0)); }), Err(EPERM));
@@ -352,8 +355,8 @@ TEST_P(ConfineTest, TerminalInjectionIsRefusedWhateverTheUpperBits) {
     return err;
   };
   EXPECT_EQ(tiocsti(TIOCSTI), ENOTTY);  // unfiltered: the tty layer answers
-  for (unsigned long req : {static_cast<unsigned long>(TIOCSTI), TIOCSTI | (1ul << 32), static_cast<unsigned long>(TIOCLINUX),
-                            TIOCLINUX | (1ul << 40)})
+  for (unsigned long req : {static_cast<unsigned long>(TIOCSTI), TIOCSTI | (1ul << 32),
+                            static_cast<unsigned long>(TIOCLINUX), TIOCLINUX | (1ul << 40)})
     EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return tiocsti(req); }), Err(EPERM)) << std::hex << req;
 }
 
@@ -370,7 +373,8 @@ TEST_P(ConfineTest, NothingIsLeftPrivileged) {
       if (line.rfind(key, 0) == 0) return line;
     return std::string();
   };
-  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return status_line("NoNewPrivs:") == "NoNewPrivs:\t1" ? 0 : 1; }), Err(0));
+  EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return status_line("NoNewPrivs:") == "NoNewPrivs:\t1" ? 0 : 1; }),
+            Err(0));
   EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return status_line("Seccomp:") == "Seccomp:\t2" ? 0 : 1; }), Err(0));
   EXPECT_EQ(RunConfined(tree_.Runner(), [&] { return status_line("CapEff:") == "CapEff:\t0000000000000000" ? 0 : 1; }),
             Err(0));
@@ -381,9 +385,9 @@ TEST_P(ConfineTest, NothingIsLeftPrivileged) {
 TEST_P(ConfineTest, NoCoreDumpAndNoDeviceNode) {
   // RLIMIT_CORE is 0/0 and stays there (EPERM: CAP_SYS_RESOURCE is gone).
   auto raise_core_limit = [] {
-    rlimit now {};
+    rlimit now{};
     if (getrlimit(RLIMIT_CORE, &now) != 0 || now.rlim_cur != 0 || now.rlim_max != 0) return -1;
-    const rlimit up {1 << 20, 1 << 20};
+    const rlimit up{1 << 20, 1 << 20};
     return setrlimit(RLIMIT_CORE, &up) == 0 ? 0 : errno;
   };
   EXPECT_EQ(RunConfined(tree_.Runner(), raise_core_limit), Err(EPERM));
@@ -403,7 +407,8 @@ TEST_P(ConfineTest, InheritedFdsAreClosedAcrossExec) {
   ASSERT_GE(leaked, 0);
   auto fd_open_after_exec = [&] {
     // /bin/sh -c 'test -e /proc/self/fd/N' runs after the cage's exec step.
-    const std::string script = "exec 2>/dev/null; [ -e /proc/self/fd/" + std::to_string(leaked) + " ] && exit 3; exit 0";
+    const std::string script =
+        "exec 2>/dev/null; [ -e /proc/self/fd/" + std::to_string(leaked) + " ] && exit 3; exit 0";
     const pid_t pid = fork();
     if (pid == 0) {
       execl("/bin/sh", "sh", "-c", script.c_str(), nullptr);
@@ -430,16 +435,23 @@ TEST_P(ConfineTest, TheInheritedBrokerConnectionIsTheOnlyUnixSocket) {
   const int other = open("/dev/null", O_RDONLY);  // inherited without close-on-exec
   ASSERT_GE(other, 0);
   const LaunchOptions with_broker{.broker_fd = sv[1]};
-  EXPECT_EQ(RunConfined(policy, [&] {
-              if (fcntl(sv[1], F_GETFD) & FD_CLOEXEC) return -2;
-              return write(sv[1], "x", 1) == 1 ? 0 : errno;
-            }, with_broker),
+  EXPECT_EQ(RunConfined(
+                policy,
+                [&] {
+                  if (fcntl(sv[1], F_GETFD) & FD_CLOEXEC) return -2;
+                  return write(sv[1], "x", 1) == 1 ? 0 : errno;
+                },
+                with_broker),
             Err(0));
   char got = 0;
   EXPECT_EQ(recv(sv[0], &got, 1, MSG_DONTWAIT), 1);
   EXPECT_EQ(got, 'x');
-  EXPECT_EQ(RunConfined(policy, [] { return Errno(socket(AF_UNIX, SOCK_STREAM, 0)); }, with_broker), Err(EPERM));
-  EXPECT_EQ(RunConfined(policy, [&] { return (fcntl(other, F_GETFD) & FD_CLOEXEC) ? 0 : -3; }, with_broker), Err(0));
+  EXPECT_EQ(RunConfined(
+                policy, [] { return Errno(socket(AF_UNIX, SOCK_STREAM, 0)); }, with_broker),
+            Err(EPERM));
+  EXPECT_EQ(RunConfined(
+                policy, [&] { return (fcntl(other, F_GETFD) & FD_CLOEXEC) ? 0 : -3; }, with_broker),
+            Err(0));
   const Outcome without = RunConfined(policy, [] { return 0; });
   EXPECT_NE(without.setup_error.find("broker connection"), std::string::npos) << without;
   close(other);
@@ -447,8 +459,9 @@ TEST_P(ConfineTest, TheInheritedBrokerConnectionIsTheOnlyUnixSocket) {
   close(sv[1]);
 }
 
-INSTANTIATE_TEST_SUITE_P(AsRootAndNobody, ConfineTest, ::testing::Values(uid_t{0}, kNobody),
-                         [](const auto& info) { return info.param == 0 ? std::string("root") : std::string("nobody"); });
+INSTANTIATE_TEST_SUITE_P(AsRootAndNobody, ConfineTest, ::testing::Values(uid_t{0}, kNobody), [](const auto& info) {
+  return info.param == 0 ? std::string("root") : std::string("nobody");
+});
 
 }  // namespace
 }  // namespace oarbank

@@ -134,7 +134,8 @@ TEST_P(EgressConfineTest, OnlyTcpStreamSocketsExist) {
     EXPECT_EQ(RunConfined(policy, [&] { return Errno(socket(family, SOCK_STREAM, IPPROTO_TCP)); }), 0);
     // No UDP: the module cannot ask a name server itself.
     EXPECT_EQ(RunConfined(policy, [&] { return Errno(socket(family, SOCK_DGRAM, 0)); }), EPERM);
-    EXPECT_EQ(RunConfined(policy, [&] { return Errno(socket(family, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP)); }), EPERM);
+    EXPECT_EQ(RunConfined(policy, [&] { return Errno(socket(family, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_UDP)); }),
+              EPERM);
     EXPECT_EQ(RunConfined(policy, [&] { return Errno(socket(family, SOCK_RAW, IPPROTO_ICMP)); }), EPERM);
     EXPECT_EQ(RunConfined(policy, [&] { return Errno(socket(family, SOCK_SEQPACKET, IPPROTO_SCTP)); }), EPERM);
     EXPECT_EQ(RunConfined(policy, [&] { return Errno(socket(family, SOCK_STREAM, 262 /* IPPROTO_MPTCP */)); }), EPERM);
@@ -158,28 +159,31 @@ TEST_P(EgressConfineTest, NothingBindsOrListens) {
   };
   EXPECT_EQ(bind_loopback(), 0);  // unconfined it binds
   EXPECT_EQ(RunConfined(policy, bind_loopback), EPERM);
-  EXPECT_EQ(RunConfined(policy, [] {
-              const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-              const int err = Errno(listen(fd, 1));
-              close(fd);
-              return err;
-            }),
+  EXPECT_EQ(RunConfined(policy,
+                        [] {
+                          const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                          const int err = Errno(listen(fd, 1));
+                          close(fd);
+                          return err;
+                        }),
             EPERM);
 }
 
 TEST_P(EgressConfineTest, TcpFastOpenCannotConnectAroundLandlock) {
   Listener other(AF_INET);
   const Policy policy = Egress(3128);
-  EXPECT_EQ(RunConfined(policy, [&] {
-              const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-              sockaddr_in a{};
-              a.sin_family = AF_INET;
-              a.sin_port = htons(static_cast<uint16_t>(other.port));
-              a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-              const int err = Errno(sendto(fd, "x", 1, MSG_FASTOPEN, reinterpret_cast<sockaddr*>(&a), sizeof a));
-              close(fd);
-              return err;
-            }),
+  EXPECT_EQ(RunConfined(policy,
+                        [&] {
+                          const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                          sockaddr_in a{};
+                          a.sin_family = AF_INET;
+                          a.sin_port = htons(static_cast<uint16_t>(other.port));
+                          a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+                          const int err =
+                              Errno(sendto(fd, "x", 1, MSG_FASTOPEN, reinterpret_cast<sockaddr*>(&a), sizeof a));
+                          close(fd);
+                          return err;
+                        }),
             EPERM);
   EXPECT_EQ(other.Accepted(), 0);
 }

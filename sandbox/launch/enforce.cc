@@ -11,11 +11,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
 #include <linux/landlock.h>
 #include <linux/openat2.h>
-#include <linux/securebits.h>
-#include <linux/filter.h>
 #include <linux/seccomp.h>
+#include <linux/securebits.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -24,8 +24,8 @@
 #include <unistd.h>
 
 #include <cstdarg>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #ifndef PR_CAP_AMBIENT
@@ -39,7 +39,7 @@
 namespace oarbank {
 
 int OpenNoSymlinks(const std::string& path) {
-  open_how how {};
+  open_how how{};
   how.flags = O_PATH | O_CLOEXEC;
   how.resolve = RESOLVE_NO_SYMLINKS;
   return static_cast<int>(syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how, sizeof how));
@@ -62,7 +62,8 @@ std::optional<StepFailure> CloseInheritedFds(int keep) {
   // Close-on-exec rather than close: the launcher's own error pipe (if any)
   // must live until exec, and nothing survives exec but `keep`.
   if (keep > 2) {
-    const bool below = keep == 3 || syscall(SYS_close_range, 3u, static_cast<unsigned>(keep - 1), CLOSE_RANGE_CLOEXEC) == 0;
+    const bool below =
+        keep == 3 || syscall(SYS_close_range, 3u, static_cast<unsigned>(keep - 1), CLOSE_RANGE_CLOEXEC) == 0;
     const int flags = fcntl(keep, F_GETFD);
     if (below && flags >= 0 && fcntl(keep, F_SETFD, flags & ~FD_CLOEXEC) == 0 &&
         syscall(SYS_close_range, static_cast<unsigned>(keep + 1), ~0u, CLOSE_RANGE_CLOEXEC) == 0)
@@ -71,7 +72,8 @@ std::optional<StepFailure> CloseInheritedFds(int keep) {
   }
   if (syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) == 0) return std::nullopt;
   DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return StepFailed(LaunchStep::kCloseFds, errno, "close_range unsupported and /proc/self/fd unreadable");
+  if (dir == nullptr)
+    return StepFailed(LaunchStep::kCloseFds, errno, "close_range unsupported and /proc/self/fd unreadable");
   const int self = dirfd(dir);
   while (dirent* e = readdir(dir)) {
     const int fd = atoi(e->d_name);
@@ -93,9 +95,9 @@ std::optional<StepFailure> SetNoNewPrivs() {
 }
 
 std::optional<StepFailure> DisableCoreDumps() {
-  const rlimit none {0, 0};
+  const rlimit none{0, 0};
   if (setrlimit(RLIMIT_CORE, &none) != 0) return StepFailed(LaunchStep::kCoreDumps, errno, "setrlimit(RLIMIT_CORE, 0)");
-  rlimit now {};
+  rlimit now{};
   if (getrlimit(RLIMIT_CORE, &now) != 0 || now.rlim_cur != 0 || now.rlim_max != 0)
     return StepFailed(LaunchStep::kCoreDumps, 0, "RLIMIT_CORE is not 0 after setrlimit");
   return std::nullopt;
@@ -103,8 +105,8 @@ std::optional<StepFailure> DisableCoreDumps() {
 
 std::optional<StepFailure> DropCapabilities() {
   constexpr LaunchStep kStep = LaunchStep::kDropCapabilities;
-  __user_cap_header_struct header {_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[2] {};
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
   if (syscall(SYS_capget, &header, data) != 0) return StepFailed(kStep, errno, "capget");
   // The bounding set can only be dropped with CAP_SETPCAP. Without it the
   // process holds no capability to lose, and no_new_privs (already set)
@@ -119,14 +121,15 @@ std::optional<StepFailure> DropCapabilities() {
       return StepFailed(kStep, errno, "bounding set, capability %d", cap);
     }
     // Root keeps no special status across exec either.
-    if (prctl(PR_SET_SECUREBITS, SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
-                                     SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED,
+    if (prctl(PR_SET_SECUREBITS,
+              SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP | SECBIT_NO_SETUID_FIXUP_LOCKED |
+                  SECBIT_KEEP_CAPS_LOCKED,
               0, 0, 0) != 0)
       return StepFailed(kStep, errno, "securebits");
   }
   if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL)
     return StepFailed(kStep, errno, "ambient set");
-  __user_cap_data_struct none[2] {};
+  __user_cap_data_struct none[2]{};
   if (syscall(SYS_capset, &header, none) != 0) return StepFailed(kStep, errno, "capset");
   if (syscall(SYS_capget, &header, data) != 0) return StepFailed(kStep, errno, "capget");
   for (const auto& d : data)
@@ -137,7 +140,7 @@ std::optional<StepFailure> DropCapabilities() {
 std::optional<StepFailure> ApplyLandlock(const LandlockPlan& ll) {
   constexpr LaunchStep kStep = LaunchStep::kLandlock;
   if (ll.abi == LandlockAbi::kNone) return StepFailed(kStep, 0, "no Landlock ABI in the plan");
-  RulesetAttr attr {ll.handled_fs, ll.handled_net, ll.scoped};
+  RulesetAttr attr{ll.handled_fs, ll.handled_net, ll.scoped};
   // Owned: closed however the step ends (each rule's fd before it).
   const UniqueFd ruleset(static_cast<int>(syscall(SYS_landlock_create_ruleset, &attr, RulesetAttrSize(ll.abi), 0)));
   if (!ruleset.valid()) return StepFailed(kStep, errno, "create_ruleset (ABI %d)", static_cast<int>(ll.abi));
@@ -152,7 +155,7 @@ std::optional<StepFailure> ApplyLandlock(const LandlockPlan& ll) {
     }
     struct stat st {};
     if (fstat(fd.get(), &st) != 0) return fail(errno, rule.source.c_str(), rule.path.c_str());
-    landlock_path_beneath_attr beneath {};
+    landlock_path_beneath_attr beneath{};
     beneath.allowed_access = S_ISDIR(st.st_mode) ? rule.access : (rule.access & kFsFileRights);
     beneath.parent_fd = fd.get();
     const long rc = beneath.allowed_access == 0
@@ -162,7 +165,7 @@ std::optional<StepFailure> ApplyLandlock(const LandlockPlan& ll) {
     if (rc != 0) return fail(err, rule.source.c_str(), rule.path.c_str());
   }
   for (const auto& rule : ll.ports) {
-    NetPortAttr port {rule.access, rule.port};
+    NetPortAttr port{rule.access, rule.port};
     if (syscall(SYS_landlock_add_rule, ruleset.get(), kLandlockRuleNetPort, &port, 0) != 0)
       return fail(errno, rule.source.c_str(), std::to_string(rule.port).c_str());
   }
@@ -256,8 +259,7 @@ std::optional<StepFailure> ConfineSelf(const Plan& plan, const LaunchOptions& op
   if (auto f = Apply(LaunchStep::kNoNewPrivs, SetNoNewPrivs)) return f;
   if (auto f = Apply(LaunchStep::kCoreDumps, DisableCoreDumps)) return f;
   GrantWitnesses witnesses;
-  if (auto f = Apply(LaunchStep::kMountNamespace,
-                     [&] { return EnterMountNamespace(plan, options, witnesses); }))
+  if (auto f = Apply(LaunchStep::kMountNamespace, [&] { return EnterMountNamespace(plan, options, witnesses); }))
     return f;
   if (options.terminal)
     if (const char* what = ""; int err = OpenJobTerminal(options.gate_fd, &what))

@@ -56,7 +56,7 @@ const char* StepName(LaunchStep step);
 // Fixed size, no allocation: a forked child can send it over a pipe.
 struct StepFailure {
   LaunchStep step = LaunchStep::kPlacement;
-  int err = 0;           // errno, 0 when not a syscall failure
+  int err = 0;  // errno, 0 when not a syscall failure
   char detail[200] = {};
 };
 

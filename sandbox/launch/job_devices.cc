@@ -15,9 +15,9 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "sandbox/plan/plan.h"
 #include "sandbox/common/fault_hooks.h"
 #include "sandbox/common/send_fd.h"
+#include "sandbox/plan/plan.h"
 
 #ifndef TIOCGPTPEER
 #define TIOCGPTPEER _IO('T', 0x41)
@@ -50,8 +50,10 @@ int MountJobDevices(const JobDevices& devices, const char** what) {
     return errno;
   }
   // What the job will reach by name is what was mounted.
-  struct statfs pts {}, shm {};
-  struct stat ptmx {}, pts_root {};
+  struct statfs pts {
+  }, shm{};
+  struct stat ptmx {
+  }, pts_root{};
   if (statfs("/dev/pts", &pts) != 0 || statfs("/dev/shm", &shm) != 0 || stat("/dev/ptmx", &ptmx) != 0 ||
       stat("/dev/pts", &pts_root) != 0) {
     *what = "check the job's /dev/pts, /dev/ptmx and /dev/shm";

@@ -21,8 +21,7 @@
 
 // mount(2) alone: <sys/mount.h> clashes with <linux/mount.h>, which the
 // new mount API (open_tree, move_mount, mount_setattr) needs.
-extern "C" int mount(const char* source, const char* target, const char* fstype, unsigned long flags,
-                     const void* data);
+extern "C" int mount(const char* source, const char* target, const char* fstype, unsigned long flags, const void* data);
 
 namespace oarbank {
 namespace {
@@ -80,7 +79,8 @@ std::optional<StepFailure> UnshareUserAndMountNamespaces(const Origin& origin) {
 
 // Nothing done here may propagate back to the host's mounts.
 std::optional<StepFailure> MakeMountsPrivate() {
-  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return StepFailed(kStep, errno, "make / private");
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    return StepFailed(kStep, errno, "make / private");
   return std::nullopt;
 }
 
@@ -91,7 +91,8 @@ std::optional<StepFailure> WitnessGrant(const std::string& path, int fd, GrantWi
   witness.path = path;
   witness.name = slash == std::string::npos || slash + 1 == path.size() ? "." : path.substr(slash + 1);
   witness.parent.Reset(OpenNoSymlinks(slash == 0 ? std::string("/") : path.substr(0, slash)));
-  if (fstat(fd, &st) != 0 || !witness.parent.valid()) return StepFailed(kStep, errno, "open the directory of %s", path.c_str());
+  if (fstat(fd, &st) != 0 || !witness.parent.valid())
+    return StepFailed(kStep, errno, "open the directory of %s", path.c_str());
   witness.dev = st.st_dev;
   witness.ino = st.st_ino;
   return std::nullopt;
@@ -123,7 +124,7 @@ std::optional<StepFailure> CopyWritableGrants(const Plan& plan, GrantWitnesses& 
     grant.Reset();  // closed before the copy's attributes are set
     if (!tree.valid()) return StepFailed(kStep, err, "copy the mount of %s", path.c_str());
     trees.push_back(std::move(tree));
-    mount_attr attr {};
+    mount_attr attr{};
     attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (plan.writable_noexec ? MOUNT_ATTR_NOEXEC : 0);
     if (syscall(SYS_mount_setattr, trees.back().get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
       return StepFailed(kStep, errno, "%s %s", plan.writable_noexec ? "noexec" : "nosuid", path.c_str());
@@ -136,7 +137,7 @@ std::optional<StepFailure> CopyWritableGrants(const Plan& plan, GrantWitnesses& 
 // (EROFS). Every mount, /dev included: writing to a device node does not
 // need a writable mount.
 std::optional<StepFailure> MakeEveryMountReadOnly(const Plan& plan) {
-  mount_attr read_only {};
+  mount_attr read_only{};
   read_only.attr_set = MOUNT_ATTR_RDONLY;
   if (plan.read_only_mounts &&
       syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &read_only, sizeof read_only) != 0) {
@@ -191,7 +192,8 @@ std::optional<StepFailure> CheckWhatTheModuleReaches(const Plan& plan) {
 
 // A supervised job's own devpts and /dev/shm, writable above the read-only /dev.
 std::optional<StepFailure> MountOwnDevices(const Plan& plan) {
-  if (const char* what = ""; int err = MountJobDevices(plan.job_devices, &what)) return StepFailed(kStep, err, "%s", what);
+  if (const char* what = ""; int err = MountJobDevices(plan.job_devices, &what))
+    return StepFailed(kStep, err, "%s", what);
   return std::nullopt;
 }
 

@@ -66,8 +66,10 @@ std::vector<std::string> ApprovalFlags(const Manifest& m) {
     if (t.code_exec) flags.push_back("tools: " + t.id + " runs arbitrary code (trust = \"code-exec\")");
   switch (m.sandbox.net) {
     case NetMode::kNone: break;
-    case NetMode::kEgressAllowlist: flags.push_back("net: egress to " + std::to_string(m.sandbox.allow.size()) +
-                                                    " host(s) through the agent's proxy"); break;
+    case NetMode::kEgressAllowlist:
+      flags.push_back("net: egress to " + std::to_string(m.sandbox.allow.size()) +
+                      " host(s) through the agent's proxy");
+      break;
     case NetMode::kEgressAny: flags.push_back("net: egress-any is a full-trust grant (any public address)"); break;
   }
   if (m.sandbox.gpu == GpuMode::kCompute) flags.push_back("devices.gpu: compute widens the kernel surface");
@@ -90,8 +92,11 @@ Expected<std::vector<ApprovalRecord>> ParseApprovals(const std::string& path, co
     const std::string at = "approvals[" + std::to_string(i) + "]";
     if (!r.is_object()) return Bad(at, "expected an object");
     ApprovalRecord rec;
-    for (auto [key, field] : {std::pair{"module", &rec.module}, {"version", &rec.version}, {"digest", &rec.digest},
-                              {"who", &rec.who}, {"when", &rec.when}}) {
+    for (auto [key, field] : {std::pair{"module", &rec.module},
+                              {"version", &rec.version},
+                              {"digest", &rec.digest},
+                              {"who", &rec.who},
+                              {"when", &rec.when}}) {
       if (!r.contains(key) || !r[key].is_string() || r[key].get<std::string>().empty())
         return Bad(at + "." + key, "expected a non-empty string");
       *field = r[key].get<std::string>();

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "sandbox/manifest/manifest.h"
 #include "sandbox/common/expected.h"
+#include "sandbox/manifest/manifest.h"
 
 namespace oarbank {
 

@@ -4,8 +4,8 @@
 #include "sandbox/common/read_file.h"
 
 #include <algorithm>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <initializer_list>
 #include <map>
@@ -137,10 +137,14 @@ Expected<SandboxRequests> ParseSandbox(const toml::table& sb) {
     const toml::node* mode = t.value()->get("mode");
     if (mode == nullptr) return Bad("sandbox.net.mode", "missing: expected one of none, egress-allowlist, egress-any");
     const std::string m = mode->is_string() ? std::string(mode->as_string()->get()) : "";
-    if (m == "none") r.net = NetMode::kNone;
-    else if (m == "egress-allowlist") r.net = NetMode::kEgressAllowlist;
-    else if (m == "egress-any") r.net = NetMode::kEgressAny;
-    else return Bad("sandbox.net.mode", "expected one of none, egress-allowlist, egress-any");
+    if (m == "none")
+      r.net = NetMode::kNone;
+    else if (m == "egress-allowlist")
+      r.net = NetMode::kEgressAllowlist;
+    else if (m == "egress-any")
+      r.net = NetMode::kEgressAny;
+    else
+      return Bad("sandbox.net.mode", "expected one of none, egress-allowlist, egress-any");
     const toml::node* allow = t.value()->get("allow");
     if (r.net != NetMode::kEgressAllowlist && allow != nullptr)
       return Bad("sandbox.net.allow", "only allowed with mode egress-allowlist");
@@ -195,9 +199,12 @@ Expected<SandboxRequests> ParseSandbox(const toml::table& sb) {
     if (auto e = CheckKeys(*t.value(), "sandbox.devices.", {"gpu"})) return *e;
     if (const toml::node* gpu = t.value()->get("gpu")) {
       const std::string g = gpu->is_string() ? std::string(gpu->as_string()->get()) : "";
-      if (g == "compute") r.gpu = GpuMode::kCompute;
-      else if (g == "none") r.gpu = GpuMode::kNone;
-      else return Bad("sandbox.devices.gpu", "expected \"compute\" or \"none\"");
+      if (g == "compute")
+        r.gpu = GpuMode::kCompute;
+      else if (g == "none")
+        r.gpu = GpuMode::kNone;
+      else
+        return Bad("sandbox.devices.gpu", "expected \"compute\" or \"none\"");
     }
   }
 
@@ -270,10 +277,14 @@ Expected<Manifest> ParseModule(const toml::table& doc) {
       const toml::node& p = *a.value()->get(i);
       const std::string s = p.is_string() ? std::string(p.as_string()->get()) : "";
       Platform platform;
-      if (s == "linux") platform = Platform::kLinux;
-      else if (s == "macos") platform = Platform::kMacos;
-      else if (s == "windows") platform = Platform::kWindows;
-      else return Bad(where, "expected one of linux, macos, windows");
+      if (s == "linux")
+        platform = Platform::kLinux;
+      else if (s == "macos")
+        platform = Platform::kMacos;
+      else if (s == "windows")
+        platform = Platform::kWindows;
+      else
+        return Bad(where, "expected one of linux, macos, windows");
       if (std::find(m.platforms.begin(), m.platforms.end(), platform) != m.platforms.end())
         return Bad(where, "duplicate platform " + s);
       m.platforms.push_back(platform);
@@ -357,8 +368,10 @@ std::optional<Error> CheckAsciiToml(std::string_view text, const std::string& wh
     if (c >= 0x80)
       return Bad(where, "line " + std::to_string(line) + ", column " + std::to_string(column) +
                             ": a non-ASCII byte: " + what + " is ASCII text");
-    if (c == '\n') ++line, column = 1;
-    else ++column;
+    if (c == '\n')
+      ++line, column = 1;
+    else
+      ++column;
   }
   return std::nullopt;
 }

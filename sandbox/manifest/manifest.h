@@ -31,8 +31,8 @@
 #include <string_view>
 #include <vector>
 
-#include "sandbox/policy/policy.h"
 #include "sandbox/common/expected.h"
+#include "sandbox/policy/policy.h"
 
 namespace oarbank {
 

@@ -5,7 +5,7 @@
 namespace oarbank {
 
 Expected<nlohmann::ordered_json> BuildPolicyJson(const Manifest& manifest, const std::vector<ResolvedTool>& tools,
-                                               const JobDirs& job) {
+                                                 const JobDirs& job) {
   const SandboxRequests& s = manifest.sandbox;
   const bool runner = job.role == Role::kRunner;
   nlohmann::ordered_json p;
@@ -55,7 +55,7 @@ Expected<nlohmann::ordered_json> BuildPolicyJson(const Manifest& manifest, const
 }
 
 Expected<ManifestPolicy> ManifestToPolicy(const Manifest& manifest, const std::vector<ApprovalRecord>& approvals,
-                                        const ToolRegistry& registry, const JobDirs& job) {
+                                          const ToolRegistry& registry, const JobDirs& job) {
   if (auto refused = CheckApproved(manifest, approvals)) return *refused;
   std::vector<ToolRequest> requested;
   if (job.role != Role::kCoordinator) requested = manifest.sandbox.tools;

@@ -21,11 +21,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sandbox/common/expected.h"
 #include "sandbox/manifest/approval.h"
 #include "sandbox/manifest/manifest.h"
-#include "sandbox/policy/policy.h"
-#include "sandbox/common/expected.h"
 #include "sandbox/manifest/tool_registry.h"
+#include "sandbox/policy/policy.h"
 
 namespace oarbank {
 
@@ -33,7 +33,7 @@ struct JobDirs {
   Role role = Role::kRunner;
   std::string bundle;
   std::optional<std::string> runtime;
-  std::optional<std::string> work;    // runner only
+  std::optional<std::string> work;  // runner only
   std::optional<std::string> data;
   std::optional<std::string> tmp;     // inside work (runner) or data (others)
   std::optional<std::string> broker;  // the job's broker socket, when containers are requested
@@ -45,17 +45,17 @@ struct JobDirs {
 // The Policy JSON for this manifest and job, unchecked. Errors name the
 // job field that is missing for a request ("job.proxy_port").
 Expected<nlohmann::ordered_json> BuildPolicyJson(const Manifest& manifest, const std::vector<ResolvedTool>& tools,
-                                               const JobDirs& job);
+                                                 const JobDirs& job);
 
 struct ManifestPolicy {
-  std::string policy_json;           // accepted by ParsePolicy
-  std::vector<ResolvedTool> tools;   // for OARBANK_TOOLS_FILE
+  std::string policy_json;          // accepted by ParsePolicy
+  std::vector<ResolvedTool> tools;  // for OARBANK_TOOLS_FILE
 };
 
 // Approval first, then the tools through the registry, then the Policy,
 // checked by ParsePolicy. Error `where`s: "approval", "sandbox.tools[0].id",
 // "job.<field>", or "policy.<field>" for ParsePolicy's own refusal.
 Expected<ManifestPolicy> ManifestToPolicy(const Manifest& manifest, const std::vector<ApprovalRecord>& approvals,
-                                        const ToolRegistry& registry, const JobDirs& job);
+                                          const ToolRegistry& registry, const JobDirs& job);
 
 }  // namespace oarbank

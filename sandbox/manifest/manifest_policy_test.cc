@@ -14,8 +14,8 @@
 
 #include "sandbox/manifest/approval.h"
 #include "sandbox/manifest/portability.h"
-#include "sandbox/testing/test_util.h"
 #include "sandbox/manifest/tool_registry.h"
+#include "sandbox/testing/test_util.h"
 
 namespace oarbank {
 namespace {
@@ -25,16 +25,16 @@ using testing::TempTree;
 
 const std::string kHex = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
-Manifest Parse(const std::string& sandbox, const std::string& version = "1.0.0",
-               const std::string& platforms = "") {
+Manifest Parse(const std::string& sandbox, const std::string& version = "1.0.0", const std::string& platforms = "") {
   auto m = ParseManifest("[module]\nname = \"demo\"\nversion = \"" + version + "\"\n" + platforms + "\n" +
                          (sandbox.empty() ? "" : "[sandbox]\ncontract = 1\n" + sandbox));
   if (!m.ok()) ADD_FAILURE() << ManifestErrorLine(m.error());
   return m.ok() ? m.value() : Manifest{};
 }
 
-const char* kRequests = "net = { mode = \"egress-allowlist\", allow = [\"api.example.org\"] }\n"
-                        "tools = [{ id = \"faketool\", trust = \"code-exec\" }]\n";
+const char* kRequests =
+    "net = { mode = \"egress-allowlist\", allow = [\"api.example.org\"] }\n"
+    "tools = [{ id = \"faketool\", trust = \"code-exec\" }]\n";
 
 // ---- approval --------------------------------------------------------------
 
@@ -75,8 +75,9 @@ TEST(Approval, ANewVersionNeedsItsOwnApprovalEvenWithTheSameRequests) {
   EXPECT_FALSE(CheckApproved(v1, {record}).has_value());
   auto refused = CheckApproved(v2, {record});
   ASSERT_TRUE(refused.has_value());
-  EXPECT_EQ(refused->what, "demo 1.1.0 is not approved (only version 1.0.0 is): a new version needs its own approval of " +
-                               RequestsDigest(v2));
+  EXPECT_EQ(refused->what,
+            "demo 1.1.0 is not approved (only version 1.0.0 is): a new version needs its own approval of " +
+                RequestsDigest(v2));
   // Another module's approval of the same digest approves nothing here.
   ApprovalRecord other = record;
   other.module = "other";
@@ -114,8 +115,9 @@ TEST(Approval, TheStoreIsAnAppendOnlyJsonTrail) {
   ASSERT_TRUE(later.ok()) << later.error().what;
   ASSERT_EQ(later.value().size(), 1u);
   EXPECT_EQ(later.value()[0].who, "alice");
-  tree.Write("before.json", R"({"approvals": [{"module": "demo", "version": "1", "digest": "sha256:0", "who": "bob",)"
-                            R"( "when": "t"}]})",
+  tree.Write("before.json",
+             R"({"approvals": [{"module": "demo", "version": "1", "digest": "sha256:0", "who": "bob",)"
+             R"( "when": "t"}]})",
              0644);
   auto before = LoadApprovals(tree.Path("before.json"));
   ASSERT_TRUE(before.ok()) << before.error().what;
@@ -145,7 +147,8 @@ struct RegistryTree {
     tree.Write("tools/faketool/bin/run", "#!/bin/sh\n", 0755);
     std::filesystem::create_directory_symlink(tree.Path("tools/faketool"), tree.Path("tools/link-to-faketool"));
     registry_text = "[tools.faketool]\nlinux = [\"" + tree.Path("tools/link-to-faketool") +
-                    "\"]\nwindows = ['C:\\Tools\\fake']\n\n[tools.gone]\nlinux = [\"" + tree.Path("tools/gone") + "\"]\n";
+                    "\"]\nwindows = ['C:\\Tools\\fake']\n\n[tools.gone]\nlinux = [\"" + tree.Path("tools/gone") +
+                    "\"]\n";
   }
 };
 
@@ -175,18 +178,27 @@ TEST(ToolRegistry, AnUnknownIdIsAnErrorNamingIt) {
   EXPECT_EQ(macos.error().what, "tool \"faketool\" has no macos paths in the tool registry (tools.toml)");
   auto gone = ResolveTools(reg, {{"gone", false}});
   ASSERT_FALSE(gone.ok());
-  EXPECT_EQ(gone.error().what, "tool \"gone\": " + t.tree.Path("tools/gone") + " (tools.gone.linux[0]) does not exist on this node");
+  EXPECT_EQ(gone.error().what,
+            "tool \"gone\": " + t.tree.Path("tools/gone") + " (tools.gone.linux[0]) does not exist on this node");
 }
 
 TEST(ToolRegistry, MalformedEntriesAreNamed) {
-  struct Case { const char* text; const char* where; const char* what; };
+  struct Case {
+    const char* text;
+    const char* where;
+    const char* what;
+  };
   for (const auto& c : {
-           Case{"[tools.a]\nlinux = [\"relative/path\"]\n", "tools.a.linux[0]", "expected an absolute path, got \"relative/path\""},
-           Case{"[tools.a]\nlinux = [\"/usr/lib/*\"]\n", "tools.a.linux[0]", "globs are not allowed: a tool is whole directories or single files"},
+           Case{"[tools.a]\nlinux = [\"relative/path\"]\n", "tools.a.linux[0]",
+                "expected an absolute path, got \"relative/path\""},
+           Case{"[tools.a]\nlinux = [\"/usr/lib/*\"]\n", "tools.a.linux[0]",
+                "globs are not allowed: a tool is whole directories or single files"},
            Case{"[tools.a]\nbsd = [\"/usr\"]\n", "tools.a.bsd", "unknown key (known: linux, macos, windows)"},
            Case{"[tools.a]\nlinux = []\n", "tools.a.linux", "expected a non-empty array of paths"},
-           Case{"[tools.A]\nlinux = [\"/usr\"]\n", "tools.A", "expected a tool id: lower-case letters, digits, '.', '_' and '-', at most 64"},
-           Case{"[tools.a]\nwindows = [\"/usr\"]\n", "tools.a.windows[0]", "expected an absolute Windows path (X:\\...), got \"/usr\""},
+           Case{"[tools.A]\nlinux = [\"/usr\"]\n", "tools.A",
+                "expected a tool id: lower-case letters, digits, '.', '_' and '-', at most 64"},
+           Case{"[tools.a]\nwindows = [\"/usr\"]\n", "tools.a.windows[0]",
+                "expected an absolute Windows path (X:\\...), got \"/usr\""},
            Case{"paths = 1\n", "paths", "unknown key (known: tools)"},
            Case{"[tools.a]\nlinux = [\"/opt/caf\xc3\xa9\"]\n", "(registry)",
                 "line 2, column 19: a non-ASCII byte: a tool registry is ASCII text"},

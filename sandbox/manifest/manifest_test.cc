@@ -15,9 +15,9 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "sandbox/manifest/approval.h"
 
@@ -120,16 +120,17 @@ TEST(ManifestParse, OversizedTextIsRefusedByName) {
 TEST(ManifestParse, MissingFileNamesIt) {
   auto m = LoadManifestFile("/nonexistent/oarbank-manifest.toml");
   ASSERT_FALSE(m.ok());
-  EXPECT_EQ(ManifestErrorLine(m.error()), "manifest: /nonexistent/oarbank-manifest.toml: cannot read the manifest file: No such file or directory");
+  EXPECT_EQ(ManifestErrorLine(m.error()),
+            "manifest: /nonexistent/oarbank-manifest.toml: cannot read the manifest file: No such file or directory");
 }
 
 // ---- properties ------------------------------------------------------------
 
 struct Requests {
   std::string version;
-  int net = 0;  // 0 none, 1 allowlist, 2 any
-  std::vector<std::pair<std::string, int>> allow;  // host, port (0: default)
-  std::vector<std::pair<std::string, bool>> tools; // id, code-exec
+  int net = 0;                                      // 0 none, 1 allowlist, 2 any
+  std::vector<std::pair<std::string, int>> allow;   // host, port (0: default)
+  std::vector<std::pair<std::string, bool>> tools;  // id, code-exec
   bool gpu = false;
   std::vector<std::pair<std::string, std::string>> containers;  // hex digest, arch
   bool exec_writable = false;
@@ -201,27 +202,33 @@ std::string Render(const Requests& r, unsigned variant) {
   }
   const bool write_net = r.net != 0 || pick(4);
   std::string scalars;
-  if (r.exec_writable || pick(4)) scalars += std::string("exec_writable = ") + (r.exec_writable ? "true" : "false") + "\n";
+  if (r.exec_writable || pick(4))
+    scalars += std::string("exec_writable = ") + (r.exec_writable ? "true" : "false") + "\n";
   if (pick(0)) {  // inline tables
     if (write_net)
-      t += std::string("net = { ") + (r.net == 1 ? "allow = [" + allow + "], " : "") + "mode = \"" + modes[r.net] + "\" }\n";
+      t += std::string("net = { ") + (r.net == 1 ? "allow = [" + allow + "], " : "") + "mode = \"" + modes[r.net] +
+           "\" }\n";
     t += scalars;
     if (r.gpu || pick(4)) t += std::string("devices = { gpu = \"") + (r.gpu ? "compute" : "none") + "\" }\n";
     std::string tools;
     for (const auto& [id, exec] : rotate(r.tools, variant >> 7))
-      tools += (tools.empty() ? "" : ", ") + std::string("{ id = \"") + id + "\"" + (exec ? ", trust = \"code-exec\"" : "") + " }";
+      tools += (tools.empty() ? "" : ", ") + std::string("{ id = \"") + id + "\"" +
+               (exec ? ", trust = \"code-exec\"" : "") + " }";
     if (!r.tools.empty() || pick(4)) t += "tools = [" + tools + "]\n";
     std::string cs;
     for (const auto& [hex, arch] : rotate(r.containers, variant >> 9))
-      cs += (cs.empty() ? "" : ", ") + std::string("{ platform = \"linux/") + arch + "\", image = \"reg.example.org/a/b@sha256:" + hex + "\" }";
+      cs += (cs.empty() ? "" : ", ") + std::string("{ platform = \"linux/") + arch +
+            "\", image = \"reg.example.org/a/b@sha256:" + hex + "\" }";
     if (!r.containers.empty() || pick(4)) t += "containers = [" + cs + "]\n";
   } else {  // standard tables, in another order
     t += scalars;
     if (r.gpu || pick(4)) t += std::string("\n[sandbox.devices]\ngpu = \"") + (r.gpu ? "compute" : "none") + "\"\n";
     if (write_net)
-      t += std::string("\n[sandbox.net]\nmode = \"") + modes[r.net] + "\"\n" + (r.net == 1 ? "allow = [" + allow + "]\n" : "");
+      t += std::string("\n[sandbox.net]\nmode = \"") + modes[r.net] + "\"\n" +
+           (r.net == 1 ? "allow = [" + allow + "]\n" : "");
     for (const auto& [hex, arch] : rotate(r.containers, variant >> 9))
-      t += "\n[[sandbox.containers]]\nimage = \"reg.example.org/a/b@sha256:" + hex + "\"\nplatform = \"linux/" + arch + "\"\n";
+      t += "\n[[sandbox.containers]]\nimage = \"reg.example.org/a/b@sha256:" + hex + "\"\nplatform = \"linux/" + arch +
+           "\"\n";
     for (const auto& [id, exec] : rotate(r.tools, variant >> 7))
       t += std::string("\n[[sandbox.tools]]\n") + (exec ? "trust = \"code-exec\"\n" : "") + "id = \"" + id + "\"\n";
   }
@@ -254,32 +261,53 @@ RC_GTEST_PROP(ManifestProperties, DigestChangesWhenAnyRequestChanges, ()) {
   const int what = *rc::gen::inRange(0, 10);
   switch (what) {
     case 0: changed.version += ".1"; break;
-    case 1: changed.net = (r.net + 1 + *rc::gen::inRange(0, 2)) % 3; if (changed.net == 1) changed.allow = {{"new.example.org", 0}}; else changed.allow.clear(); break;
+    case 1:
+      changed.net = (r.net + 1 + *rc::gen::inRange(0, 2)) % 3;
+      if (changed.net == 1)
+        changed.allow = {{"new.example.org", 0}};
+      else
+        changed.allow.clear();
+      break;
     case 2:
-      if (r.net != 1) { changed.net = 1; changed.allow = {{"a.example.org", 0}}; }
-      else changed.allow.push_back({"added.example.org", 8443});
+      if (r.net != 1) {
+        changed.net = 1;
+        changed.allow = {{"a.example.org", 0}};
+      } else
+        changed.allow.push_back({"added.example.org", 8443});
       break;
     case 3:
-      if (r.net == 1 && !r.allow.empty()) changed.allow[0].second = r.allow[0].second == 444 ? 445 : 444;
-      else { changed.net = 1; changed.allow = {{"b.example.org", 444}}; }
+      if (r.net == 1 && !r.allow.empty())
+        changed.allow[0].second = r.allow[0].second == 444 ? 445 : 444;
+      else {
+        changed.net = 1;
+        changed.allow = {{"b.example.org", 444}};
+      }
       break;
     case 4:
-      if (!r.tools.empty()) changed.tools[0].second = !r.tools[0].second;
-      else changed.tools = {{"jq", false}};
+      if (!r.tools.empty())
+        changed.tools[0].second = !r.tools[0].second;
+      else
+        changed.tools = {{"jq", false}};
       break;
     case 5:
-      if (!r.tools.empty()) changed.tools.pop_back();
-      else changed.tools = {{"python3", true}};
+      if (!r.tools.empty())
+        changed.tools.pop_back();
+      else
+        changed.tools = {{"python3", true}};
       break;
     case 6: changed.gpu = !r.gpu; break;
     case 7: changed.exec_writable = !r.exec_writable; break;
     case 8:
-      if (!r.containers.empty()) changed.containers[0].first[0] = r.containers[0].first[0] == 'a' ? 'b' : 'a';
-      else changed.containers = {{std::string(64, 'c'), "amd64"}};
+      if (!r.containers.empty())
+        changed.containers[0].first[0] = r.containers[0].first[0] == 'a' ? 'b' : 'a';
+      else
+        changed.containers = {{std::string(64, 'c'), "amd64"}};
       break;
     case 9:
-      if (!r.containers.empty()) changed.containers[0].second = r.containers[0].second == "amd64" ? "arm64" : "amd64";
-      else changed.containers = {{std::string(64, 'd'), "arm64"}};
+      if (!r.containers.empty())
+        changed.containers[0].second = r.containers[0].second == "amd64" ? "arm64" : "amd64";
+      else
+        changed.containers = {{std::string(64, 'd'), "arm64"}};
       break;
   }
   RC_TAG(what);

@@ -25,8 +25,10 @@ std::vector<GrantNeed> GrantsOf(const Manifest& m) {
   if (s.gpu == GpuMode::kCompute) out.push_back({"devices.gpu = \"compute\"", {CapabilityId::kGpu}});
   for (const auto& c : s.containers)
     out.push_back({"containers: " + c.image + " (" + c.platform + ")", {CapabilityId::kIpcBrokerOnly}});
-  if (s.exec_writable) out.push_back({"exec_writable = true", {CapabilityId::kFilesystem}});
-  else out.push_back({"exec_writable = false", {CapabilityId::kExecWritableDeny}});
+  if (s.exec_writable)
+    out.push_back({"exec_writable = true", {CapabilityId::kFilesystem}});
+  else
+    out.push_back({"exec_writable = false", {CapabilityId::kExecWritableDeny}});
   out.push_back({"always-on rules", AlwaysOnCapabilities()});
   return out;
 }

@@ -18,15 +18,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sandbox/plan/capabilities.h"
 #include "sandbox/host/host_facts.h"
 #include "sandbox/manifest/manifest.h"
+#include "sandbox/plan/capabilities.h"
 
 namespace oarbank {
 
 struct GrantLint {
-  std::string grant;                       // "net.mode = \"egress-any\"", "always-on rules"
-  Status status = Status::kEnforced;       // the weakest of its capabilities
+  std::string grant;                  // "net.mode = \"egress-any\"", "always-on rules"
+  Status status = Status::kEnforced;  // the weakest of its capabilities
   std::vector<CapabilityStatus> capabilities;
 };
 

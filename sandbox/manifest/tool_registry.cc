@@ -73,10 +73,14 @@ Expected<ToolRegistry> ParseToolRegistry(std::string_view toml_text, std::string
     for (auto&& [os_key, list] : *entry.as_table()) {
       const std::string where = at + "." + std::string(os_key.str());
       Platform os;
-      if (os_key.str() == "linux") os = Platform::kLinux;
-      else if (os_key.str() == "macos") os = Platform::kMacos;
-      else if (os_key.str() == "windows") os = Platform::kWindows;
-      else return Bad(where, "unknown key (known: linux, macos, windows)");
+      if (os_key.str() == "linux")
+        os = Platform::kLinux;
+      else if (os_key.str() == "macos")
+        os = Platform::kMacos;
+      else if (os_key.str() == "windows")
+        os = Platform::kWindows;
+      else
+        return Bad(where, "unknown key (known: linux, macos, windows)");
       if (!list.is_array() || list.as_array()->empty()) return Bad(where, "expected a non-empty array of paths");
       for (size_t i = 0; i < list.as_array()->size(); ++i) {
         const std::string pw = where + "[" + std::to_string(i) + "]";
@@ -101,8 +105,8 @@ Expected<ToolRegistry> LoadToolRegistryFile(const std::string& path) {
   return ParseToolRegistry(*text.value(), path);
 }
 
-Expected<std::vector<ResolvedTool>> ResolveTools(const ToolRegistry& registry, const std::vector<ToolRequest>& requested,
-                                               Platform os) {
+Expected<std::vector<ResolvedTool>> ResolveTools(const ToolRegistry& registry,
+                                                 const std::vector<ToolRequest>& requested, Platform os) {
   std::vector<ResolvedTool> out;
   for (size_t i = 0; i < requested.size(); ++i) {
     const std::string at = "sandbox.tools[" + std::to_string(i) + "].id";
@@ -128,8 +132,7 @@ Expected<std::vector<ResolvedTool>> ResolveTools(const ToolRegistry& registry, c
       struct stat st {};
       if (stat(resolved, &st) != 0 || !(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)))
         return Bad(at, "tool \"" + req.id + "\": " + raw + " (" + entry + ") is not a directory or a regular file");
-      if (std::find(tool.paths.begin(), tool.paths.end(), resolved) == tool.paths.end())
-        tool.paths.push_back(resolved);
+      if (std::find(tool.paths.begin(), tool.paths.end(), resolved) == tool.paths.end()) tool.paths.push_back(resolved);
     }
     out.push_back(std::move(tool));
   }

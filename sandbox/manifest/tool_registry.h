@@ -23,9 +23,9 @@
 #include <string_view>
 #include <vector>
 
+#include "sandbox/common/expected.h"
 #include "sandbox/common/install_paths.h"
 #include "sandbox/manifest/manifest.h"
-#include "sandbox/common/expected.h"
 
 namespace oarbank {
 
@@ -55,8 +55,9 @@ struct ResolvedTool {
 // Each requested id resolved to its canonical paths for `os` on this node.
 // An unknown id is an Error at "sandbox.tools[i].id" naming it; a path that
 // cannot be resolved names the registry entry.
-Expected<std::vector<ResolvedTool>> ResolveTools(const ToolRegistry& registry, const std::vector<ToolRequest>& requested,
-                                               Platform os = Platform::kLinux);
+Expected<std::vector<ResolvedTool>> ResolveTools(const ToolRegistry& registry,
+                                                 const std::vector<ToolRequest>& requested,
+                                                 Platform os = Platform::kLinux);
 
 // {"tools": {"<id>": ["<path>", ...]}}, what OARBANK_TOOLS_FILE names.
 std::string ToolsFileJson(const std::vector<ResolvedTool>& tools);

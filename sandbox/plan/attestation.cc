@@ -10,11 +10,11 @@
 #include <tuple>
 #include <utility>
 
-#include "sandbox/plan/battery_identity.h"
 #include "sandbox/common/read_file.h"
 #include "sandbox/common/sha256.h"
 #include "sandbox/common/trust_file.h"
 #include "sandbox/common/unique_fd.h"
+#include "sandbox/plan/battery_identity.h"
 
 namespace oarbank {
 namespace {
@@ -62,9 +62,8 @@ std::string BindingDifference(const AttestationBinding& a, const AttestationBind
     return differs("kernel.landlock_errata", std::to_string(a.landlock_errata), std::to_string(here.landlock_errata));
   // The very file that was hashed needs no second digest (launcher_stat).
   if (a.launcher_stat.empty() || a.launcher_stat != here.launcher_stat) {
-    const std::string& digest = here.launcher_sha256.empty() && here.launcher_path == "/proc/self/exe"
-                                    ? SelfSha256()
-                                    : here.launcher_sha256;
+    const std::string& digest =
+        here.launcher_sha256.empty() && here.launcher_path == "/proc/self/exe" ? SelfSha256() : here.launcher_sha256;
     if (digest.empty()) return "launcher.sha256: the running launcher cannot be read to hash it";
     if (a.launcher_sha256 != digest) return differs("launcher.sha256", a.launcher_sha256, digest);
   }

@@ -25,8 +25,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "sandbox/host/host_facts.h"
 #include "sandbox/common/install_paths.h"
+#include "sandbox/host/host_facts.h"
 #include "sandbox/policy/policy.h"
 
 namespace oarbank {
@@ -82,8 +82,8 @@ enum class LauncherHash { kNow, kWhenNeeded };
 AttestationBinding BindingForThisProcess(const HostFacts& host, LauncherHash hash = LauncherHash::kNow);
 
 struct Attestation {
-  bool present = false;   // read, trusted, and bound to what was asked
-  std::string detail;     // why it proves nothing, when it does not
+  bool present = false;  // read, trusted, and bound to what was asked
+  std::string detail;    // why it proves nothing, when it does not
   AttestationBinding binding;
   std::vector<std::string> proven_classes;
 };

@@ -65,7 +65,8 @@ TEST_F(AttestationTest, EveryPartOfTheBindingMatters) {
       {"kernel.version", [](AttestationBinding& b) { b.kernel_version += " #2 SMP"; }},
       {"kernel.landlock_abi", [](AttestationBinding& b) { b.landlock_abi += 1; }},
       {"kernel.landlock_errata", [](AttestationBinding& b) { b.landlock_errata ^= 1; }},
-      {"launcher.sha256", [](AttestationBinding& b) {
+      {"launcher.sha256",
+       [](AttestationBinding& b) {
          b.launcher_sha256 = std::string(64, '0');
          b.launcher_stat = "0:0:0:0:0";  // another file: the digest decides
        }},
@@ -120,7 +121,8 @@ TEST_F(AttestationTest, NoFileOrAnotherFormatProvesNothing) {
   EXPECT_FALSE(a.present);
   EXPECT_NE(a.detail.find("run oarbank-conform"), std::string::npos);
   // The format of the previous attestation, without "format" or a kernel version.
-  std::ofstream(path_) << R"({"kernel_release": "x", "landlock_abi": 7, "agent_fingerprint": "0", "proven_classes": []})";
+  std::ofstream(path_)
+      << R"({"kernel_release": "x", "landlock_abi": 7, "agent_fingerprint": "0", "proven_classes": []})";
   chmod(path_.c_str(), 0644);
   a = ReadAttestation(path_, here_);
   EXPECT_FALSE(a.present);

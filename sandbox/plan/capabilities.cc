@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "sandbox/plan/attestation.h"
 #include "sandbox/host/landlock_abi.h"
+#include "sandbox/plan/attestation.h"
 
 namespace oarbank {
 namespace {
@@ -14,15 +14,15 @@ CapabilityStatus Unavailable(CapabilityId id, std::string detail) {
 }
 
 // Landlock at `need` or newer; the detail names the kernel that brings it.
-CapabilityStatus NeedsAbi(CapabilityId id, const HostFacts& h, int need, const char* linux_version,
-                          const char* what) {
+CapabilityStatus NeedsAbi(CapabilityId id, const HostFacts& h, int need, const char* linux_version, const char* what) {
   const std::string needs = "Landlock ABI " + std::to_string(need) + " (Linux " + linux_version + ")";
   if (h.landlock_abi >= need)
-    return Enforced(id, std::string(what) + " (" + needs + "; this host has ABI " + std::to_string(h.landlock_abi) + ")");
-  return Unavailable(id, std::string(what) + " needs " + needs + "; this host has " +
-                             (h.landlock_abi == 0 ? std::string("no Landlock")
-                                                  : "ABI " + std::to_string(h.landlock_abi)) +
-                             (h.landlock_capped ? " (capped for testing)" : ""));
+    return Enforced(id,
+                    std::string(what) + " (" + needs + "; this host has ABI " + std::to_string(h.landlock_abi) + ")");
+  return Unavailable(id,
+                     std::string(what) + " needs " + needs + "; this host has " +
+                         (h.landlock_abi == 0 ? std::string("no Landlock") : "ABI " + std::to_string(h.landlock_abi)) +
+                         (h.landlock_capped ? " (capped for testing)" : ""));
 }
 
 CapabilityStatus NeedsSeccomp(CapabilityId id, const HostFacts& h, const char* what) {
@@ -35,14 +35,15 @@ bool HasController(const HostFacts& h, const char* name) {
 }
 
 CapabilityStatus CgroupLimit(CapabilityId id, const HostFacts& h, const char* controller, const char* file) {
-  if (!h.cgroup.probed) return Unavailable(id, std::string(file) + " needs a cgroup v2 hierarchy; this probe did not look");
+  if (!h.cgroup.probed)
+    return Unavailable(id, std::string(file) + " needs a cgroup v2 hierarchy; this probe did not look");
   if (!h.cgroup.v2_mounted) return Unavailable(id, std::string(file) + " needs a cgroup v2 hierarchy; none is mounted");
   if (!h.cgroup.writable)
     return Unavailable(id, std::string(file) + " needs a delegated cgroup v2 subtree; " + h.cgroup.own_path +
                                " is not writable by this process");
   if (!HasController(h, controller))
-    return Unavailable(id, std::string(file) + " needs the " + controller + " controller; " + h.cgroup.own_path +
-                               " offers none");
+    return Unavailable(
+        id, std::string(file) + " needs the " + controller + " controller; " + h.cgroup.own_path + " offers none");
   return Enforced(id, std::string(file) + " in a cgroup v2 leaf below " + h.cgroup.own_path);
 }
 
@@ -94,13 +95,16 @@ const char* VerdictName(Verdict verdict) {
 }
 
 std::vector<CapabilityId> AllCapabilities() {
-  return {CapabilityId::kNoNewPrivs,        CapabilityId::kSeccomp,          CapabilityId::kFilesystem,
-          CapabilityId::kFilesystemMetadata, CapabilityId::kExecWritableDeny,  CapabilityId::kGpu,              CapabilityId::kNetNone,
-          CapabilityId::kNetEgressAllowlist, CapabilityId::kNetNoLoopback,   CapabilityId::kNetNoLinkLocal,
-          CapabilityId::kNetNeverListen,    CapabilityId::kNetEgressAny,     CapabilityId::kIpcUnixSockets,
-          CapabilityId::kIpcBrokerOnly,     CapabilityId::kIpcScoping,       CapabilityId::kChildrenNoNamespaces,
-          CapabilityId::kProcessContainer,  CapabilityId::kLimitsMemory,     CapabilityId::kLimitsCpu,
-          CapabilityId::kHideExistence};
+  return {CapabilityId::kNoNewPrivs,       CapabilityId::kSeccomp,
+          CapabilityId::kFilesystem,       CapabilityId::kFilesystemMetadata,
+          CapabilityId::kExecWritableDeny, CapabilityId::kGpu,
+          CapabilityId::kNetNone,          CapabilityId::kNetEgressAllowlist,
+          CapabilityId::kNetNoLoopback,    CapabilityId::kNetNoLinkLocal,
+          CapabilityId::kNetNeverListen,   CapabilityId::kNetEgressAny,
+          CapabilityId::kIpcUnixSockets,   CapabilityId::kIpcBrokerOnly,
+          CapabilityId::kIpcScoping,       CapabilityId::kChildrenNoNamespaces,
+          CapabilityId::kProcessContainer, CapabilityId::kLimitsMemory,
+          CapabilityId::kLimitsCpu,        CapabilityId::kHideExistence};
 }
 
 // The table. Each row names the kernel feature that enforces the capability.
@@ -116,22 +120,26 @@ CapabilityStatus Assess(CapabilityId id, const HostFacts& h) {
       // setxattr need no open, only the file's owner (or its write
       // permission, for user.* attributes).
       if (!h.user_namespaces)
-        return Unavailable(id, "Landlock has no right for a file's mode, owner, times or extended attributes, so "
-                               "every mount but the writable grants must be read-only in a private mount namespace; "
-                               "user namespaces: " +
-                                   h.user_namespaces_detail);
-      return Enforced(id, "modes, owners, times and extended attributes change in the writable grants alone: every "
-                          "other mount is read-only in a private mount namespace");
+        return Unavailable(id,
+                           "Landlock has no right for a file's mode, owner, times or extended attributes, so "
+                           "every mount but the writable grants must be read-only in a private mount namespace; "
+                           "user namespaces: " +
+                               h.user_namespaces_detail);
+      return Enforced(id,
+                      "modes, owners, times and extended attributes change in the writable grants alone: every "
+                      "other mount is read-only in a private mount namespace");
     case CapabilityId::kExecWritableDeny: {
       auto s = NeedsAbi(id, h, 3, "6.2", "no execute right on writable grants");
       if (s.status != Status::kEnforced) return s;
       if (!h.seccomp_filter) return NeedsSeccomp(id, h, "memfd_create and execveat(AT_EMPTY_PATH) refused");
       if (!h.user_namespaces)
-        return Unavailable(id, "the dynamic loader maps written files with read rights, so writable grants must be "
-                               "mounted noexec in a private mount namespace; user namespaces: " +
-                                   h.user_namespaces_detail);
-      return Enforced(id, "Landlock withholds execute, writable grants bound noexec in a private mount namespace, "
-                          "memfd_create and execveat(AT_EMPTY_PATH) refused");
+        return Unavailable(id,
+                           "the dynamic loader maps written files with read rights, so writable grants must be "
+                           "mounted noexec in a private mount namespace; user namespaces: " +
+                               h.user_namespaces_detail);
+      return Enforced(id,
+                      "Landlock withholds execute, writable grants bound noexec in a private mount namespace, "
+                      "memfd_create and execveat(AT_EMPTY_PATH) refused");
     }
     case CapabilityId::kGpu: return NeedsAbi(id, h, 3, "6.2", "only /dev/dri, /dev/nvidia* and /dev/kfd");
     case CapabilityId::kNetNone: {
@@ -140,25 +148,28 @@ CapabilityStatus Assess(CapabilityId id, const HostFacts& h) {
     }
     case CapabilityId::kNetEgressAllowlist: {
       auto s = NeedsAbi(id, h, 4, "6.7", "TCP connect to the proxy port alone, no bind");
-      return s.status == Status::kEnforced ? NeedsSeccomp(id, h, "IPv4/IPv6 stream sockets only, TCP via the proxy port") : s;
+      return s.status == Status::kEnforced
+                 ? NeedsSeccomp(id, h, "IPv4/IPv6 stream sockets only, TCP via the proxy port")
+                 : s;
     }
-    case CapabilityId::kNetNoLoopback:
-      return NeedsAbi(id, h, 4, "6.7", "no loopback port but the proxy's");
+    case CapabilityId::kNetNoLoopback: return NeedsAbi(id, h, 4, "6.7", "no loopback port but the proxy's");
     case CapabilityId::kNetNoLinkLocal:
       return NeedsAbi(id, h, 4, "6.7", "no link-local address (TCP only to the proxy port)");
     case CapabilityId::kNetNeverListen: return NeedsSeccomp(id, h, "listen and bind refused");
     case CapabilityId::kNetEgressAny:
       if (!h.job_network.supervised)
-        return Unavailable(id, "sandbox-exec alone: Landlock filters ports, not addresses, so loopback and link-local "
-                               "cannot be refused; under run a network namespace of the job's own enforces it "
-                               "(supervisor.net_egress_any)");
+        return Unavailable(id,
+                           "sandbox-exec alone: Landlock filters ports, not addresses, so loopback and link-local "
+                           "cannot be refused; under run a network namespace of the job's own enforces it "
+                           "(supervisor.net_egress_any)");
       if (!h.user_namespaces) return Unavailable(id, "user namespaces: " + h.user_namespaces_detail);
-      if (!h.job_network.ok)
-        return Unavailable(id, "missing " + h.job_network.missing + ": " + h.job_network.detail);
-      return Enforced(id, "a network namespace of the job's own, its only way out slirp4netns (run by the agent); an "
-                          "nftables ruleset drops every destination that is not public but the stack's resolver, and "
-                          "all inbound but replies; verified from outside by the gate");
-    case CapabilityId::kIpcUnixSockets: return NeedsSeccomp(id, h, "socket(AF_UNIX) and datagram socketpairs refused; stream pairs allowed");
+      if (!h.job_network.ok) return Unavailable(id, "missing " + h.job_network.missing + ": " + h.job_network.detail);
+      return Enforced(id,
+                      "a network namespace of the job's own, its only way out slirp4netns (run by the agent); an "
+                      "nftables ruleset drops every destination that is not public but the stack's resolver, and "
+                      "all inbound but replies; verified from outside by the gate");
+    case CapabilityId::kIpcUnixSockets:
+      return NeedsSeccomp(id, h, "socket(AF_UNIX) and datagram socketpairs refused; stream pairs allowed");
     case CapabilityId::kIpcBrokerOnly:
       // ABI 9: the module connects by path and Landlock lets it reach the
       // broker alone. Below: socket(AF_UNIX) stays refused and the module
@@ -169,7 +180,8 @@ CapabilityStatus Assess(CapabilityId id, const HostFacts& h) {
       return NeedsSeccomp(id, h,
                           "socket(AF_UNIX) refused; the module inherits one connection to the broker, "
                           "OARBANK_BROKER=fd:N (pathname connects need Landlock ABI 9, Linux 7.1)");
-    case CapabilityId::kIpcScoping: return NeedsAbi(id, h, 6, "6.12", "abstract unix sockets and signals scoped to the sandbox");
+    case CapabilityId::kIpcScoping:
+      return NeedsAbi(id, h, 6, "6.12", "abstract unix sockets and signals scoped to the sandbox");
     case CapabilityId::kChildrenNoNamespaces:
       return NeedsSeccomp(id, h, "unshare, setns, mount, namespace clone flags refused; clone3 answers ENOSYS");
     case CapabilityId::kProcessContainer:
@@ -195,10 +207,10 @@ std::vector<CapabilityStatus> AssessAll(const HostFacts& host) {
 
 std::vector<CapabilityId> AlwaysOnCapabilities() {
   // Always on, whatever the grants (sandbox-contract.md).
-  return {CapabilityId::kNoNewPrivs,     CapabilityId::kSeccomp,    CapabilityId::kFilesystem,
-          CapabilityId::kFilesystemMetadata,
-          CapabilityId::kNetNeverListen, CapabilityId::kIpcUnixSockets, CapabilityId::kIpcScoping,
-          CapabilityId::kChildrenNoNamespaces};
+  return {CapabilityId::kNoNewPrivs,     CapabilityId::kSeccomp,
+          CapabilityId::kFilesystem,     CapabilityId::kFilesystemMetadata,
+          CapabilityId::kNetNeverListen, CapabilityId::kIpcUnixSockets,
+          CapabilityId::kIpcScoping,     CapabilityId::kChildrenNoNamespaces};
 }
 
 std::vector<CapabilityId> RequiredCapabilities(const Policy& policy) {
@@ -206,8 +218,8 @@ std::vector<CapabilityId> RequiredCapabilities(const Policy& policy) {
   switch (policy.net().mode) {
     case NetMode::kNone: need.push_back(CapabilityId::kNetNone); break;
     case NetMode::kEgressAllowlist:
-      need.insert(need.end(), {CapabilityId::kNetEgressAllowlist, CapabilityId::kNetNoLoopback,
-                               CapabilityId::kNetNoLinkLocal});
+      need.insert(need.end(),
+                  {CapabilityId::kNetEgressAllowlist, CapabilityId::kNetNoLoopback, CapabilityId::kNetNoLinkLocal});
       break;
     case NetMode::kEgressAny: need.push_back(CapabilityId::kNetEgressAny); break;
   }
@@ -230,8 +242,10 @@ Placement PlaceCapabilities(const std::vector<CapabilityId>& need, const HostFac
     auto s = Assess(id, host);
     if (s.status != Status::kEnforced) placement.at_fault.push_back(std::move(s));
   }
-  if (host.landlock_abi == 0 || !host.seccomp_filter) placement.verdict = Verdict::kBackendMissing;
-  else if (!placement.at_fault.empty()) placement.verdict = Verdict::kCapabilityNotEnforced;
+  if (host.landlock_abi == 0 || !host.seccomp_filter)
+    placement.verdict = Verdict::kBackendMissing;
+  else if (!placement.at_fault.empty())
+    placement.verdict = Verdict::kCapabilityNotEnforced;
   return placement;
 }
 

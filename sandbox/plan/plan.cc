@@ -52,9 +52,7 @@ std::vector<std::string> FieldsOf(CapabilityId id, const Policy& policy) {
 
 }  // namespace
 
-uint64_t ReadExecuteRights(LandlockAbi abi) {
-  return HandledFs(abi) & (kFsExecute | kFsReadFile | kFsReadDir);
-}
+uint64_t ReadExecuteRights(LandlockAbi abi) { return HandledFs(abi) & (kFsExecute | kFsReadFile | kFsReadDir); }
 
 uint64_t ReadWriteRights(LandlockAbi abi, bool exec_writable) {
   // Every file right but execute (unless exec_writable), MAKE_CHAR and
@@ -97,8 +95,8 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
   Plan plan;
   plan.placement = Place(policy, host);
   if (policy.broker())
-    plan.broker = (HandledFs(ToAbi(host.landlock_abi)) & kFsResolveUnix) ? BrokerHandoff::kPath
-                                                                          : BrokerHandoff::kInheritedFd;
+    plan.broker =
+        (HandledFs(ToAbi(host.landlock_abi)) & kFsResolveUnix) ? BrokerHandoff::kPath : BrokerHandoff::kInheritedFd;
 
   // Landlock, at the host's ABI.
   const LandlockAbi abi = ToAbi(host.landlock_abi);
@@ -127,15 +125,14 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
     }
     for (auto dev : kBaseDevices) ll.paths.push_back({std::string(dev), DeviceRights(abi), true, "base device"});
     for (const auto& g : policy.grants()) {
-      const uint64_t rights = g.access == Access::kReadExecute ? ReadExecuteRights(abi)
-                                                               : ReadWriteRights(abi, policy.exec_writable());
+      const uint64_t rights =
+          g.access == Access::kReadExecute ? ReadExecuteRights(abi) : ReadWriteRights(abi, policy.exec_writable());
       ll.paths.push_back({g.path, rights, false, g.field, true});
     }
     switch (policy.gpu()) {
       case GpuMode::kNone: break;
       case GpuMode::kCompute:
-        for (const auto& node : host.gpu_nodes)
-          ll.paths.push_back({node, GpuRights(abi), true, "devices.gpu"});
+        for (const auto& node : host.gpu_nodes) ll.paths.push_back({node, GpuRights(abi), true, "devices.gpu"});
         break;
     }
     // The broker socket: on ABI 9 the only pathname unix socket reachable;
@@ -188,6 +185,5 @@ void PlanJobDevices(Plan& plan, uint64_t shm_bytes) {
   // Shared memory and semaphores: files, never devices, never executed.
   ll.paths.push_back({"/dev/shm", ReadWriteRights(ll.abi, false), false, "job /dev/shm"});
 }
-
 
 }  // namespace oarbank

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "sandbox/plan/capabilities.h"
 #include "sandbox/host/host_facts.h"
 #include "sandbox/host/landlock_abi.h"
+#include "sandbox/plan/capabilities.h"
 #include "sandbox/policy/policy.h"
 #include "sandbox/seccomp/rules.h"
 
@@ -30,9 +30,9 @@ inline constexpr uint32_t kShmInodes = 16384;
 
 struct PathRule {
   std::string path;
-  uint64_t access = 0;   // Landlock fs rights; masked to file rights at apply time for a file
-  bool optional = false; // base-system paths absent on this host are skipped; a policy path is never optional
-  std::string source;    // the policy field or "base system"
+  uint64_t access = 0;    // Landlock fs rights; masked to file rights at apply time for a file
+  bool optional = false;  // base-system paths absent on this host are skipped; a policy path is never optional
+  std::string source;     // the policy field or "base system"
   // A policy path, canonical when the policy was read: opened with no symlink
   // allowed in any component, so one swapped in since (by a process sharing
   // the grant) refuses the launch instead of moving the rule.
@@ -82,7 +82,7 @@ struct Plan {
   // cannot map a written file executable.
   // A launch as root also mounts an idmapped copy of /etc over /etc there
   // (root_etc.h), when the host can make one: through this user namespace.
-  bool read_only_mounts = false;  // set by the planner; cleared only by a test build's fault
+  bool read_only_mounts = false;            // set by the planner; cleared only by a test build's fault
   std::vector<std::string> writable_binds;  // parents before what lies inside them
   bool writable_noexec = false;
   // The policy's read_only carve-outs (carve_out.h): each bound read-only

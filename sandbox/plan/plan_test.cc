@@ -8,8 +8,8 @@
 #include <filesystem>
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <rapidcheck/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <set>
@@ -36,7 +36,8 @@ const PathRule* FindRule(const Plan& plan, const std::string& path) {
 }
 
 bool HasSeccompRule(const Plan& plan, const std::string& syscall) {
-  return std::any_of(plan.seccomp.begin(), plan.seccomp.end(), [&](const SeccompRule& r) { return r.syscall == syscall; });
+  return std::any_of(plan.seccomp.begin(), plan.seccomp.end(),
+                     [&](const SeccompRule& r) { return r.syscall == syscall; });
 }
 
 TEST(Placement, NoLandlockIsBackendMissing) {
@@ -186,8 +187,7 @@ TEST(Plan, WritableGrantsLoseExecuteUnlessExecWritable) {
 TEST(Plan, ReadOnlyCarveOutsAreBoundAndAddNoLandlockRule) {
   TempTree tree;
   std::filesystem::create_directories(tree.Path("work/.git"));
-  const Plan plan = PlanConfinement(tree.Runner(R"("read_only": [")" + tree.Path("work/.git") + R"("])"),
-                                    FakeHost(7));
+  const Plan plan = PlanConfinement(tree.Runner(R"("read_only": [")" + tree.Path("work/.git") + R"("])"), FakeHost(7));
   EXPECT_EQ(plan.read_only_binds, std::vector<std::string>{tree.Path("work/.git")});
   EXPECT_EQ(FindRule(plan, tree.Path("work/.git")), nullptr);
   EXPECT_TRUE(PlanConfinement(tree.Runner(), FakeHost(7)).read_only_binds.empty());
@@ -198,10 +198,9 @@ TEST(Plan, AWritableGrantInsideAnotherIsBoundAfterIt) {
   // A state directory inside another, listed first: the outer one is bound
   // first whatever the policy's order, so its bind never hides the inner one.
   std::filesystem::create_directories(tree.Path("outside/state/inner"));
-  const Plan plan = PlanConfinement(
-      tree.Runner(R"("state": [")" + tree.Path("outside/state/inner") + R"(", ")" + tree.Path("outside/state") +
-                  R"("])"),
-      FakeHost(7));
+  const Plan plan = PlanConfinement(tree.Runner(R"("state": [")" + tree.Path("outside/state/inner") + R"(", ")" +
+                                                tree.Path("outside/state") + R"("])"),
+                                    FakeHost(7));
   const auto& binds = plan.writable_binds;
   const auto outer = std::find(binds.begin(), binds.end(), tree.Path("outside/state"));
   const auto inner = std::find(binds.begin(), binds.end(), tree.Path("outside/state/inner"));
@@ -291,11 +290,36 @@ TEST(Plan, EgressConnectsToTheProxyPortAloneAndNeverBinds) {
 TEST(Plan, SeccompRowsFollowThePolicy) {
   TempTree tree;
   const Plan strict = PlanConfinement(tree.Runner(), FakeHost(7));
-  for (const char* always : {"io_uring_setup", "io_uring_enter", "io_uring_register", "ptrace", "unshare", "setns",
-                             "mount", "fsopen", "fsmount", "move_mount", "open_tree", "fspick", "fsconfig", "bpf",
-                             "add_key", "keyctl", "init_module", "finit_module", "perf_event_open", "userfaultfd",
-                             "process_vm_readv", "process_vm_writev", "pidfd_getfd", "open_by_handle_at", "listen",
-                             "memfd_create", "execveat", "clone3", "clone", "ioctl"})
+  for (const char* always : {"io_uring_setup",
+                             "io_uring_enter",
+                             "io_uring_register",
+                             "ptrace",
+                             "unshare",
+                             "setns",
+                             "mount",
+                             "fsopen",
+                             "fsmount",
+                             "move_mount",
+                             "open_tree",
+                             "fspick",
+                             "fsconfig",
+                             "bpf",
+                             "add_key",
+                             "keyctl",
+                             "init_module",
+                             "finit_module",
+                             "perf_event_open",
+                             "userfaultfd",
+                             "process_vm_readv",
+                             "process_vm_writev",
+                             "pidfd_getfd",
+                             "open_by_handle_at",
+                             "listen",
+                             "memfd_create",
+                             "execveat",
+                             "clone3",
+                             "clone",
+                             "ioctl"})
     EXPECT_TRUE(HasSeccompRule(strict, always)) << always;
   const auto clone3 = std::find_if(strict.seccomp.begin(), strict.seccomp.end(),
                                    [](const SeccompRule& r) { return r.syscall == "clone3"; });
@@ -372,7 +396,8 @@ RC_GTEST_PROP(PlanProperty, EveryGrantIsInThePlanOrTheGaps, ()) {
   for (const auto& g : policy.grants()) {
     const bool in_plan = std::any_of(plan.landlock.paths.begin(), plan.landlock.paths.end(),
                                      [&](const PathRule& r) { return r.path == g.path && r.access != 0; });
-    const bool in_gaps = std::any_of(plan.gaps.begin(), plan.gaps.end(), [&](const Gap& x) { return x.field == g.field; });
+    const bool in_gaps =
+        std::any_of(plan.gaps.begin(), plan.gaps.end(), [&](const Gap& x) { return x.field == g.field; });
     RC_ASSERT(in_plan || in_gaps);
   }
   // A plan that runs has no gap, and one with a gap never runs.
@@ -391,8 +416,13 @@ RC_GTEST_PROP(PlanProperty, TheLaunchersProbeScopeLeavesOutNothingThePlanReads, 
   if (gpu) extra += R"(, "devices": {"gpu": "compute"})";
   const Policy policy = tree.Runner(extra);
   HostFacts full = FakeHost(abi);
-  full.cgroup = {.probed = true, .v2_mounted = true, .mount_point = "/sys/fs/cgroup", .own_path = "/sys/fs/cgroup/a",
-                 .writable = true, .controllers = {"cpu", "memory", "pids"}, .has_kill = true};
+  full.cgroup = {.probed = true,
+                 .v2_mounted = true,
+                 .mount_point = "/sys/fs/cgroup",
+                 .own_path = "/sys/fs/cgroup/a",
+                 .writable = true,
+                 .controllers = {"cpu", "memory", "pids"},
+                 .has_kill = true};
   full.gpu_nodes = {"/dev/dri", "/dev/kfd"};
   HostFacts scoped = full;
   const ProbeScope scope = LaunchProbeScope(policy);
@@ -404,15 +434,19 @@ RC_GTEST_PROP(PlanProperty, TheLaunchersProbeScopeLeavesOutNothingThePlanReads, 
 
 TEST(Placement, CgroupLimitsAreUnavailableWhenTheProbeDidNotLook) {
   HostFacts host = FakeHost(7);
-  host.cgroup = {.probed = false, .v2_mounted = true, .mount_point = "/sys/fs/cgroup", .own_path = "/sys/fs/cgroup/a",
-                 .writable = true, .controllers = {"memory"}, .has_kill = true};
+  host.cgroup = {.probed = false,
+                 .v2_mounted = true,
+                 .mount_point = "/sys/fs/cgroup",
+                 .own_path = "/sys/fs/cgroup/a",
+                 .writable = true,
+                 .controllers = {"memory"},
+                 .has_kill = true};
   const auto memory = Assess(CapabilityId::kLimitsMemory, host);
   EXPECT_EQ(memory.status, Status::kUnavailable);
   EXPECT_EQ(memory.detail, "memory.max needs a cgroup v2 hierarchy; this probe did not look");
   host.cgroup.probed = true;
   EXPECT_EQ(Assess(CapabilityId::kLimitsMemory, host).status, Status::kEnforced);
 }
-
 
 // The job's own devpts and /dev/shm are granted only to a supervised job,
 // which mounts them (job_devices.h); sandbox-exec's plan grants no /dev

@@ -54,8 +54,11 @@ nlohmann::ordered_json HostReport(const HostFacts& h) {
   return {
       {"kernel", {{"release", h.kernel_release}, {"arch", h.arch}}},
       {"landlock",
-       {{"abi", h.landlock_abi}, {"kernel_abi", h.landlock_kernel_abi}, {"capped", h.landlock_capped},
-        {"errata", h.landlock_errata}, {"errata_detail", ErrataReport(h)}}},
+       {{"abi", h.landlock_abi},
+        {"kernel_abi", h.landlock_kernel_abi},
+        {"capped", h.landlock_capped},
+        {"errata", h.landlock_errata},
+        {"errata_detail", ErrataReport(h)}}},
       {"seccomp", {{"filter", h.seccomp_filter}, {"actions", h.seccomp_actions}}},
       {"user_namespaces", {{"available", h.user_namespaces}, {"detail", h.user_namespaces_detail}}},
       {"cgroup_v2",
@@ -126,7 +129,8 @@ nlohmann::ordered_json PlanReport(const Plan& plan) {
 }
 
 nlohmann::ordered_json GrantReport(const Policy& policy, const HostFacts& host) {
-  const Attestation attestation = ReadAttestation(AttestationPath(), BindingForThisProcess(host, LauncherHash::kWhenNeeded));
+  const Attestation attestation =
+      ReadAttestation(AttestationPath(), BindingForThisProcess(host, LauncherHash::kWhenNeeded));
   const Placement grant = PlaceForGrant(policy, host, attestation);
   nlohmann::ordered_json at_fault = nlohmann::ordered_json::array();
   for (const auto& c : grant.at_fault)

@@ -9,8 +9,7 @@
 namespace oarbank {
 
 inline constexpr std::array<std::string_view, 10> kBaseReadExecute = {
-    "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin",
-    "/etc", "/opt", "/proc", "/sys/devices/system/cpu",
+    "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys/devices/system/cpu",
 };
 
 inline constexpr std::array<std::string_view, 5> kBaseDevices = {

@@ -40,8 +40,7 @@ std::optional<Error> CheckKeys(const json& obj, const std::string& prefix,
 bool IsWithin(const std::string& child, const std::string& parent) {
   if (parent == "/") return true;
   return child == parent ||
-         (child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 &&
-          child[parent.size()] == '/');
+         (child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 && child[parent.size()] == '/');
 }
 
 enum class Kind { kDir, kDirOrFile, kSocket };
@@ -147,7 +146,9 @@ Expected<json> ParseJson(std::string_view text) {
   json::parser_callback_t on_event = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
     switch (event) {
       case json::parse_event_t::object_start: keys.emplace_back(); break;
-      case json::parse_event_t::object_end: if (!keys.empty()) keys.pop_back(); break;
+      case json::parse_event_t::object_end:
+        if (!keys.empty()) keys.pop_back();
+        break;
       case json::parse_event_t::key:
         if (!keys.empty() && !keys.back().insert(parsed.get<std::string>()).second && !duplicate)
           duplicate = parsed.get<std::string>();
@@ -206,8 +207,9 @@ namespace {
 
 // The top-level fields a policy may hold; the first unknown one is refused.
 std::optional<Error> CheckTopLevelKeys(const json& doc) {
-  return CheckKeys(doc, "", {"contract", "role", "bundle", "runtime", "tools", "work", "data", "tmp",
-                             "state", "read_only", "net", "broker", "devices", "exec_writable", "limits"});
+  return CheckKeys(doc, "",
+                   {"contract", "role", "bundle", "runtime", "tools", "work", "data", "tmp", "state", "read_only",
+                    "net", "broker", "devices", "exec_writable", "limits"});
 }
 
 // Pseudo filesystems are never a grant: their files are the kernel's and
@@ -227,8 +229,9 @@ std::optional<Error> CheckCarveOut(const Grant& r, const std::vector<Grant>& gra
     return w.access == Access::kReadWrite && IsWithin(r.path, w.path) && r.path != w.path;
   });
   if (!inside)
-    return Bad(r.field, r.path + " lies inside no writable grant (work, data, tmp, state): only a part of one "
-                                 "can be carved out read-only");
+    return Bad(r.field, r.path +
+                            " lies inside no writable grant (work, data, tmp, state): only a part of one "
+                            "can be carved out read-only");
   for (const auto& w : grants)
     if (w.access == Access::kReadWrite && IsWithin(w.path, r.path))
       return Bad(r.field, "the writable grant " + w.field + " (" + w.path + ") lies inside " + r.path +
@@ -254,8 +257,7 @@ std::vector<Grant> ReadExecuteGrants(const std::vector<Grant>& grants) {
 // read+execute one (the policy's or the base system's) would inherit
 // execute, and a read+execute grant inside a writable one would become
 // writable. Refuse both rather than enforce less than the policy says.
-std::optional<Error> CheckWritableNesting(const Grant& w, const std::vector<Grant>& read_execute,
-                                          bool exec_writable) {
+std::optional<Error> CheckWritableNesting(const Grant& w, const std::vector<Grant>& read_execute, bool exec_writable) {
   for (const auto& r : read_execute) {
     const bool base = r.field.rfind("base system", 0) == 0;
     if (IsWithin(r.path, w.path))
@@ -327,11 +329,16 @@ std::optional<Error> PolicyBuilder::ParseContractAndRole() {
   if (!doc.contains("role")) return Bad("role", "missing: expected one of coordinator, runner, service, probe");
   const json& role = doc["role"];
   const std::string role_name = role.is_string() ? role.get<std::string>() : "";
-  if (role_name == "coordinator") p.role_ = Role::kCoordinator;
-  else if (role_name == "runner") p.role_ = Role::kRunner;
-  else if (role_name == "service") p.role_ = Role::kService;
-  else if (role_name == "probe") p.role_ = Role::kProbe;
-  else return Bad("role", "expected one of coordinator, runner, service, probe");
+  if (role_name == "coordinator")
+    p.role_ = Role::kCoordinator;
+  else if (role_name == "runner")
+    p.role_ = Role::kRunner;
+  else if (role_name == "service")
+    p.role_ = Role::kService;
+  else if (role_name == "probe")
+    p.role_ = Role::kProbe;
+  else
+    return Bad("role", "expected one of coordinator, runner, service, probe");
   return std::nullopt;
 }
 
@@ -460,10 +467,14 @@ std::optional<Error> PolicyBuilder::ParseNet() {
   if (!net.is_object()) return Bad("net", std::string("expected an object, got ") + TypeName(net));
   if (auto e = CheckKeys(net, "net.", {"mode", "allow", "proxy_port"})) return e;
   const std::string mode = net.contains("mode") && net["mode"].is_string() ? net["mode"].get<std::string>() : "";
-  if (mode == "none") p.net_.mode = NetMode::kNone;
-  else if (mode == "egress-allowlist") p.net_.mode = NetMode::kEgressAllowlist;
-  else if (mode == "egress-any") p.net_.mode = NetMode::kEgressAny;
-  else return Bad("net.mode", "expected one of none, egress-allowlist, egress-any");
+  if (mode == "none")
+    p.net_.mode = NetMode::kNone;
+  else if (mode == "egress-allowlist")
+    p.net_.mode = NetMode::kEgressAllowlist;
+  else if (mode == "egress-any")
+    p.net_.mode = NetMode::kEgressAny;
+  else
+    return Bad("net.mode", "expected one of none, egress-allowlist, egress-any");
   const bool allowlist = p.net_.mode == NetMode::kEgressAllowlist;
   if (allowlist && !net.contains("allow")) return Bad("net.allow", "missing: egress-allowlist needs at least one host");
   if (allowlist && !net.contains("proxy_port")) return Bad("net.proxy_port", "missing: expected integer 1..65535");
@@ -509,9 +520,12 @@ std::optional<Error> PolicyBuilder::ParseDevices() {
   if (devices.contains("gpu")) {
     const json& gpu = devices["gpu"];
     const std::string g = gpu.is_string() ? gpu.get<std::string>() : "";
-    if (g == "compute") p.gpu_ = GpuMode::kCompute;
-    else if (g == "none") p.gpu_ = GpuMode::kNone;
-    else return Bad("devices.gpu", "expected \"compute\" or \"none\"");
+    if (g == "compute")
+      p.gpu_ = GpuMode::kCompute;
+    else if (g == "none")
+      p.gpu_ = GpuMode::kNone;
+    else
+      return Bad("devices.gpu", "expected \"compute\" or \"none\"");
   }
   return std::nullopt;
 }

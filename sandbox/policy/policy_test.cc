@@ -27,9 +27,9 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
+#include <nlohmann/json.hpp>
 
 namespace oarbank {
 namespace {
@@ -131,8 +131,8 @@ std::string FixtureText(const PolicyRoot& root, const char* kind, const std::str
 
 bool IsWithin(const std::string& child, const std::string& parent) {
   if (parent == "/") return true;
-  return child == parent || (child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 &&
-                             child[parent.size()] == '/');
+  return child == parent ||
+         (child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 && child[parent.size()] == '/');
 }
 
 std::string Canonical(const std::string& path) {
@@ -516,12 +516,46 @@ RC_GTEST_PROP(PolicyProperty, ArbitraryTextNeverCrashesAndNamesTheCulprit, (cons
 // the JSON parser and into the field checks.
 RC_GTEST_PROP(PolicyProperty, JsonTokenSoupNeverCrashesAndNamesTheCulprit, ()) {
   const auto& root = SharedRoot();
-  static const std::vector<std::string> tokens = {
-      "{", "}", "[", "]", ",", ":", "\"\"", "1", "0", "-1", "1e400", "1.5", "true", "null", "\"contract\"",
-      "\"role\"", "\"runner\"", "\"service\"", "\"bundle\"", "\"work\"", "\"tmp\"", "\"net\"", "\"mode\"",
-      "\"allow\"", "\"proxy_port\"", "\"egress-allowlist\"", "\"tools\"", "\"id\"", "\"paths\"", "\"limits\"",
-      "\"mem_gb\"", "\"devices\"", "\"gpu\"", "\"broker\"", "\"\\u0000\"", "\"\\ud800\"", "\"/\"",
-      "\"" + (root / "bundle") + "\"", "\"" + (root / "work") + "\"", "\"" + (root / "work/tmp") + "\""};
+  static const std::vector<std::string> tokens = {"{",
+                                                  "}",
+                                                  "[",
+                                                  "]",
+                                                  ",",
+                                                  ":",
+                                                  "\"\"",
+                                                  "1",
+                                                  "0",
+                                                  "-1",
+                                                  "1e400",
+                                                  "1.5",
+                                                  "true",
+                                                  "null",
+                                                  "\"contract\"",
+                                                  "\"role\"",
+                                                  "\"runner\"",
+                                                  "\"service\"",
+                                                  "\"bundle\"",
+                                                  "\"work\"",
+                                                  "\"tmp\"",
+                                                  "\"net\"",
+                                                  "\"mode\"",
+                                                  "\"allow\"",
+                                                  "\"proxy_port\"",
+                                                  "\"egress-allowlist\"",
+                                                  "\"tools\"",
+                                                  "\"id\"",
+                                                  "\"paths\"",
+                                                  "\"limits\"",
+                                                  "\"mem_gb\"",
+                                                  "\"devices\"",
+                                                  "\"gpu\"",
+                                                  "\"broker\"",
+                                                  "\"\\u0000\"",
+                                                  "\"\\ud800\"",
+                                                  "\"/\"",
+                                                  "\"" + (root / "bundle") + "\"",
+                                                  "\"" + (root / "work") + "\"",
+                                                  "\"" + (root / "work/tmp") + "\""};
   const auto picks = *rc::gen::container<std::vector<size_t>>(rc::gen::inRange<size_t>(0, tokens.size()));
   std::string text;
   for (size_t i : picks) text += tokens[i];
@@ -529,21 +563,51 @@ RC_GTEST_PROP(PolicyProperty, JsonTokenSoupNeverCrashesAndNamesTheCulprit, ()) {
 }
 
 json InterestingString(const PolicyRoot& root) {
-  return *rc::gen::elementOf(std::vector<std::string>{
-      root / "bundle", root / "runtime", root / "runtime-file", root / "tool", root / "work", root / "work/tmp",
-      root / "data", root / "data/tmp", root / "broker.sock", root / "link-to-bundle", root / "missing", root.path(),
-      root / "*", "/", "/usr", "/usr/share", "/proc", "/dev", "relative", "", "runner", "service", "coordinator",
-      "probe", "none", "egress-allowlist", "egress-any", "compute", "code-exec", "api.example.org",
-      "*.example.org:8443", "a.*.b", "10.0.0.1", "::1", "host:0", "host:65536", std::string("\0x", 2)});
+  return *rc::gen::elementOf(std::vector<std::string>{root / "bundle",
+                                                      root / "runtime",
+                                                      root / "runtime-file",
+                                                      root / "tool",
+                                                      root / "work",
+                                                      root / "work/tmp",
+                                                      root / "data",
+                                                      root / "data/tmp",
+                                                      root / "broker.sock",
+                                                      root / "link-to-bundle",
+                                                      root / "missing",
+                                                      root.path(),
+                                                      root / "*",
+                                                      "/",
+                                                      "/usr",
+                                                      "/usr/share",
+                                                      "/proc",
+                                                      "/dev",
+                                                      "relative",
+                                                      "",
+                                                      "runner",
+                                                      "service",
+                                                      "coordinator",
+                                                      "probe",
+                                                      "none",
+                                                      "egress-allowlist",
+                                                      "egress-any",
+                                                      "compute",
+                                                      "code-exec",
+                                                      "api.example.org",
+                                                      "*.example.org:8443",
+                                                      "a.*.b",
+                                                      "10.0.0.1",
+                                                      "::1",
+                                                      "host:0",
+                                                      "host:65536",
+                                                      std::string("\0x", 2)});
 }
 
 std::string InterestingKey() {
-  return *rc::gen::oneOf(
-      rc::gen::elementOf(std::vector<std::string>{
-          "contract", "role", "bundle", "runtime", "tools", "work", "data", "tmp", "net", "broker", "devices",
-          "exec_writable", "limits", "mode", "allow", "proxy_port", "id", "paths", "trust", "gpu", "mem_gb",
-          "cpus", ""}),
-      rc::gen::arbitrary<std::string>());
+  return *rc::gen::oneOf(rc::gen::elementOf(std::vector<std::string>{
+                             "contract", "role",   "bundle",  "runtime",       "tools",  "work", "data",  "tmp",
+                             "net",      "broker", "devices", "exec_writable", "limits", "mode", "allow", "proxy_port",
+                             "id",       "paths",  "trust",   "gpu",           "mem_gb", "cpus", ""}),
+                         rc::gen::arbitrary<std::string>());
 }
 
 json ArbitraryValue(const PolicyRoot& root, int depth) {
@@ -591,12 +655,16 @@ void MutateOnce(json& doc, const PolicyRoot& root) {
       break;
     case 1:  // remove a value
       if (at.empty()) break;
-      if (json& parent = doc[at.parent_pointer()]; parent.is_object()) parent.erase(at.back());
-      else parent.erase(std::stoul(at.back()));
+      if (json& parent = doc[at.parent_pointer()]; parent.is_object())
+        parent.erase(at.back());
+      else
+        parent.erase(std::stoul(at.back()));
       break;
     case 2:  // add a field or an element
-      if (target.is_object()) target[InterestingKey()] = ArbitraryValue(root, 1);
-      else if (target.is_array()) target.push_back(ArbitraryValue(root, 1));
+      if (target.is_object())
+        target[InterestingKey()] = ArbitraryValue(root, 1);
+      else if (target.is_array())
+        target.push_back(ArbitraryValue(root, 1));
       break;
     default:  // swap in another policy string
       if (target.is_string()) target = InterestingString(root);

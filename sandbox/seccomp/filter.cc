@@ -68,7 +68,7 @@ Expected<std::vector<sock_filter>> Compile(scmp_filter_ctx ctx, const std::vecto
     unsigned n = 0;
     for (const auto& a : rule.args) {
       cmps[n++] = a.op == CmpOp::kMaskedEq ? scmp_arg_cmp{a.arg, SCMP_CMP_MASKED_EQ, a.mask, a.value}
-                                          : scmp_arg_cmp{a.arg, ToScmp(a.op), a.value, 0};
+                                           : scmp_arg_cmp{a.arg, ToScmp(a.op), a.value, 0};
     }
     if (int rc = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(static_cast<uint16_t>(rule.err)), nr, n, cmps); rc != 0)
       return Failed(rule.syscall, -rc);

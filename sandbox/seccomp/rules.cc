@@ -3,11 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/personality.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
-#include <sys/ioctl.h>
 
 #include <cstdio>
 
@@ -29,7 +29,10 @@ ArgCmp Masked(unsigned arg, uint64_t mask, uint64_t v) { return {arg, CmpOp::kMa
 std::vector<SeccompRule> BuildTable() {
   std::vector<SeccompRule> t = {
       // Local IPC: the broker is the only channel (linux-backend.txt).
-      {"socket", {Eq(0, AF_UNIX)}, EPERM, When::kNoBroker,
+      {"socket",
+       {Eq(0, AF_UNIX)},
+       EPERM,
+       When::kNoBroker,
        "no unix socket unless the broker is reached by path (Landlock ABI 9): a pathname or abstract socket "
        "reaches the agent's session (systemd-run --user, docker.sock); stream socketpairs stay for event loops, and "
        "below ABI 9 the broker is an inherited connection"},
@@ -37,12 +40,21 @@ std::vector<SeccompRule> BuildTable() {
       // pathname or abstract address, and connect() re-targets it. Stream
       // and seqpacket pairs ignore or refuse an address and stay. The unix
       // family makes SOCK_RAW a datagram socket, so it is refused alike.
-      {"socketpair", {Eq(0, AF_UNIX), Masked(1, kSockTypeMask, SOCK_DGRAM)}, EPERM, When::kNoBroker,
+      {"socketpair",
+       {Eq(0, AF_UNIX), Masked(1, kSockTypeMask, SOCK_DGRAM)},
+       EPERM,
+       When::kNoBroker,
        "no unix datagram pair unless the broker is reached by path (Landlock ABI 9): sendto() and connect() "
        "on one reach a host socket like socket(AF_UNIX) would"},
-      {"socketpair", {Eq(0, AF_UNIX), Masked(1, kSockTypeMask, SOCK_RAW)}, EPERM, When::kNoBroker,
+      {"socketpair",
+       {Eq(0, AF_UNIX), Masked(1, kSockTypeMask, SOCK_RAW)},
+       EPERM,
+       When::kNoBroker,
        "no unix SOCK_RAW pair: the kernel makes it a datagram pair"},
-      {"socketpair", {Ne(0, AF_UNIX)}, EPERM, When::kAlways,
+      {"socketpair",
+       {Ne(0, AF_UNIX)},
+       EPERM,
+       When::kAlways,
        "pairs of unix sockets only: other families (TIPC) would load kernel modules past the socket() rows"},
       {"socket", {Eq(0, AF_INET)}, EPERM, When::kNetNone, "net.mode none: no IPv4"},
       {"socket", {Eq(0, AF_INET6)}, EPERM, When::kNetNone, "net.mode none: no IPv6"},
@@ -85,7 +97,10 @@ std::vector<SeccompRule> BuildTable() {
       // Namespaces and mounts: children inherit the cage and cannot leave it.
       {"unshare", {}, EPERM, When::kAlways, "no new namespaces"},
       {"setns", {}, EPERM, When::kAlways, "no joining other namespaces"},
-      {"clone3", {}, ENOSYS, When::kAlways,
+      {"clone3",
+       {},
+       ENOSYS,
+       When::kAlways,
        "clone3 passes flags in memory the filter cannot read; ENOSYS makes libc fall back to clone"},
       {"mount", {}, EPERM, When::kAlways, "no mounts"},
       {"umount2", {}, EPERM, When::kAlways, "no unmounting the noexec binds"},
@@ -127,19 +142,27 @@ std::vector<SeccompRule> BuildTable() {
       {"listxattrat", {}, EOPNOTSUPP, When::kAlways, "no listing extended attributes by path"},
       // Bit 31 is never set by a real persona but is by the query 0xffffffff,
       // which must keep working.
-      {"personality", {Masked(0, kPersonalityQueryBit | READ_IMPLIES_EXEC, READ_IMPLIES_EXEC)}, EPERM, When::kAlways,
+      {"personality",
+       {Masked(0, kPersonalityQueryBit | READ_IMPLIES_EXEC, READ_IMPLIES_EXEC)},
+       EPERM,
+       When::kAlways,
        "READ_IMPLIES_EXEC would make readable mappings executable"},
 
       // Other processes of the same uid outside the cage: uid checks alone
       // allow these, and Landlock has no hook for them (a pid namespace
       // would hide the targets; the launcher alone has none). Only the
       // calling process itself (pid/who 0) may be named.
-      {"prlimit64", {Ne(0, 0)}, EPERM, When::kAlways,
-       "no setting another process's limits (RLIMIT_CPU kills it)"},
-      {"setpriority", {Ne(0, PRIO_PROCESS)}, EPERM, When::kAlways,
+      {"prlimit64", {Ne(0, 0)}, EPERM, When::kAlways, "no setting another process's limits (RLIMIT_CPU kills it)"},
+      {"setpriority",
+       {Ne(0, PRIO_PROCESS)},
+       EPERM,
+       When::kAlways,
        "no renicing a process group or every process of the uid"},
       {"setpriority", {Ne(1, 0)}, EPERM, When::kAlways, "no renicing another process"},
-      {"ioprio_set", {Ne(0, kIoprioWhoProcess)}, EPERM, When::kAlways,
+      {"ioprio_set",
+       {Ne(0, kIoprioWhoProcess)},
+       EPERM,
+       When::kAlways,
        "no I/O priority for a process group or every process of the uid"},
       {"ioprio_set", {Ne(1, 0)}, EPERM, When::kAlways, "no I/O priority for another process"},
       {"sched_setaffinity", {Ne(0, 0)}, EPERM, When::kAlways, "no pinning another process"},
@@ -149,8 +172,11 @@ std::vector<SeccompRule> BuildTable() {
       // The operation on its low 32 bits: the kernel reads it as an unsigned
       // int, so 1 << 32 | SET_MODE_FILTER is SET_MODE_FILTER to it.
       {"seccomp",
-       {Masked(0, kLow32, kSeccompSetModeFilter), Masked(1, kSeccompFilterFlagNewListener, kSeccompFilterFlagNewListener)},
-       EPERM, When::kAlways, "no seccomp user-notification supervisor inside the sandbox"},
+       {Masked(0, kLow32, kSeccompSetModeFilter),
+        Masked(1, kSeccompFilterFlagNewListener, kSeccompFilterFlagNewListener)},
+       EPERM,
+       When::kAlways,
+       "no seccomp user-notification supervisor inside the sandbox"},
 
       // Terminal injection into an inherited terminal (CVE-2017-5226). The
       // request is compared on its low 32 bits: the kernel ignores the upper
@@ -160,7 +186,10 @@ std::vector<SeccompRule> BuildTable() {
 
       // exec_writable = false: executing a written file without execve on a path.
       {"memfd_create", {}, EPERM, When::kExecWritableDeny, "memfd + fexecve runs unwritten-to-disk code"},
-      {"execveat", {Masked(4, AT_EMPTY_PATH, AT_EMPTY_PATH)}, EPERM, When::kExecWritableDeny,
+      {"execveat",
+       {Masked(4, AT_EMPTY_PATH, AT_EMPTY_PATH)},
+       EPERM,
+       When::kExecWritableDeny,
        "execveat(fd, \"\", AT_EMPTY_PATH) executes an already-open written file"},
   };
 
@@ -181,7 +210,10 @@ std::vector<SeccompRule> BuildTable() {
     if (family == AF_UNIX || family == AF_INET) continue;
     t.push_back({"socket", {Eq(0, family)}, EPERM, When::kAlways, "only unix, IPv4 and IPv6 sockets"});
   }
-  t.push_back({"socket", {Ge(0, AF_INET6 + 1)}, EPERM, When::kAlways,
+  t.push_back({"socket",
+               {Ge(0, AF_INET6 + 1)},
+               EPERM,
+               When::kAlways,
                "only unix, IPv4 and IPv6 sockets (netlink, packet, vsock, ...)"});
 
   // egress-allowlist: IPv4/IPv6 TCP streams only (Landlock then limits TCP to
@@ -189,15 +221,24 @@ std::vector<SeccompRule> BuildTable() {
   // MPTCP (MPTCP side-steps Landlock's TCP rules).
   for (uint64_t family : {uint64_t{AF_INET}, uint64_t{AF_INET6}}) {
     for (uint64_t type : {SOCK_DGRAM, SOCK_RAW, SOCK_RDM, SOCK_SEQPACKET, SOCK_DCCP, SOCK_PACKET})
-      t.push_back({"socket", {Eq(0, family), Masked(1, kSockTypeMask, type)}, EPERM, When::kNetEgressAllowlist,
+      t.push_back({"socket",
+                   {Eq(0, family), Masked(1, kSockTypeMask, type)},
+                   EPERM,
+                   When::kNetEgressAllowlist,
                    "egress-allowlist: TCP streams only"});
-    t.push_back({"socket", {Eq(0, family), Ge(2, IPPROTO_TCP + 1)}, EPERM, When::kNetEgressAllowlist,
+    t.push_back({"socket",
+                 {Eq(0, family), Ge(2, IPPROTO_TCP + 1)},
+                 EPERM,
+                 When::kNetEgressAllowlist,
                  "egress-allowlist: plain TCP only (no MPTCP or SCTP)"});
   }
   // TCP Fast Open connects from inside sendto/sendmsg, where Landlock's
   // connect check never runs (landlock-lsm/linux#41): refuse the flag.
   for (const auto& [syscall, flags_arg] : {std::pair{"sendto", 3u}, {"sendmsg", 2u}, {"sendmmsg", 3u}})
-    t.push_back({syscall, {Masked(flags_arg, MSG_FASTOPEN, MSG_FASTOPEN)}, EPERM, When::kNetEgressAllowlist,
+    t.push_back({syscall,
+                 {Masked(flags_arg, MSG_FASTOPEN, MSG_FASTOPEN)},
+                 EPERM,
+                 When::kNetEgressAllowlist,
                  "egress-allowlist: MSG_FASTOPEN connects without connect(), around Landlock's TCP rule"});
   return t;
 }

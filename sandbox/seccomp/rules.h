@@ -18,16 +18,16 @@ namespace oarbank {
 // Which policies a row applies to.
 enum class When {
   kAlways,
-  kNoBroker,              // no broker reachable by path (none granted, or an inherited fd below ABI 9): no AF_UNIX socket at all
-  kNetNone,               // net.mode = none
-  kNetEgressAllowlist,    // net.mode = egress-allowlist
-  kExecWritableDeny,      // exec_writable = false
+  kNoBroker,  // no broker reachable by path (none granted, or an inherited fd below ABI 9): no AF_UNIX socket at all
+  kNetNone,   // net.mode = none
+  kNetEgressAllowlist,  // net.mode = egress-allowlist
+  kExecWritableDeny,    // exec_writable = false
 };
 
 enum class CmpOp { kEq, kMaskedEq, kGe, kNe };
 
 struct ArgCmp {
-  unsigned arg;       // 0-based syscall argument
+  unsigned arg;  // 0-based syscall argument
   CmpOp op;
   uint64_t value;
   uint64_t mask = 0;  // kMaskedEq only: (arg & mask) == value

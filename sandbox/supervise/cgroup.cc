@@ -25,7 +25,7 @@ constexpr char kJobPrefix[] = "oarbank-job-";
 constexpr int kSettleMillis = 2000;  // how long Freeze and Remove wait for the kernel
 
 void SleepMillis(long ms) {
-  timespec ts {ms / 1000, (ms % 1000) * 1000000L};
+  timespec ts{ms / 1000, (ms % 1000) * 1000000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
   }
 }
@@ -86,17 +86,17 @@ std::optional<std::string> EnableControllers(const std::string& base, const Leaf
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
   std::string want;
-  for (const auto& [needed, name] : {std::pair{limits.needs_memory(), "memory"}, {limits.needs_cpu(), "cpu"},
-                                     {limits.pids_available, "pids"}}) {
-    if (needed && !HasWord(ReadText(base + "/cgroup.subtree_control"), name)) want += std::string(want.empty() ? "+" : " +") + name;
+  for (const auto& [needed, name] :
+       {std::pair{limits.needs_memory(), "memory"}, {limits.needs_cpu(), "cpu"}, {limits.pids_available, "pids"}}) {
+    if (needed && !HasWord(ReadText(base + "/cgroup.subtree_control"), name))
+      want += std::string(want.empty() ? "+" : " +") + name;
   }
   if (want.empty()) return std::nullopt;
   int err = WriteAt(base.c_str(), "cgroup.subtree_control", want.c_str());
   if (err == EBUSY) {
     // The agent itself sits in `base`: move the whole process into a leaf.
     const std::string own = base + "/" + kSupervisorLeaf;
-    if (mkdir(own.c_str(), 0755) != 0 && errno != EEXIST)
-      return "mkdir " + own + ": " + strerror(errno);
+    if (mkdir(own.c_str(), 0755) != 0 && errno != EEXIST) return "mkdir " + own + ": " + strerror(errno);
     char pid[24];
     snprintf(pid, sizeof pid, "%d", static_cast<int>(getpid()));
     if (int e = WriteAt(own.c_str(), "cgroup.procs", pid)) return "move the agent into " + own + ": " + strerror(e);
@@ -164,7 +164,8 @@ Expected<CgroupLeaf> CgroupLeaf::Prepare(const CgroupDelegation& d, const LeafLi
   if (!d.usable) return Error{"process.container", "no cgroup v2 leaf: " + d.detail};
   if (limits.needs_memory() && !d.memory)
     return Error{"limits.memory", "memory.max needs the memory controller; " + d.base + " offers none"};
-  if (limits.needs_cpu() && !d.cpu) return Error{"limits.cpu", "cpu.max needs the cpu controller; " + d.base + " offers none"};
+  if (limits.needs_cpu() && !d.cpu)
+    return Error{"limits.cpu", "cpu.max needs the cpu controller; " + d.base + " offers none"};
   LeafLimits wanted = limits;
   wanted.pids_available = limits.pids_available && d.pids;
   if (auto e = EnableControllers(d.base, wanted)) return Error{"process.container", *e};

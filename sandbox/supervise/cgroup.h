@@ -22,17 +22,17 @@
 #include <string>
 #include <vector>
 
+#include "sandbox/common/expected.h"
 #include "sandbox/host/host_facts.h"
 #include "sandbox/policy/policy.h"
-#include "sandbox/common/expected.h"
 
 namespace oarbank {
 
 struct CgroupDelegation {
-  bool usable = false;   // a leaf can be made below `base`
-  std::string base;      // the agent's delegated cgroup (absolute path)
-  std::string detail;    // what is there, or why not
-  bool memory = false;   // controllers `base` can give its leaves
+  bool usable = false;  // a leaf can be made below `base`
+  std::string base;     // the agent's delegated cgroup (absolute path)
+  std::string detail;   // what is there, or why not
+  bool memory = false;  // controllers `base` can give its leaves
   bool cpu = false;
   bool pids = false;
 };
@@ -84,11 +84,11 @@ class CgroupLeaf {
   bool has_freeze() const { return has_freeze_; }
 
   // Each returns 0 or an errno. No allocation: safe in the keeper process.
-  int MoveProcess(pid_t pid) const;   // cgroup.procs
-  int Kill() const;                   // cgroup.kill (or SIGKILL to each process before 5.14)
-  int Freeze(bool frozen) const;      // cgroup.freeze, then waits for cgroup.events to agree
-  bool Populated() const;             // cgroup.events "populated 1"
-  long OomKills() const;              // memory.events "oom_kill", -1 without the memory controller
+  int MoveProcess(pid_t pid) const;  // cgroup.procs
+  int Kill() const;                  // cgroup.kill (or SIGKILL to each process before 5.14)
+  int Freeze(bool frozen) const;     // cgroup.freeze, then waits for cgroup.events to agree
+  bool Populated() const;            // cgroup.events "populated 1"
+  long OomKills() const;             // memory.events "oom_kill", -1 without the memory controller
   // Kills what is left, waits (bounded) until empty, removes the directory.
   int Remove() const;
 

@@ -52,7 +52,7 @@ __attribute__((constructor)) void CgroupTestHelper() {
   }
   if (strncmp(helper, "spin:", 5) == 0) {
     auto ms = [](clockid_t clock) {
-      timespec ts {};
+      timespec ts{};
       clock_gettime(clock, &ts);
       return ts.tv_sec * 1000.0 + ts.tv_nsec / 1e6;
     };
@@ -287,8 +287,8 @@ TEST_F(CgroupTest, FreezeStopsTheJobAndThawResumesIt) {
   cage::RunOptions o = UnprovenOptions();
   o.cwd = tree_.Path("work");
   o.timeout = 20s;
-  cage::Job job = cage::Start(tree_.Runner(),
-                              {"/bin/sh", "-c", "i=0; while :; do i=$((i+1)); echo $i > " + count + "; done"}, o);
+  cage::Job job =
+      cage::Start(tree_.Runner(), {"/bin/sh", "-c", "i=0; while :; do i=$((i+1)); echo $i > " + count + "; done"}, o);
   ASSERT_FALSE(job.refused());
   auto value = [&] {
     std::ifstream in(count);
@@ -314,16 +314,15 @@ TEST_F(CgroupTest, HardLimitsWithoutTheControllersAreRefused) {
   o.hard_limits = true;
   const auto r = cage::RunPolicy(tree_.Runner(R"("limits": {"mem_gb": 1})"), {"/bin/sh", "-c", "touch " + marker}, o);
   EXPECT_TRUE(r.refused);
-  EXPECT_EQ(r.reason.rfind("sandbox: CAPABILITY_NOT_ENFORCED: limits.memory (memory.max needs the memory controller",
-                           0),
-            0u)
+  EXPECT_EQ(
+      r.reason.rfind("sandbox: CAPABILITY_NOT_ENFORCED: limits.memory (memory.max needs the memory controller", 0), 0u)
       << r.reason;
   EXPECT_FALSE(std::filesystem::exists(marker));
   // Reservations (no hard limits) run.
   o.hard_limits = false;
-  EXPECT_EQ(cage::RunPolicy(tree_.Runner(R"("limits": {"mem_gb": 1})"), {"/bin/sh", "-c", "touch " + marker}, o)
-                .exit_code,
-            0);
+  EXPECT_EQ(
+      cage::RunPolicy(tree_.Runner(R"("limits": {"mem_gb": 1})"), {"/bin/sh", "-c", "touch " + marker}, o).exit_code,
+      0);
   EXPECT_TRUE(std::filesystem::exists(marker));
 }
 
@@ -344,7 +343,8 @@ TEST_F(CgroupTest, WritingTheJobsDevShmCountsAgainstMemoryMax) {
   EXPECT_TRUE(r.fault == cage::Fault::kOom || (r.fault == cage::Fault::kNone && r.stdout_text != "0\n"))
       << cage::FaultName(r.fault) << ": " << r.reason << " " << r.stdout_text << r.stderr_text;
   // Positive control: below the limit it fits.
-  const auto small = cage::RunPolicy(policy, {"/bin/sh", "-c", "head -c 16777216 /dev/zero > /dev/shm/fill; echo $?"}, o);
+  const auto small =
+      cage::RunPolicy(policy, {"/bin/sh", "-c", "head -c 16777216 /dev/zero > /dev/shm/fill; echo $?"}, o);
   EXPECT_EQ(small.fault, cage::Fault::kNone) << small.reason;
   EXPECT_EQ(small.stdout_text, "0\n");
 }
@@ -406,21 +406,22 @@ TEST_F(CgroupTest, ASubtreeDelegatedToAnUnprivilegedSupervisor) {
   const bool limits = delegation_.memory;
   const std::string json = tree_.RunnerJson(R"("limits": {"mem_gb": 0.25})");
   const std::string work = tree_.Path("work");
-  const std::string text = testing::RunInChild([&] {
-    std::string text;
-    std::ofstream(deleg + "/cgroup.procs") << getpid() << std::flush;
-    if (!testing::BecomeUser(kNobody)) {
-      text = "setuid failed";
-    } else {
-      cage::RunOptions o = UnprovenOptions();
-      o.cwd = work;
-      o.hard_limits = limits;
-      const auto r = cage::RunPolicy(ParsePolicy(json).value(), {"/bin/cat", "/proc/self/cgroup"}, o);
-      text = std::string(cage::FaultName(r.fault)) + "|" + r.reason + "|" + r.stdout_text + "|" + r.container.cgroup +
-             "|" + r.container.limits + "|" + ReadFile("/proc/self/cgroup");
-    }
-    return text;
-  }).text;
+  const std::string text =
+      testing::RunInChild([&] {
+        std::string text;
+        std::ofstream(deleg + "/cgroup.procs") << getpid() << std::flush;
+        if (!testing::BecomeUser(kNobody)) {
+          text = "setuid failed";
+        } else {
+          cage::RunOptions o = UnprovenOptions();
+          o.cwd = work;
+          o.hard_limits = limits;
+          const auto r = cage::RunPolicy(ParsePolicy(json).value(), {"/bin/cat", "/proc/self/cgroup"}, o);
+          text = std::string(cage::FaultName(r.fault)) + "|" + r.reason + "|" + r.stdout_text + "|" +
+                 r.container.cgroup + "|" + r.container.limits + "|" + ReadFile("/proc/self/cgroup");
+        }
+        return text;
+      }).text;
   std::vector<std::string> parts;
   std::stringstream ss(text);
   for (std::string part; std::getline(ss, part, '|');) parts.push_back(part);

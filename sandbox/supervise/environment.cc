@@ -2,8 +2,7 @@
 
 namespace oarbank {
 
-std::vector<std::string> BuildModuleEnvironment(const Policy& policy,
-                                                const std::map<std::string, std::string>& named) {
+std::vector<std::string> BuildModuleEnvironment(const Policy& policy, const std::map<std::string, std::string>& named) {
   std::map<std::string, std::string> env = {
       {"PATH", "/usr/local/bin:/usr/bin:/bin"},
       {"LANG", "C.UTF-8"},

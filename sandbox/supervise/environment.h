@@ -17,7 +17,6 @@
 
 namespace oarbank {
 
-std::vector<std::string> BuildModuleEnvironment(const Policy& policy,
-                                                const std::map<std::string, std::string>& named);
+std::vector<std::string> BuildModuleEnvironment(const Policy& policy, const std::map<std::string, std::string>& named);
 
 }  // namespace oarbank

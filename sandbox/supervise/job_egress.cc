@@ -87,7 +87,7 @@ Expected<int> ReceiveListenerFromChild(int channel, std::chrono::milliseconds ti
 }
 
 Expected<std::unique_ptr<egress::EgressProxy>> ServeJobEgress(const std::vector<std::string>& allow, int listener,
-                                                            const JobEgressOptions& options) {
+                                                              const JobEgressOptions& options) {
   egress::ProxyConfig config;
   config.listen_fd = listener;  // owned by the proxy from here, even on an error
   for (const auto& text : allow) {

@@ -28,10 +28,10 @@
 #include <string>
 #include <vector>
 
+#include "sandbox/common/expected.h"
 #include "sandbox/egress/allowlist.h"
 #include "sandbox/egress/proxy.h"
 #include "sandbox/egress/resolver.h"
-#include "sandbox/common/expected.h"
 
 namespace oarbank {
 
@@ -50,8 +50,8 @@ Expected<int> ReceiveListenerFromChild(int channel, std::chrono::milliseconds ti
 
 // What the supervisor's proxy takes besides the policy (test-only settings).
 struct JobEgressOptions {
-  std::vector<egress::Cidr> test_public;      // egress::ParseTestPublicRange
-  std::shared_ptr<egress::Resolver> resolver;  // default: the system's
+  std::vector<egress::Cidr> test_public;        // egress::ParseTestPublicRange
+  std::shared_ptr<egress::Resolver> resolver;   // default: the system's
   std::function<void(const std::string&)> log;  // default: a line on stderr
   // Connections the job may hold through its proxy at once (`run
   // --egress-max-connections`): every connection of the job's proxy comes
@@ -61,6 +61,6 @@ struct JobEgressOptions {
 
 // Serves `listener` (owned from here on) with the policy's net.allow.
 Expected<std::unique_ptr<egress::EgressProxy>> ServeJobEgress(const std::vector<std::string>& allow, int listener,
-                                                            const JobEgressOptions& options);
+                                                              const JobEgressOptions& options);
 
 }  // namespace oarbank

@@ -17,9 +17,9 @@
 #include <mutex>
 
 #include "sandbox/common/install_paths.h"
+#include "sandbox/common/trust_file.h"
 #include "sandbox/egress/job_ruleset.h"
 #include "sandbox/supervise/namespaces.h"
-#include "sandbox/common/trust_file.h"
 
 namespace oarbank {
 namespace {
@@ -79,7 +79,7 @@ void Reap(pid_t pid, std::chrono::milliseconds grace) {
 // Runs oarbank-netfilter MODE in the job's namespaces with `input` on its
 // stdin; its stdout, or an Error with its stderr line.
 Expected<std::string> RunHelper(const std::string& helper, const char* mode, int userns, int netns,
-                              const std::string& input, Clock::time_point deadline) {
+                                const std::string& input, Clock::time_point deadline) {
   int in[2], out[2], err[2];
   // stdin is a socket, not a pipe: a helper that ended before reading it
   // must not take the agent with it through SIGPIPE (send's MSG_NOSIGNAL).
@@ -131,8 +131,10 @@ Expected<std::string> RunHelper(const std::string& helper, const char* mode, int
       std::string& text = p[i].fd == from.get() ? stdout_text : stderr_text;
       char buf[16384];
       const ssize_t r = read(fd.get(), buf, sizeof buf);
-      if (r > 0 && text.size() < kMaxHelperOutput) text.append(buf, static_cast<size_t>(r));
-      else if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) fd.Reset();
+      if (r > 0 && text.size() < kMaxHelperOutput)
+        text.append(buf, static_cast<size_t>(r));
+      else if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+        fd.Reset();
     }
   }
   if (timed_out) kill(pid, SIGKILL);
@@ -171,7 +173,7 @@ std::string NetfilterHelperPath() {
 }
 
 Expected<std::unique_ptr<JobNetwork>> JobNetwork::Start(pid_t init, const JobNetworkSettings& settings,
-                                                      Clock::time_point deadline) {
+                                                        Clock::time_point deadline) {
   const std::string helper = NetfilterHelperPath();
   if (auto why = Untrusted(helper)) return Error{"nftables", "the helper oarbank-netfilter: " + *why};
   if (auto why = Untrusted(kJobStackPath)) return Error{"slirp4netns", "the user-mode stack: " + *why};
@@ -207,18 +209,10 @@ Expected<std::unique_ptr<JobNetwork>> JobNetwork::Start(pid_t init, const JobNet
   const int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
   UniqueFd null_fd(devnull);
   // Fixed fd numbers in the stack: 3 ready, 4 exit, 5 user, 6 net.
-  std::vector<std::string> args = {kJobStackPath,
-                                   "--configure",
-                                   "--mtu=65520",
-                                   "--disable-host-loopback",
-                                   "--enable-ipv6",
-                                   "--enable-seccomp",
-                                   "--ready-fd=3",
-                                   "--exit-fd=4",
-                                   "--netns-type=path",
-                                   "--userns-path=/proc/self/fd/5",
-                                   "/proc/self/fd/6",
-                                   "tap0"};
+  std::vector<std::string> args = {
+      kJobStackPath,      "--configure",  "--mtu=65520", "--disable-host-loopback", "--enable-ipv6",
+      "--enable-seccomp", "--ready-fd=3", "--exit-fd=4", "--netns-type=path",       "--userns-path=/proc/self/fd/5",
+      "/proc/self/fd/6",  "tap0"};
   // --enable-sandbox (an empty root, no capabilities) becomes uid 0 in the
   // job's user namespace, which only a root agent maps there.
   const bool sandboxed = geteuid() == 0;
@@ -236,8 +230,13 @@ Expected<std::unique_ptr<JobNetwork>> JobNetwork::Start(pid_t init, const JobNet
     if (sandboxed && (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0))
       _exit(126);
     ExecWithFds(kJobStackPath, argv.data(),
-                {{devnull, 0}, {devnull, 1}, {log >= 0 ? log : devnull, 2}, {ready[1], 3}, {exit_pipe[0], 4},
-                 {net->userns_.get(), 5}, {net->netns_.get(), 6}},
+                {{devnull, 0},
+                 {devnull, 1},
+                 {log >= 0 ? log : devnull, 2},
+                 {ready[1], 3},
+                 {exit_pipe[0], 4},
+                 {net->userns_.get(), 5},
+                 {net->netns_.get(), 6}},
                 6);
   }
   const int fork_err = errno;
@@ -274,8 +273,7 @@ std::string JobNetwork::Verify() {
     stack_ = -1;
     return "the user-mode stack ended";
   }
-  auto listing = RunHelper(NetfilterHelperPath(), "list", userns_.get(), netns_.get(), "",
-                           Clock::now() + kStepTimeout);
+  auto listing = RunHelper(NetfilterHelperPath(), "list", userns_.get(), netns_.get(), "", Clock::now() + kStepTimeout);
   if (!listing.ok()) return "read the ruleset back: " + listing.error().what;
   if (listing.value() != listing_) return "the ruleset read back differs from the one installed";
   return "";
@@ -283,8 +281,7 @@ std::string JobNetwork::Verify() {
 
 long long JobNetwork::Dropped() {
   if (!userns_.valid() || !netns_.valid()) return -1;
-  auto text = RunHelper(NetfilterHelperPath(), "dropped", userns_.get(), netns_.get(), "",
-                        Clock::now() + kStepTimeout);
+  auto text = RunHelper(NetfilterHelperPath(), "dropped", userns_.get(), netns_.get(), "", Clock::now() + kStepTimeout);
   if (!text.ok()) return -1;
   return strtoll(text.value().c_str(), nullptr, 10);
 }
@@ -352,8 +349,8 @@ const JobNetworkProbe& ProbeJobNetwork() {
         probe.detail = std::string("write ") + what + ": " + strerror(err);
       } else if (auto net = JobNetwork::Start(child, {}, Clock::now() + kStepTimeout); !net.ok()) {
         probe.missing = net.error().where == "slirp4netns" ? "the user-mode stack (slirp4netns)"
-                        : net.error().where == "nftables" ? "nftables (oarbank-netfilter)"
-                                                          : net.error().where;
+                        : net.error().where == "nftables"  ? "nftables (oarbank-netfilter)"
+                                                           : net.error().where;
         probe.detail = net.error().what;
       } else if (std::string why = net.value()->Verify(); !why.empty()) {
         probe.missing = "nftables (oarbank-netfilter)";

@@ -40,10 +40,10 @@
 #include <string>
 #include <vector>
 
-#include "sandbox/egress/allowlist.h"
-#include "sandbox/host/host_facts.h"
 #include "sandbox/common/expected.h"
 #include "sandbox/common/unique_fd.h"
+#include "sandbox/egress/allowlist.h"
+#include "sandbox/host/host_facts.h"
 
 namespace oarbank {
 
@@ -76,7 +76,7 @@ class JobNetwork {
   // `init` is alive, its id maps are written and it waits for "go". An
   // Error's `where` names the part that failed ("nftables", "slirp4netns").
   static Expected<std::unique_ptr<JobNetwork>> Start(pid_t init, const JobNetworkSettings& settings,
-                                                   std::chrono::steady_clock::time_point deadline);
+                                                     std::chrono::steady_clock::time_point deadline);
   ~JobNetwork();
   JobNetwork(const JobNetwork&) = delete;
   JobNetwork& operator=(const JobNetwork&) = delete;

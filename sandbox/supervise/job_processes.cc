@@ -24,21 +24,21 @@
 #include <cstring>
 #include <mutex>
 
-#include "sandbox/common/json_formats.h"
-#include "sandbox/plan/attestation.h"
-#include "sandbox/plan/capabilities.h"
-#include "sandbox/supervise/cgroup.h"
-#include "sandbox/launch/enforce.h"
-#include "sandbox/launch/job_devices.h"
-#include "sandbox/launch/broker_handoff.h"
-#include "sandbox/supervise/environment.h"
 #include "sandbox/common/exit_codes.h"
 #include "sandbox/common/fault_hooks.h"
+#include "sandbox/common/json_formats.h"
+#include "sandbox/common/text_encoding.h"
+#include "sandbox/launch/broker_handoff.h"
+#include "sandbox/launch/enforce.h"
+#include "sandbox/launch/job_devices.h"
+#include "sandbox/plan/attestation.h"
+#include "sandbox/plan/capabilities.h"
+#include "sandbox/plan/plan.h"
+#include "sandbox/supervise/cgroup.h"
+#include "sandbox/supervise/environment.h"
 #include "sandbox/supervise/job_egress.h"
 #include "sandbox/supervise/job_network.h"
 #include "sandbox/supervise/namespaces.h"
-#include "sandbox/plan/plan.h"
-#include "sandbox/common/text_encoding.h"
 
 namespace oarbank::cage {
 namespace {
@@ -67,7 +67,7 @@ namespace {
 void Copy(char* dst, size_t size, const char* src) { snprintf(dst, size, "%s", src); }
 
 void SendRecord(int fd, Record kind, int value, int err, const char* stage, const char* detail) {
-  StatusRecord r {};
+  StatusRecord r{};
   r.kind = kind;
   r.value = value;
   r.err = err;
@@ -143,10 +143,10 @@ void CloseAllBut(std::initializer_list<int> keep) {
   }
   if (chdir(cp.cwd.c_str()) != 0) LauncherFail(gate, "job-setup", errno, cp.cwd.c_str(), kExitNotEnforced);
   if (auto failure = ConfineSelf(*cp.plan, {.gate_fd = gate,
-                                                .own_mount_namespace = !LauncherUnsharesNamespaces(cp),
-                                                .root_etc_tree_fd = f.root_etc_tree,
-                                                .broker_fd = f.broker >= 0 ? kJobBrokerFd : -1,
-                                                .terminal = cp.pty}))
+                                            .own_mount_namespace = !LauncherUnsharesNamespaces(cp),
+                                            .root_etc_tree_fd = f.root_etc_tree,
+                                            .broker_fd = f.broker >= 0 ? kJobBrokerFd : -1,
+                                            .terminal = cp.pty}))
     LauncherFail(gate, StepName(failure->step), failure->err, failure->detail, kExitNotEnforced);
   // The built environment, never the agent's (exec's PATH search uses it too).
   environ = const_cast<char**>(cp.envp.data());
@@ -260,8 +260,8 @@ void KeeperAbort(int) {
   signal(SIGCHLD, SIG_DFL);  // an agent that ignores it would make init's status unreadable
   if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != cp.supervisor) _exit(1);
   setsid();
-  CloseAllBut({f.status_w, f.gate_child, f.sync_r, f.sync_w, f.out_w, f.err_w, f.devnull, f.broker,
-               f.egress_child, f.net_child, f.stdin_r, cp.plan->root_etc_idmap_fd});
+  CloseAllBut({f.status_w, f.gate_child, f.sync_r, f.sync_w, f.out_w, f.err_w, f.devnull, f.broker, f.egress_child,
+               f.net_child, f.stdin_r, cp.plan->root_etc_idmap_fd});
 
   // The job's /proc files must belong to its uid for the maps to be
   // written: an agent that changed uid without exec is not dumpable, and
@@ -288,8 +288,10 @@ void KeeperAbort(int) {
     const char* file = "";
     if (int err = cp.leaf->Make(&field, &file)) {
       char detail[160];
-      if (*file == '\0') snprintf(detail, sizeof detail, "mkdir %s", cp.leaf->path().c_str());
-      else snprintf(detail, sizeof detail, "write %s/%s", cp.leaf->path().c_str(), file);
+      if (*file == '\0')
+        snprintf(detail, sizeof detail, "mkdir %s", cp.leaf->path().c_str());
+      else
+        snprintf(detail, sizeof detail, "write %s/%s", cp.leaf->path().c_str(), file);
       SendRecord(f.status_w, Record::kSetupFailed, 0, err, field, detail);
       _exit(1);
     }
@@ -317,8 +319,7 @@ void KeeperAbort(int) {
   }
   g_keeper_init = init;
   sigprocmask(SIG_UNBLOCK, &term, nullptr);  // an abort already asked for kills init now
-  for (int fd : {f.sync_r, f.gate_child, f.out_w, f.err_w, f.devnull, f.broker, f.egress_child, f.net_child,
-                 f.stdin_r})
+  for (int fd : {f.sync_r, f.gate_child, f.out_w, f.err_w, f.devnull, f.broker, f.egress_child, f.net_child, f.stdin_r})
     if (fd >= 0) close(fd);
   SendRecord(f.status_w, Record::kInitPid, init, 0, "", "");
 

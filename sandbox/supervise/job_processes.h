@@ -56,10 +56,10 @@ struct JobFds {
   int err_w = -1;
   int devnull = -1;
   int root_etc_tree = -1;  // keeper -> launcher: root's idmapped /etc (root_etc.h)
-  int broker = -1;      // the module's broker connection (kJobBrokerFd in the launcher)
-  int egress_child = -1;  // init -> supervisor: the proxy listener (job_egress.h)
-  int net_child = -1;     // init <-> supervisor: egress-any's job network (job_network.h)
-  int stdin_r = -1;     // the job's stdin when the caller's is relayed (else /dev/null)
+  int broker = -1;         // the module's broker connection (kJobBrokerFd in the launcher)
+  int egress_child = -1;   // init -> supervisor: the proxy listener (job_egress.h)
+  int net_child = -1;      // init <-> supervisor: egress-any's job network (job_network.h)
+  int stdin_r = -1;        // the job's stdin when the caller's is relayed (else /dev/null)
 };
 
 // Everything the job's processes need, prepared before the fork: after it
@@ -76,8 +76,8 @@ struct ChildPlan {
   std::optional<gid_t> run_as_gid;
   pid_t supervisor = 0;
   uint64_t ignored_signals = 0;  // the agent's SIG_IGN set (exec keeps it)
-  int egress_port = -1;  // egress-allowlist: init listens on 127.0.0.1:<port> in the job's netns
-  bool pty = false;      // the launcher opens the job's terminal (job_devices.h)
+  int egress_port = -1;          // egress-allowlist: init listens on 127.0.0.1:<port> in the job's netns
+  bool pty = false;              // the launcher opens the job's terminal (job_devices.h)
 };
 
 // The signals this process ignores (SigIgn in /proc/self/status): exec

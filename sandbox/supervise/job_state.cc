@@ -1,6 +1,5 @@
 #include "sandbox/supervise/job_state.h"
 
-
 #include "sandbox/host/root_etc.h"
 #include "sandbox/launch/carve_out.h"
 
@@ -25,22 +24,22 @@
 #include <cstring>
 #include <mutex>
 
-#include "sandbox/common/json_formats.h"
-#include "sandbox/plan/attestation.h"
-#include "sandbox/plan/capabilities.h"
-#include "sandbox/supervise/cgroup.h"
-#include "sandbox/launch/enforce.h"
-#include "sandbox/launch/job_devices.h"
-#include "sandbox/launch/broker_handoff.h"
-#include "sandbox/supervise/environment.h"
 #include "sandbox/common/exit_codes.h"
 #include "sandbox/common/fault_hooks.h"
+#include "sandbox/common/json_formats.h"
+#include "sandbox/common/text_encoding.h"
+#include "sandbox/launch/broker_handoff.h"
+#include "sandbox/launch/enforce.h"
+#include "sandbox/launch/job_devices.h"
+#include "sandbox/plan/attestation.h"
+#include "sandbox/plan/capabilities.h"
+#include "sandbox/plan/plan.h"
+#include "sandbox/supervise/cgroup.h"
+#include "sandbox/supervise/environment.h"
 #include "sandbox/supervise/job_egress.h"
 #include "sandbox/supervise/job_network.h"
 #include "sandbox/supervise/job_processes.h"
 #include "sandbox/supervise/namespaces.h"
-#include "sandbox/plan/plan.h"
-#include "sandbox/common/text_encoding.h"
 
 #include "sandbox/supervise/job_processes.h"
 #include "sandbox/supervise/verify.h"
@@ -61,7 +60,7 @@ ssize_t WriteNoSigpipe(int fd, const char* buf, size_t n) {
   const ssize_t w = write(fd, buf, n);
   const int err = errno;
   if (w < 0 && err == EPIPE && !was_pending) {
-    const timespec zero {};
+    const timespec zero{};
     sigtimedwait(&pipe_only, nullptr, &zero);
   }
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
@@ -72,7 +71,7 @@ ssize_t WriteNoSigpipe(int fd, const char* buf, size_t n) {
 // The job's terminal takes the caller's window size (24x80 when the caller
 // has no terminal); true when it changed.
 bool CopyWindowSize(int terminal, int pty, winsize& last) {
-  winsize now {};
+  winsize now{};
   if (terminal < 0 || ioctl(terminal, TIOCGWINSZ, &now) != 0 || now.ws_row == 0) now = {24, 80, 0, 0};
   if (now.ws_row == last.ws_row && now.ws_col == last.ws_col && now.ws_xpixel == last.ws_xpixel &&
       now.ws_ypixel == last.ws_ypixel)
@@ -96,8 +95,10 @@ void Capture::Take(const char* buf, size_t n) {
     for (size_t done = 0; spool_err == 0 && done < keep;) {
       const ssize_t w = write(spool, buf + done, keep - done);
       if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) spool_err = w < 0 ? errno : EIO;
-      else done += static_cast<size_t>(w);
+      if (w <= 0)
+        spool_err = w < 0 ? errno : EIO;
+      else
+        done += static_cast<size_t>(w);
     }
     if (data.size() < kSpoolWindow) data.append(buf, std::min(keep, kSpoolWindow - data.size()));
   } else {
@@ -196,7 +197,7 @@ void Job::State::CloseFd(int& fd) {
 }
 
 void Job::State::OnStatus() {
-  StatusRecord r {};
+  StatusRecord r{};
   const ssize_t n = read(status, &r, sizeof r);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (n != static_cast<ssize_t>(sizeof r)) {
@@ -205,9 +206,7 @@ void Job::State::OnStatus() {
   }
   switch (r.kind) {
     case Record::kInitPid: init = r.value; break;
-    case Record::kSetupFailed:
-      Refuse(std::string(r.stage) + ": " + r.detail + ErrnoText(r.err));
-      break;
+    case Record::kSetupFailed: Refuse(std::string(r.stage) + ": " + r.detail + ErrnoText(r.err)); break;
     case Record::kModuleExit:
       module_exited = true;
       module_status = r.value;
@@ -215,16 +214,16 @@ void Job::State::OnStatus() {
     case Record::kClosed:
       closed = true;
       oom_kills = r.value;
-      if (r.err != 0 && leaf)
-        result.container.cgroup_detail += "; removing the leaf failed" + ErrnoText(r.err);
+      if (r.err != 0 && leaf) result.container.cgroup_detail += "; removing the leaf failed" + ErrnoText(r.err);
       break;
   }
 }
 
 void Job::State::AwaitStatus() {
-  pollfd p {status, POLLIN, 0};
+  pollfd p{status, POLLIN, 0};
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(start + kSetupDeadline - Clock::now());
-  if (poll(&p, 1, static_cast<int>(std::max<long long>(0, left.count()))) == 0) return Refuse("setup took longer than 60 s");
+  if (poll(&p, 1, static_cast<int>(std::max<long long>(0, left.count()))) == 0)
+    return Refuse("setup took longer than 60 s");
   OnStatus();
 }
 
@@ -235,10 +234,9 @@ void Job::State::Verify(pid_t launcher) {
   // The keeper made the leaf before it cloned init.
   if (leaf) {
     leaf->ReadFeatures();
-    result.container.cgroup_detail = std::string("leaf with ") +
-                                      (leaf->has_kill() ? "cgroup.kill" : "no cgroup.kill (Linux < 5.14)") +
-                                      (leaf->has_freeze() ? ", cgroup.freeze" : "") + ", limits " +
-                                      result.container.limits;
+    result.container.cgroup_detail =
+        std::string("leaf with ") + (leaf->has_kill() ? "cgroup.kill" : "no cgroup.kill (Linux < 5.14)") +
+        (leaf->has_freeze() ? ", cgroup.freeze" : "") + ", limits " + result.container.limits;
   }
   FaultPause("supervisor-init-reported", keeper, init);
   const GateCheck check = VerifyConfined(launcher, init, cgroup_line, fresh, noexec, root_etc_idmapped, read_only,
@@ -263,8 +261,8 @@ void Job::State::Verify(pid_t launcher) {
 void Job::State::OnGate() {
   GateFailure failure;
   char control[CMSG_SPACE(sizeof(ucred)) + CMSG_SPACE(sizeof(int))];
-  iovec iov {&failure, sizeof failure};
-  msghdr msg {};
+  iovec iov{&failure, sizeof failure};
+  msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = control;
@@ -300,8 +298,7 @@ void Job::State::OnGate() {
   }
   if (passed >= 0) close(passed);
   if (tag == kGateFailed && n == static_cast<ssize_t>(sizeof failure)) {
-    const std::string what =
-        std::string(failure.stage) + ": " + failure.detail + ErrnoText(failure.err);
+    const std::string what = std::string(failure.stage) + ": " + failure.detail + ErrnoText(failure.err);
     // After the release only exec itself may fail and still count as a
     // job: a step that refuses there (a grant no longer at its path)
     // refuses the job, as it does before the gate. Nothing ran.
@@ -433,8 +430,8 @@ void Job::State::Dispatch(PumpEvent event) {
 }
 
 void Job::State::Pump(const std::function<bool()>& done) {
-  while (!done() && (gate >= 0 || status >= 0 || out >= 0 || err >= 0 || pty >= 0 || out_stream.Busy() ||
-                     err_stream.Busy())) {
+  while (!done() &&
+         (gate >= 0 || status >= 0 || out >= 0 || err >= 0 || pty >= 0 || out_stream.Busy() || err_stream.Busy())) {
     PollSet set = Wanted();
     const bool was_in_setup = InSetup();
     const int ready = poll(set.fds, set.n, WaitMs(Clock::now()));
@@ -494,8 +491,8 @@ const Result& Job::State::Finish() {
   result.stderr_spooled = err_cap.spool >= 0;
   for (const auto& [cap, name] : {std::pair{&out_cap, "stdout"}, {&err_cap, "stderr"}})
     if (cap->spool_err != 0)
-      result.spool_error += std::string(result.spool_error.empty() ? "" : "; ") + name + " spool file: write" +
-                            ErrnoText(cap->spool_err);
+      result.spool_error +=
+          std::string(result.spool_error.empty() ? "" : "; ") + name + " spool file: write" + ErrnoText(cap->spool_err);
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   phase = Phase::kDone;
   return result;

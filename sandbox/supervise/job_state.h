@@ -37,7 +37,6 @@ struct Capture {
   uint64_t dropped = 0;
   // Keeps what fits under the cap (spooling it where asked), counts the rest.
   void Take(const char* buf, size_t n);
-
 };
 
 // Bytes on their way to one of the caller's fds (a stream of the job's
@@ -55,7 +54,6 @@ struct Outbox {
   }
   // Writes what the fd takes now, at most PIPE_BUF.
   void Flush();
-
 };
 
 // ": <strerror(err)>", or nothing for 0.
@@ -76,24 +74,24 @@ struct Job::State {
   int err = -1;
   std::optional<CgroupLeaf> leaf;
   std::string cgroup_line;
-  std::vector<std::string> fresh;  // namespaces the gate checks
-  std::vector<std::string> noexec;  // writable grants the gate checks are noexec
+  std::vector<std::string> fresh;      // namespaces the gate checks
+  std::vector<std::string> noexec;     // writable grants the gate checks are noexec
   std::vector<std::string> read_only;  // carve-outs the gate checks are read-only
-  bool root_etc_idmapped = false;   // the gate checks a root job's /etc is the idmapped view
+  bool root_etc_idmapped = false;      // the gate checks a root job's /etc is the idmapped view
   Capture out_cap, err_cap;
   // Interactive use: the streams to the caller, the caller's input relayed
   // into the job (its stdin pipe, or the terminal), and the terminal.
   Outbox out_stream, err_stream;
-  int in_src = -1;          // the caller's fd (not owned); -1 once it reached EOF
-  Outbox to_job;            // into the stdin pipe (owned: stdin_w) or the pty
+  int in_src = -1;  // the caller's fd (not owned); -1 once it reached EOF
+  Outbox to_job;    // into the stdin pipe (owned: stdin_w) or the pty
   int stdin_w = -1;
   bool want_pty = false;
-  int pty = -1;             // the job's terminal's master, from the launcher
-  int terminal = -1;        // the caller's terminal (not owned): window size
-  winsize window {};
+  int pty = -1;       // the job's terminal's master, from the launcher
+  int terminal = -1;  // the caller's terminal (not owned): window size
+  winsize window{};
   Clock::time_point next_window_check;
   bool aborted = false;
-  bool closed = false;      // the keeper reported the container closed
+  bool closed = false;  // the keeper reported the container closed
   long oom_kills = -1;
   bool module_exited = false;
   int module_status = 0;

@@ -50,18 +50,21 @@ NamespacePlan PlanJobNamespaces(const Policy& policy) {
       plan.net = true;
       plan.egress_listener = true;
       plan.clone_flags |= CLONE_NEWNET;
-      plan.net_detail = "network namespace of its own (egress-allowlist): lo only, no route out; its one listener, "
-                        "127.0.0.1:" + std::to_string(policy.net().proxy_port) +
-                        ", is served by the agent's egress proxy, which connects out from the agent's own network "
-                        "namespace; Landlock limits TCP to that port";
+      plan.net_detail =
+          "network namespace of its own (egress-allowlist): lo only, no route out; its one listener, "
+          "127.0.0.1:" +
+          std::to_string(policy.net().proxy_port) +
+          ", is served by the agent's egress proxy, which connects out from the agent's own network "
+          "namespace; Landlock limits TCP to that port";
       break;
     case NetMode::kEgressAny:
       plan.net = true;
       plan.job_network = true;
       plan.clone_flags |= CLONE_NEWNET;
-      plan.net_detail = "network namespace of its own (egress-any): its only way out is slirp4netns, run by the "
-                        "agent; an nftables ruleset installed before the launcher drops every destination that is "
-                        "not public but the stack's resolver, and everything inbound but replies (job_network.h)";
+      plan.net_detail =
+          "network namespace of its own (egress-any): its only way out is slirp4netns, run by the "
+          "agent; an nftables ruleset installed before the launcher drops every destination that is "
+          "not public but the stack's resolver, and everything inbound but replies (job_network.h)";
       break;
   }
   return plan;
@@ -90,9 +93,8 @@ pid_t CloneIntoNamespaces(int clone_flags, int cgroup_fd, bool* placed) {
     // clone_args as of Linux 5.7 (the 6.1 headers' struct, spelled out so
     // that the size passed is the one this code fills).
     struct {
-      uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size,
-          cgroup;
-    } args {};
+      uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size, cgroup;
+    } args{};
     args.flags = static_cast<uint64_t>(static_cast<unsigned>(clone_flags)) | kCloneIntoCgroup;
     args.exit_signal = SIGCHLD;
     args.cgroup = static_cast<uint64_t>(cgroup_fd);
@@ -106,8 +108,8 @@ pid_t CloneIntoNamespaces(int clone_flags, int cgroup_fd, bool* placed) {
     // failure is the one to report, and the caller moves the child.
   }
   // fork-like: no new stack, SIGCHLD to the parent when the child ends.
-  return static_cast<pid_t>(syscall(SYS_clone, static_cast<unsigned long>(clone_flags) | SIGCHLD, nullptr, nullptr,
-                                    nullptr, nullptr));
+  return static_cast<pid_t>(
+      syscall(SYS_clone, static_cast<unsigned long>(clone_flags) | SIGCHLD, nullptr, nullptr, nullptr, nullptr));
 }
 
 int WriteIdMapsFromParent(pid_t pid, const IdMaps& maps, const char** what) {
@@ -150,7 +152,7 @@ const NamespaceProbe& ProbeJobNamespaces() {
     const pid_t outer = fork();
     if (outer == 0) {
       close(report_pipe[0]);
-      Report report {};
+      Report report{};
       int sync[2];
       if (pipe2(sync, O_CLOEXEC) != 0) _exit(1);
       const pid_t init = CloneIntoNamespaces(kBaseFlags | CLONE_NEWNET);
@@ -193,7 +195,7 @@ const NamespaceProbe& ProbeJobNamespaces() {
       close(report_pipe[0]);
       return;
     }
-    Report report {};
+    Report report{};
     const ssize_t n = read(report_pipe[0], &report, sizeof report);
     close(report_pipe[0]);
     while (waitpid(outer, nullptr, 0) < 0 && errno == EINTR) {

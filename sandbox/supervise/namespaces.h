@@ -25,12 +25,12 @@
 namespace oarbank {
 
 struct NamespacePlan {
-  int clone_flags = 0;      // CLONE_NEW* for clone(2)
-  bool net = false;         // a fresh network namespace
+  int clone_flags = 0;           // CLONE_NEW* for clone(2)
+  bool net = false;              // a fresh network namespace
   bool egress_listener = false;  // in it, init listens on 127.0.0.1:<net.proxy_port> for the agent's proxy
-  bool job_network = false;  // egress-any: the agent's stack and ruleset on it (job_network.h)
-  std::string net_detail;   // why the network namespace is or is not fresh
-  std::string Names() const;  // "user,pid,ipc,uts,mnt,net"
+  bool job_network = false;      // egress-any: the agent's stack and ruleset on it (job_network.h)
+  std::string net_detail;        // why the network namespace is or is not fresh
+  std::string Names() const;     // "user,pid,ipc,uts,mnt,net"
 };
 
 // Pure: the namespaces a job of this policy gets. net = none: an empty

@@ -24,23 +24,23 @@
 #include <cstring>
 #include <mutex>
 
-#include "sandbox/common/json_formats.h"
-#include "sandbox/plan/attestation.h"
-#include "sandbox/plan/capabilities.h"
-#include "sandbox/supervise/cgroup.h"
-#include "sandbox/launch/enforce.h"
-#include "sandbox/launch/job_devices.h"
-#include "sandbox/launch/broker_handoff.h"
-#include "sandbox/supervise/environment.h"
 #include "sandbox/common/exit_codes.h"
 #include "sandbox/common/fault_hooks.h"
+#include "sandbox/common/json_formats.h"
+#include "sandbox/common/text_encoding.h"
+#include "sandbox/launch/broker_handoff.h"
+#include "sandbox/launch/enforce.h"
+#include "sandbox/launch/job_devices.h"
+#include "sandbox/plan/attestation.h"
+#include "sandbox/plan/capabilities.h"
+#include "sandbox/plan/plan.h"
+#include "sandbox/supervise/cgroup.h"
+#include "sandbox/supervise/environment.h"
 #include "sandbox/supervise/job_egress.h"
 #include "sandbox/supervise/job_network.h"
 #include "sandbox/supervise/job_processes.h"
 #include "sandbox/supervise/job_state.h"
 #include "sandbox/supervise/namespaces.h"
-#include "sandbox/plan/plan.h"
-#include "sandbox/common/text_encoding.h"
 
 namespace oarbank::cage {
 namespace {
@@ -90,7 +90,8 @@ Result Job::Wait() { return state_->Finish(); }
 
 // The proof a job runs under ("proven (...)" or "unproven (operator
 // override)"), or why it may not run.
-static oarbank::Expected<std::string> CheckProof(const Policy& policy, const HostFacts& host, const RunOptions& options) {
+static oarbank::Expected<std::string> CheckProof(const Policy& policy, const HostFacts& host,
+                                                 const RunOptions& options) {
   if (options.unproven) return std::string("unproven (operator override)");
   const std::string path = options.attestation_path.empty() ? AttestationPath() : options.attestation_path;
   const Attestation attestation = ReadAttestation(path, BindingForThisProcess(host, LauncherHash::kWhenNeeded));
@@ -274,8 +275,8 @@ struct JobChannels {
     return f;
   }
   void CloseChildEnds() {
-    for (UniqueFd* fd : {&devnull, &status_w, &out_w, &err_w, &sync_r, &sync_w, &gate_child, &egress_child,
-                         &net_child, &stdin_r, &broker})
+    for (UniqueFd* fd : {&devnull, &status_w, &out_w, &err_w, &sync_r, &sync_w, &gate_child, &egress_child, &net_child,
+                         &stdin_r, &broker})
       fd->Reset();
   }
 };
@@ -539,8 +540,10 @@ Availability AssessAvailability(const HostFacts& host, bool namespaces_ok, const
     const Placement placement = Place(baseline.value(), host);
     if (placement.verdict != Verdict::kOk) why.push_back(PlacementLine(placement));
   }
-  if (!host.user_namespaces) why.push_back("user namespaces: " + host.user_namespaces_detail);
-  else if (!namespaces_ok) why.push_back("namespaces: " + namespaces_detail);
+  if (!host.user_namespaces)
+    why.push_back("user namespaces: " + host.user_namespaces_detail);
+  else if (!namespaces_ok)
+    why.push_back("namespaces: " + namespaces_detail);
   a.available = why.empty();
   for (const auto& w : why) a.reason += (a.reason.empty() ? "" : "; ") + w;
   return a;
@@ -550,7 +553,8 @@ Availability CheckAvailability() {
   const HostFacts host = ProbeHost();
   const NamespaceProbe& ns = ProbeJobNamespaces();
   Availability a = AssessAvailability(host, ns.ok, ns.detail);
-  const Attestation attestation = ReadAttestation(AttestationPath(), BindingForThisProcess(host, LauncherHash::kWhenNeeded));
+  const Attestation attestation =
+      ReadAttestation(AttestationPath(), BindingForThisProcess(host, LauncherHash::kWhenNeeded));
   a.attested = attestation.present;
   a.proven_classes = attestation.proven_classes;
   a.proof_detail = attestation.detail;
@@ -619,7 +623,8 @@ nlohmann::ordered_json SupervisorReport(const HostFacts& host) {
     const CapabilityStatus s = Assess(id, host);
     return nlohmann::ordered_json{{"status", StatusName(s.status)}, {"detail", s.detail}};
   };
-  const Attestation attestation = ReadAttestation(AttestationPath(), BindingForThisProcess(host, LauncherHash::kWhenNeeded));
+  const Attestation attestation =
+      ReadAttestation(AttestationPath(), BindingForThisProcess(host, LauncherHash::kWhenNeeded));
   HostFacts supervised = host;
   supervised.job_network = SupervisedJobNetworkFacts(true);
   const CapabilityStatus egress_any = Assess(CapabilityId::kNetEgressAny, supervised);
@@ -631,21 +636,24 @@ nlohmann::ordered_json SupervisorReport(const HostFacts& host) {
         {"attested", attestation.present},
         {"proven_classes", attestation.proven_classes},
         {"detail", attestation.detail},
-        {"rule", "run, cage::Run, RunPolicy and Start refuse a policy class the attestation does not prove "
-                 "(battery.proven), unless started with --unproven (RunOptions::unproven)"}}},
+        {"rule",
+         "run, cage::Run, RunPolicy and Start refuse a policy class the attestation does not prove "
+         "(battery.proven), unless started with --unproven (RunOptions::unproven)"}}},
       {"namespaces",
        {{"available", host.user_namespaces && ns.ok},
         {"detail", host.user_namespaces ? ns.detail : host.user_namespaces_detail},
-        {"job", "user, pid (init reaps; fresh /proc), ipc, uts, mnt; net for net none, for egress-allowlist "
-                "with the agent's proxy as its only listener, and for egress-any with slirp4netns and an nftables "
-                "ruleset"},
+        {"job",
+         "user, pid (init reaps; fresh /proc), ipc, uts, mnt; net for net none, for egress-allowlist "
+         "with the agent's proxy as its only listener, and for egress-any with slirp4netns and an nftables "
+         "ruleset"},
         {"devices", "a devpts instance (/dev/pts, /dev/ptmx) and a /dev/shm tmpfs of the job's own (default " +
                         std::to_string(kDefaultShmBytes >> 20) +
                         " MiB, pages charged to its cgroup leaf); never the host's or another job's"}}},
       {"net_egress_any", {{"status", StatusName(egress_any.status)}, {"detail", egress_any.detail}}},
       {"verification",
        "read from /proc/<pid>/ before exec: NoNewPrivs 1, Seccomp 2, Seccomp_filters >= 1, CapEff/CapPrm/CapInh/CapAmb "
-       "0, the cgroup leaf, fresh namespaces, writable grants mounted noexec, read_only carve-outs mounted ro, a root job's /etc idmapped; Landlock leaves no trace there"},
+       "0, the cgroup leaf, fresh namespaces, writable grants mounted noexec, read_only carve-outs mounted ro, a root "
+       "job's /etc idmapped; Landlock leaves no trace there"},
       {"process_container",
        {{"process_group", "always (setsid)"},
         {"pid_namespace", host.user_namespaces && ns.ok},

@@ -65,8 +65,8 @@
 
 #include "oarbank/cage.h"
 #include "sandbox/host/host_facts.h"
-#include "sandbox/supervise/job_egress.h"
 #include "sandbox/policy/policy.h"
+#include "sandbox/supervise/job_egress.h"
 #include "sandbox/supervise/verify.h"
 
 namespace oarbank::cage {

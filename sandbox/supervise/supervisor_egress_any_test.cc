@@ -16,8 +16,8 @@
 #include <sstream>
 #include <string>
 
-#include "sandbox/supervise/job_network.h"
 #include "sandbox/egress/job_ruleset.h"
+#include "sandbox/supervise/job_network.h"
 #include "sandbox/supervise/supervisor.h"
 #include "sandbox/testing/test_util.h"
 
@@ -121,7 +121,9 @@ TEST_P(SupervisorEgressAnyTest, NothingOfTheHostIsReachableThroughTheStack) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AsRootAndNobody, SupervisorEgressAnyTest, ::testing::Values(uid_t{0}, kNobody),
-                         [](const auto& info) { return info.param == 0 ? std::string("root") : std::string("nobody"); });
+                         [](const auto& info) {
+                           return info.param == 0 ? std::string("root") : std::string("nobody");
+                         });
 
 }  // namespace
 }  // namespace oarbank

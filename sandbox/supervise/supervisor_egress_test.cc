@@ -135,24 +135,26 @@ class SupervisorEgressTest : public ::testing::TestWithParam<uid_t> {
   // "fault: <reason>".
   std::string RunJob(uint16_t port) {
     const std::string json = tree_.RunnerJson(R"("net": {"mode": "egress-allowlist", "allow": ["allowed.example"],
-                                              "proxy_port": )" + std::to_string(port) + "}");
+                                              "proxy_port": )" +
+                                              std::to_string(port) + "}");
     return testing::RunInChild([&] {
-      std::string text;
-      if (!testing::BecomeUser(GetParam())) {
-        text = "fault: setuid";
-      } else if (auto policy = ParsePolicy(json); !policy.ok()) {
-        text = "fault: " + PolicyErrorLine(policy.error());
-      } else {
-        cage::RunOptions o = UnprovenOptions();
-        o.cwd = tree_.Path("work");
-        o.egress = std::make_shared<JobEgressOptions>(JobEgressOptions{.log = [](const std::string&) {}});
-        const auto r = cage::RunPolicy(policy.value(), {"/usr/bin/python3", tree_.Path("bundle/job.py")}, o);
-        text = r.fault == cage::Fault::kNone && r.exit_code == 0
-                   ? r.stdout_text
-                   : "fault: " + std::string(cage::FaultName(r.fault)) + ": " + r.reason + " " + r.stderr_text;
-      }
-      return text;
-    }).text;
+             std::string text;
+             if (!testing::BecomeUser(GetParam())) {
+               text = "fault: setuid";
+             } else if (auto policy = ParsePolicy(json); !policy.ok()) {
+               text = "fault: " + PolicyErrorLine(policy.error());
+             } else {
+               cage::RunOptions o = UnprovenOptions();
+               o.cwd = tree_.Path("work");
+               o.egress = std::make_shared<JobEgressOptions>(JobEgressOptions{.log = [](const std::string&) {}});
+               const auto r = cage::RunPolicy(policy.value(), {"/usr/bin/python3", tree_.Path("bundle/job.py")}, o);
+               text = r.fault == cage::Fault::kNone && r.exit_code == 0
+                          ? r.stdout_text
+                          : "fault: " + std::string(cage::FaultName(r.fault)) + ": " + r.reason + " " + r.stderr_text;
+             }
+             return text;
+           })
+        .text;
   }
 
   TempTree tree_;
@@ -203,7 +205,9 @@ TEST_P(SupervisorEgressTest, TheJobsOnlyListenerIsTheProxyAndNothingElseOnItsPor
 }
 
 INSTANTIATE_TEST_SUITE_P(AsRootAndNobody, SupervisorEgressTest, ::testing::Values(uid_t{0}, kNobody),
-                         [](const auto& info) { return info.param == 0 ? std::string("root") : std::string("nobody"); });
+                         [](const auto& info) {
+                           return info.param == 0 ? std::string("root") : std::string("nobody");
+                         });
 
 // The proxy serves a listener it is given, and refuses (and closes) one
 // that cannot be served.
@@ -267,7 +271,8 @@ TEST(SupervisorEgressLeakTest, RepeatedEgressJobsLeaveNoThreadOrFd) {
   const uint16_t port = PortOf(decoy);
   close(decoy);
   const Policy policy = tree.Runner(R"("net": {"mode": "egress-allowlist", "allow": ["allowed.example"],
-                                    "proxy_port": )" + std::to_string(port) + "}");
+                                    "proxy_port": )" +
+                                    std::to_string(port) + "}");
   cage::RunOptions o = UnprovenOptions();
   o.cwd = tree.Path("work");
   std::atomic<int> logged{0};

@@ -5,8 +5,8 @@
 // exactly (a named fault, a signal, an errno's text), next to a positive
 // control that shows the test can see the thing it says is absent; what
 // must not survive is looked for from outside, in /proc.
-#include "sandbox/common/read_file.h"
 #include "sandbox/supervise/supervisor.h"
+#include "sandbox/common/read_file.h"
 #include "sandbox/launch/job_devices.h"
 
 #include <nettle/base64.h>
@@ -19,27 +19,27 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/syscall.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <thread>
 
-#include "sandbox/plan/attestation.h"
-#include "sandbox/supervise/cgroup.h"
-#include "sandbox/launch/enforce.h"
 #include "sandbox/common/exit_codes.h"
 #include "sandbox/host/host_facts.h"
+#include "sandbox/launch/enforce.h"
+#include "sandbox/plan/attestation.h"
+#include "sandbox/supervise/cgroup.h"
 #include "sandbox/supervise/namespaces.h"
 #include "sandbox/testing/child.h"
 #include "sandbox/testing/test_util.h"
@@ -94,7 +94,8 @@ cage::Result FromReport(const nlohmann::json& j) {
   r.signal = j.at("signal");
   r.refused = j.at("refused");
   const std::string fault = j.at("fault");
-  for (auto f : {cage::Fault::kNone, cage::Fault::kRefused, cage::Fault::kExec, cage::Fault::kTimeout, cage::Fault::kOom})
+  for (auto f :
+       {cage::Fault::kNone, cage::Fault::kRefused, cage::Fault::kExec, cage::Fault::kTimeout, cage::Fault::kOom})
     if (fault == cage::FaultName(f)) r.fault = f;
   r.reason = j.at("reason");
   r.stdout_text = Decoded(j.at("stdout"), j.at("stdout_encoding"));
@@ -121,9 +122,10 @@ cage::Result FromReport(const nlohmann::json& j) {
 // process itself is never confined and keeps no job state.
 cage::Result RunAs(uid_t uid, const std::function<cage::Result()>& job) {
   const std::string text = RunInChild([&] {
-    if (!BecomeUser(uid)) return std::string("{\"setup\": \"setuid: ") + strerror(errno) + "\"}";
-    return cage::ResultReport(job()).dump();
-  }).text;
+                             if (!BecomeUser(uid))
+                               return std::string("{\"setup\": \"setuid: ") + strerror(errno) + "\"}";
+                             return cage::ResultReport(job()).dump();
+                           }).text;
   const auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || j.contains("setup")) {
     cage::Result r;
@@ -144,8 +146,8 @@ std::vector<pid_t> ProcessesWithCmdline(const std::string& token) {
     const std::string cmdline = ReadFileUpTo(entry.path() / "cmdline", 1 << 16).value_or("");
     const std::string stat_line = ReadFileUpTo(entry.path() / "stat", 1 << 12).value_or("");
     const auto close_paren = stat_line.rfind(')');
-    const bool zombie = close_paren != std::string::npos && stat_line.size() > close_paren + 2 &&
-                        stat_line[close_paren + 2] == 'Z';
+    const bool zombie =
+        close_paren != std::string::npos && stat_line.size() > close_paren + 2 && stat_line[close_paren + 2] == 'Z';
     if (!zombie && cmdline.find(token) != std::string::npos) found.push_back(std::stoi(name));
   }
   return found;
@@ -267,11 +269,10 @@ TEST_P(SupervisorTest, ProofGateRefusesAnotherClassAndAForgedBinding) {
   EXPECT_EQ(r.fault, cage::Fault::kRefused);
   EXPECT_NE(r.reason.find("the battery has not passed for the class"), std::string::npos) << r.reason;
   // The right class, for another launcher binary, or another kernel build.
-  o.attestation_path = Attest({PolicyClass(tree_.Runner())},
-                              [](AttestationBinding& b) {
-                                b.launcher_sha256 = std::string(64, 'a');
-                                b.launcher_stat = "0:0:0:0:0";  // another file
-                              });
+  o.attestation_path = Attest({PolicyClass(tree_.Runner())}, [](AttestationBinding& b) {
+    b.launcher_sha256 = std::string(64, 'a');
+    b.launcher_stat = "0:0:0:0:0";  // another file
+  });
   r = RunGated({"/bin/true"}, o);
   EXPECT_EQ(r.fault, cage::Fault::kRefused);
   EXPECT_NE(r.reason.find("launcher.sha256 differs"), std::string::npos) << r.reason;
@@ -501,27 +502,27 @@ TEST_P(SupervisorTest, NewSessionAndNoControllingTerminal) {
     GTEST_SKIP() << "no pseudo-terminal to give the supervisor (devpts): " << strerror(errno);
   const std::string json = tree_.RunnerJson();
   const uid_t uid = GetParam();
-  const std::string text = RunInChild([&] {
-    close(master);
-    std::string text;
-    if (setsid() < 0 || ioctl(slave, TIOCSCTTY, 0) != 0 || !BecomeUser(uid)) {
-      text = std::string("setup: ") + strerror(errno);
-    } else {
-      std::ifstream stat("/proc/self/stat");
-      std::string own;
-      std::getline(stat, own);
-      auto policy = ParsePolicy(json);
-      cage::RunOptions o = UnprovenOptions();
-      o.cwd = "/";
-      // pid, session and tty_nr (fields 1, 6, 7) of the module, and its try at /dev/tty.
-      const auto r = cage::RunPolicy(policy.value(),
-                                     {"/bin/sh", "-c",
-                                      "cut -d' ' -f1,6,7 /proc/self/stat; readlink /proc/self/fd/0"},
-                                     o);
-      text = "agent: " + own.substr(own.rfind(')') + 2) + "\n" + r.stdout_text + "fault: " + cage::FaultName(r.fault);
-    }
-    return text;
-  }).text;
+  const std::string text =
+      RunInChild([&] {
+        close(master);
+        std::string text;
+        if (setsid() < 0 || ioctl(slave, TIOCSCTTY, 0) != 0 || !BecomeUser(uid)) {
+          text = std::string("setup: ") + strerror(errno);
+        } else {
+          std::ifstream stat("/proc/self/stat");
+          std::string own;
+          std::getline(stat, own);
+          auto policy = ParsePolicy(json);
+          cage::RunOptions o = UnprovenOptions();
+          o.cwd = "/";
+          // pid, session and tty_nr (fields 1, 6, 7) of the module, and its try at /dev/tty.
+          const auto r = cage::RunPolicy(
+              policy.value(), {"/bin/sh", "-c", "cut -d' ' -f1,6,7 /proc/self/stat; readlink /proc/self/fd/0"}, o);
+          text =
+              "agent: " + own.substr(own.rfind(')') + 2) + "\n" + r.stdout_text + "fault: " + cage::FaultName(r.fault);
+        }
+        return text;
+      }).text;
   close(slave);
   close(master);
   std::istringstream in(text);
@@ -701,7 +702,8 @@ TEST_P(SupervisorTest, OutputStreamsStdinIsRelayedAndAPtyIsTheJobsOwn) {
 
   o = {};
   o.pty = true;
-  r = Run({"/usr/bin/python3", "-c", "import os; print(os.isatty(0), os.isatty(2), os.ttyname(1), sorted(os.listdir('/dev/pts')))"},
+  r = Run({"/usr/bin/python3", "-c",
+           "import os; print(os.isatty(0), os.isatty(2), os.ttyname(1), sorted(os.listdir('/dev/pts')))"},
           o);
   EXPECT_EQ(r.fault, cage::Fault::kNone) << r.reason;
   EXPECT_EQ(r.stdout_text, "True True /dev/pts/0 ['0', 'ptmx']\r\n");
@@ -770,15 +772,17 @@ TEST_P(SupervisorTest, FreezeNeedsACgroupLeaf) {
   });
   const std::string detail = r.reason.substr(r.reason.rfind('|') + 1);
   if (r.container.cgroup.empty()) {
-    EXPECT_EQ(r.reason, "cgroup.freeze unavailable: " + detail + "|cgroup.freeze unavailable: " + detail + "|" + detail);
+    EXPECT_EQ(r.reason,
+              "cgroup.freeze unavailable: " + detail + "|cgroup.freeze unavailable: " + detail + "|" + detail);
   } else {
     EXPECT_EQ(r.reason, "||" + detail);
   }
   EXPECT_EQ(r.exit_code, 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(AsRootAndNobody, SupervisorTest, ::testing::Values(uid_t{0}, kNobody),
-                         [](const auto& info) { return info.param == 0 ? std::string("root") : std::string("nobody"); });
+INSTANTIATE_TEST_SUITE_P(AsRootAndNobody, SupervisorTest, ::testing::Values(uid_t{0}, kNobody), [](const auto& info) {
+  return info.param == 0 ? std::string("root") : std::string("nobody");
+});
 
 // ---- the verification gate, with a launcher that skips a step ----------
 
@@ -793,8 +797,10 @@ struct CliRun {
 CliRun RunFaultyAgent(uid_t uid, const std::string& policy, const std::string& skip, const std::string& command) {
   const auto child = ExecInChild(
       {OARBANK_AGENT_FAULTY, "run", "--unproven", "--json", policy, "--", "/bin/sh", "-c", command}, uid, [&] {
-        if (skip.empty()) unsetenv("OARBANK_FAULT_SKIP_STEP");
-        else setenv("OARBANK_FAULT_SKIP_STEP", skip.c_str(), 1);
+        if (skip.empty())
+          unsetenv("OARBANK_FAULT_SKIP_STEP");
+        else
+          setenv("OARBANK_FAULT_SKIP_STEP", skip.c_str(), 1);
       });
   CliRun run;
   run.raw = child.text;
@@ -828,7 +834,7 @@ TEST_P(GateTest, ALauncherThatSkippedAStepIsKilledBeforeExec) {
 
   // A core limit the launcher would inherit and must lower: a hard limit
   // already 0 here would let a skipped no-core-dumps step pass unseen.
-  const rlimit core_allowed {0, RLIM_INFINITY};
+  const rlimit core_allowed{0, RLIM_INFINITY};
   if (getuid() == 0) {
     ASSERT_EQ(setrlimit(RLIMIT_CORE, &core_allowed), 0) << strerror(errno);
   }
@@ -862,8 +868,9 @@ TEST_P(GateTest, ALauncherThatSkippedAStepIsKilledBeforeExec) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(AsRootAndNobody, GateTest, ::testing::Values(uid_t{0}, kNobody),
-                         [](const auto& info) { return info.param == 0 ? std::string("root") : std::string("nobody"); });
+INSTANTIATE_TEST_SUITE_P(AsRootAndNobody, GateTest, ::testing::Values(uid_t{0}, kNobody), [](const auto& info) {
+  return info.param == 0 ? std::string("root") : std::string("nobody");
+});
 #endif
 
 // ---- the CLI: `oarbank-agent run` and `sandbox-exec --gate-fd` ---------
@@ -982,29 +989,29 @@ TEST_F(AgentCliTest, SandboxExecWaitsAtTheGate) {
     ASSERT_EQ(setsockopt(pair[0], SOL_SOCKET, SO_PASSCRED, &one, sizeof one), 0);
     std::string status_at_gate;
     bool existed_at_gate = true;
-    const auto s = Spawn({OARBANK_AGENT, "sandbox-exec", "--gate-fd", "3", Policy(), "--", "/bin/sh", "-c",
-                          "touch " + marker},
-                         pair[1], [&](pid_t pid) {
-                           close(pair[1]);
-                           char byte = 0;
-                           char control[CMSG_SPACE(sizeof(ucred))];
-                           iovec iov {&byte, 1};
-                           msghdr msg {};
-                           msg.msg_iov = &iov;
-                           msg.msg_iovlen = 1;
-                           msg.msg_control = control;
-                           msg.msg_controllen = sizeof control;
-                           if (recvmsg(pair[0], &msg, 0) != 1 || byte != kGateReady) return;
-                           const auto* cred = reinterpret_cast<const ucred*>(CMSG_DATA(CMSG_FIRSTHDR(&msg)));
-                           EXPECT_EQ(cred->pid, pid);
-                           std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-                           status_at_gate.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-                           existed_at_gate = std::filesystem::exists(marker);  // nothing ran yet
-                           if (release) {
-                             EXPECT_EQ(send(pair[0], &kGateGo, 1, 0), 1);
-                           }
-                           close(pair[0]);
-                         });
+    const auto s =
+        Spawn({OARBANK_AGENT, "sandbox-exec", "--gate-fd", "3", Policy(), "--", "/bin/sh", "-c", "touch " + marker},
+              pair[1], [&](pid_t pid) {
+                close(pair[1]);
+                char byte = 0;
+                char control[CMSG_SPACE(sizeof(ucred))];
+                iovec iov{&byte, 1};
+                msghdr msg{};
+                msg.msg_iov = &iov;
+                msg.msg_iovlen = 1;
+                msg.msg_control = control;
+                msg.msg_controllen = sizeof control;
+                if (recvmsg(pair[0], &msg, 0) != 1 || byte != kGateReady) return;
+                const auto* cred = reinterpret_cast<const ucred*>(CMSG_DATA(CMSG_FIRSTHDR(&msg)));
+                EXPECT_EQ(cred->pid, pid);
+                std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+                status_at_gate.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+                existed_at_gate = std::filesystem::exists(marker);  // nothing ran yet
+                if (release) {
+                  EXPECT_EQ(send(pair[0], &kGateGo, 1, 0), 1);
+                }
+                close(pair[0]);
+              });
     EXPECT_FALSE(existed_at_gate);
     EXPECT_EQ(CheckGateReading(ParseProcStatus(status_at_gate), getpid()), std::nullopt);
     if (release) {

@@ -113,15 +113,15 @@ std::optional<std::string> CheckGateReading(const GateReading& r, pid_t parent) 
   if (r.seccomp_filters.empty() || r.seccomp_filters.find_first_not_of("0123456789") != std::string::npos ||
       std::stol(r.seccomp_filters) < 1)
     return "Seccomp_filters is " + show(r.seccomp_filters) + " (want at least 1)";
-  for (const auto& [name, value] : {std::pair{"CapEff", &r.cap_eff}, {"CapPrm", &r.cap_prm}, {"CapInh", &r.cap_inh},
-                                    {"CapAmb", &r.cap_amb}})
+  for (const auto& [name, value] :
+       {std::pair{"CapEff", &r.cap_eff}, {"CapPrm", &r.cap_prm}, {"CapInh", &r.cap_inh}, {"CapAmb", &r.cap_amb}})
     if (!AllZeroHex(*value)) return std::string(name) + " is " + show(*value) + " (want 0)";
   return std::nullopt;
 }
 
-GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line,
-                         const std::vector<std::string>& fresh, const std::vector<std::string>& noexec,
-                         bool root_etc_idmapped, const std::vector<std::string>& read_only, bool job_devices) {
+GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line, const std::vector<std::string>& fresh,
+                         const std::vector<std::string>& noexec, bool root_etc_idmapped,
+                         const std::vector<std::string>& read_only, bool job_devices) {
   GateCheck check;
   const std::string p = std::to_string(pid);
   int err = 0;
@@ -135,7 +135,7 @@ GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line
     check.reason = *why;
     return check;
   }
-  rlimit core {};
+  rlimit core{};
   if (prlimit(pid, RLIMIT_CORE, nullptr, &core) != 0) {
     check.reason = std::string("cannot read its RLIMIT_CORE: ") + strerror(errno);
     return check;

@@ -64,9 +64,8 @@ std::optional<std::string> CheckMountOption(std::string_view mountinfo, const st
 // a root job the idmapped /etc (root_etc.h), and with `job_devices` the
 // job's own /dev/pts and /dev/shm on top (job_devices.h): writable where
 // every host mount is read-only, /dev/shm noexec.
-GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line,
-                         const std::vector<std::string>& fresh, const std::vector<std::string>& noexec,
-                         bool root_etc_idmapped, const std::vector<std::string>& read_only = {},
-                         bool job_devices = false);
+GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line, const std::vector<std::string>& fresh,
+                         const std::vector<std::string>& noexec, bool root_etc_idmapped,
+                         const std::vector<std::string>& read_only = {}, bool job_devices = false);
 
 }  // namespace oarbank

@@ -55,9 +55,12 @@ class ConfinedTest : public ::testing::TestWithParam<uid_t> {
       return "R " + std::to_string(call());
     });
     ConfinedCall out;
-    if (WIFSIGNALED(child.status)) out.signal = WTERMSIG(child.status);
-    else if (child.text.rfind("R ", 0) == 0) out.value = atoi(child.text.c_str() + 2);
-    else out.setup_error = child.text.rfind("E ", 0) == 0 ? child.text.substr(2) : "child wrote nothing";
+    if (WIFSIGNALED(child.status))
+      out.signal = WTERMSIG(child.status);
+    else if (child.text.rfind("R ", 0) == 0)
+      out.value = atoi(child.text.c_str() + 2);
+    else
+      out.setup_error = child.text.rfind("E ", 0) == 0 ? child.text.substr(2) : "child wrote nothing";
     return out;
   }
 

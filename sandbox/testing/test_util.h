@@ -58,7 +58,7 @@ class TempTree {
   // A listening unix socket (the broker endpoint in broker policies).
   std::string MakeSocket(const std::string& rel) const {
     const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr {};
+    sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
     snprintf(addr.sun_path, sizeof addr.sun_path, "%s", Path(rel).c_str());
     bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
@@ -69,8 +69,8 @@ class TempTree {
   // A runner policy over this tree; `extra` is spliced into the JSON object.
   std::string RunnerJson(const std::string& extra = "") const {
     return R"({"contract": 1, "role": "runner", "bundle": ")" + Path("bundle") + R"(", "runtime": ")" +
-           Path("runtime") + R"(", "work": ")" + Path("work") + R"(", "data": ")" + Path("data") +
-           R"(", "tmp": ")" + Path("work/tmp") + "\"" + (extra.empty() ? "" : ", " + extra) + "}";
+           Path("runtime") + R"(", "work": ")" + Path("work") + R"(", "data": ")" + Path("data") + R"(", "tmp": ")" +
+           Path("work/tmp") + "\"" + (extra.empty() ? "" : ", " + extra) + "}";
   }
 
   Policy Runner(const std::string& extra = "") const {
