@@ -557,6 +557,7 @@ std::optional<Error> PolicyBuilder::ParseLimits() {
     if (!v.is_number_unsigned() || v.get<uint64_t>() < 1 || v.get<uint64_t>() > kMaxPidsMax)
       return Bad("limits.pids", "expected an integer 1.." + std::to_string(kMaxPidsMax));
     p.limits_.pids = v.get<uint64_t>();
+    p.limits_.pids_set = true;
   }
   return std::nullopt;
 }

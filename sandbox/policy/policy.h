@@ -55,6 +55,7 @@ struct Limits {
   std::optional<double> mem_gb;
   std::optional<double> cpus;
   uint64_t pids = kDefaultPidsMax;  // 1..kMaxPidsMax
+  bool pids_set = false;            // the policy names limits.pids (a hard limit must hold it)
 };
 
 class Policy;

@@ -143,6 +143,7 @@ LeafLimits PlanLeafLimits(const Limits& limits, bool hard_limits, bool pids_cont
   out.pids_max = limits.pids;
   out.pids_available = pids_controller;
   if (!hard_limits) return out;
+  out.pids_required = limits.pids_set;
   if (limits.mem_gb) out.memory_max = static_cast<uint64_t>(std::llround(*limits.mem_gb * 1024.0 * 1024.0 * 1024.0));
   if (limits.cpus)
     out.cpu_quota = std::max<uint64_t>(1000, static_cast<uint64_t>(std::llround(*limits.cpus * out.cpu_period)));

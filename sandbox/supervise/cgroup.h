@@ -45,9 +45,11 @@ struct LeafLimits {
   std::optional<uint64_t> cpu_quota;   // microseconds per cpu_period
   uint64_t cpu_period = 100000;
   // limits.pids, written as pids.max where the pids controller is delegated
-  // (never a reason to refuse a job: reported `unavailable` elsewhere).
+  // and reported `unavailable` elsewhere; with hard limits, a policy that
+  // names limits.pids needs the controller (pids_required).
   uint64_t pids_max = kDefaultPidsMax;
   bool pids_available = false;
+  bool pids_required = false;
   bool needs_memory() const { return memory_max.has_value(); }
   bool needs_cpu() const { return cpu_quota.has_value(); }
 };

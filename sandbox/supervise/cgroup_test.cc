@@ -326,6 +326,33 @@ TEST_F(CgroupTest, HardLimitsWithoutTheControllersAreRefused) {
   EXPECT_TRUE(std::filesystem::exists(marker));
 }
 
+// limits.pids under hard limits: where the pids controller is not
+// delegated the job is refused, naming it, and nothing ran; without hard
+// limits (or without limits.pids) it runs, pids.max reported unavailable.
+TEST_F(CgroupTest, AHardPidsLimitWithoutTheControllerIsRefused) {
+  if (auto why = CageMissing(); !why.empty()) GTEST_SKIP() << why;
+  if (delegation_.pids) GTEST_SKIP() << delegation_.base << " offers the pids controller: limits.pids applies here";
+  const std::string marker = tree_.Path("work/ran");
+  cage::RunOptions o = UnprovenOptions();
+  o.cwd = tree_.Path("work");
+  o.hard_limits = true;
+  const auto r = cage::RunPolicy(tree_.Runner(R"("limits": {"pids": 64})"), {"/bin/sh", "-c", "touch " + marker}, o);
+  EXPECT_TRUE(r.refused);
+  EXPECT_EQ(r.reason.rfind("sandbox: CAPABILITY_NOT_ENFORCED: limits.pids (pids.max needs the pids controller", 0), 0u)
+      << r.reason;
+  EXPECT_FALSE(std::filesystem::exists(marker));
+  // The default pids.max is not a hard limit the policy asked for.
+  const auto plain = cage::RunPolicy(tree_.Runner(), {"/bin/sh", "-c", "touch " + marker}, o);
+  EXPECT_EQ(plain.exit_code, 0) << plain.reason;
+  EXPECT_TRUE(std::filesystem::exists(marker));
+  std::filesystem::remove(marker);
+  o.hard_limits = false;
+  const auto reserved =
+      cage::RunPolicy(tree_.Runner(R"("limits": {"pids": 64})"), {"/bin/sh", "-c", "touch " + marker}, o);
+  EXPECT_EQ(reserved.exit_code, 0) << reserved.reason;
+  EXPECT_NE(reserved.container.limits.find("pids.max unavailable"), std::string::npos) << reserved.container.limits;
+}
+
 // The job's /dev/shm is a tmpfs of its own whose pages are charged to the
 // job's leaf: filling it past memory.max is the job's OOM, not the host's
 // memory, even with a /dev/shm larger than the limit.
@@ -455,6 +482,11 @@ TEST(CgroupPlanTest, LimitsAreWrittenOnlyAsHardLimits) {
   limits.pids = 64;
   EXPECT_EQ(DescribeLeafLimits(PlanLeafLimits(limits, true, true)),
             "memory.max=2147483648 cpu.max=150000 100000 pids.max=64");
+  // Only a hard limit the policy names requires the controller.
+  EXPECT_FALSE(PlanLeafLimits(limits, true).pids_required);
+  limits.pids_set = true;
+  EXPECT_TRUE(PlanLeafLimits(limits, true).pids_required);
+  EXPECT_FALSE(PlanLeafLimits(limits, false).pids_required);
   limits.cpus = 0.001;  // the kernel's floor for a quota is 1 ms
   EXPECT_EQ(*PlanLeafLimits(limits, true).cpu_quota, 1000u);
 }

@@ -185,6 +185,10 @@ std::optional<std::string> PrepareLeaf(Job::State& s, const Policy& policy, cons
     if (status.status != Status::kEnforced)
       return std::string("sandbox: CAPABILITY_NOT_ENFORCED: ") + CapabilityName(id) + " (" + status.detail + ")";
   }
+  // A hard limit the policy names is never a quiet `unavailable`.
+  if (limits.pids_required && !limits.pids_available)
+    return "sandbox: CAPABILITY_NOT_ENFORCED: limits.pids (pids.max needs the pids controller; " +
+           (delegation.usable ? delegation.base + " offers none" : "no cgroup v2 leaf: " + delegation.detail) + ")";
   box.cgroup_detail = delegation.detail;
   if (!delegation.usable) return std::nullopt;
   std::call_once(g_collect_once, [&] { CollectStaleLeaves(delegation.base); });
