@@ -32,6 +32,8 @@
 int main(void) {
   long pid = probe_env_long("OARBANK_PROBE_OUTSIDE_PID");
   int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+  /* ESRCH: the pid is not in this pid namespace (a supervised job's own). */
+  if (pidfd < 0 && errno == ESRCH) blocked(ESRCH, "pidfd_open(%ld): no such process in this pid namespace", pid);
   if (pidfd < 0) probe_error("pidfd_open(%ld): %s", pid, probe_errno_name(errno));
 
   struct iovec page = {(void *)4096, 4096};

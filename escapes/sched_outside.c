@@ -30,6 +30,8 @@ int main(void) {
 
   errno = 0;
   int nice = getpriority(PRIO_PROCESS, (id_t)pid);
+  /* ESRCH: the pid is not in this pid namespace (a supervised job's own). */
+  if (errno == ESRCH) blocked(ESRCH, "getpriority(%ld): no such process in this pid namespace", pid);
   if (errno == 0) {
     int rc = setpriority(PRIO_PROCESS, (id_t)pid, nice);
     NOTE("setpriority", rc);

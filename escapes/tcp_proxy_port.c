@@ -16,7 +16,6 @@ int main(void) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) blocked(errno, "socket(AF_INET, SOCK_STREAM)");
   if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-    if (errno == ECONNREFUSED) escaped("connect 127.0.0.1:%ld reached loopback: ECONNREFUSED (no proxy listening)", port);
     blocked(errno, "connect 127.0.0.1:%ld", port);
   }
   (void)!write(fd, PROBE_NAME "\n", sizeof PROBE_NAME);

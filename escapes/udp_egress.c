@@ -5,7 +5,9 @@
  * cover UDP. What stops it: seccomp refuses SOCK_DGRAM on AF_INET6 under
  * egress-allowlist (the type is compared under the 0xf mask; protocol 0, so
  * the "protocol > IPPROTO_TCP" row cannot be what refuses it) and AF_INET6
- * under net none (EPERM). */
+ * under net none (EPERM). A datagram sendto() accepted says "sent": the
+ * battery's listener says whether it arrived (under egress-any it goes to
+ * the job's own loopback and never does). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -24,5 +26,5 @@ int main(void) {
   static const char msg[] = PROBE_NAME "\n";
   ssize_t n = sendto(fd, msg, sizeof msg - 1, 0, (struct sockaddr *)&sa, sizeof sa);
   if (n < 0) blocked(errno, "sendto [::ffff:127.0.0.1]:%ld", port);
-  escaped("sent a %zd-byte UDP datagram to [::ffff:127.0.0.1]:%ld", n, port);
+  sent("sent a %zd-byte UDP datagram to [::ffff:127.0.0.1]:%ld", n, port);
 }

@@ -1,7 +1,8 @@
 /* A UDP datagram to a loopback service (DNS resolvers, metrics, anything
  * listening on 127.0.0.1): sendto 127.0.0.1:OARBANK_PROBE_UDP_PORT. Landlock
- * below ABI 10 does not cover UDP at all. "escaped" means sendto() sent the
- * datagram (the harness also checks its listener). What stops it: seccomp
+ * below ABI 10 does not cover UDP at all. A datagram sendto() accepted says
+ * "sent": the battery's listener says whether it arrived (under egress-any
+ * it goes to the job's own loopback and never does). What stops it: seccomp
  * refuses socket(AF_INET) under net none and SOCK_DGRAM under
  * egress-allowlist (EPERM). */
 #include <arpa/inet.h>
@@ -19,5 +20,5 @@ int main(void) {
   static const char msg[] = PROBE_NAME "\n";
   ssize_t n = sendto(fd, msg, sizeof msg - 1, 0, (struct sockaddr *)&sa, sizeof sa);
   if (n < 0) blocked(errno, "sendto 127.0.0.1:%ld", port);
-  escaped("sent a %zd-byte datagram to 127.0.0.1:%ld", n, port);
+  sent("sent a %zd-byte datagram to 127.0.0.1:%ld", n, port);
 }

@@ -116,6 +116,7 @@ ProbeRun Spawn(const std::vector<std::string>& argv, const std::vector<std::stri
   else
     run.exit_code = WEXITSTATUS(status);
   run.stderr_text = e.substr(0, 2000);
+  run.stdout_text = o.substr(0, 1 << 20);
   // The verdict: the last line of stdout that parses as one.
   size_t pos = 0;
   while (pos < o.size()) {
@@ -144,10 +145,12 @@ std::string ExpectedText(const Expectation& row, int abi, int min_abi) {
   return "?";
 }
 
-// A probe that says "sent" cannot see whether its signal arrived: its sink
-// (world.h) says. Pending there: it got out. Nothing pending: it was dropped,
-// which no call reports, so blocked carries no errno.
-void ResolveSent(ProbeRun& run, SignalSinks& sinks, uid_t uid) {
+// A probe that says "sent" cannot see whether what it sent arrived (a
+// signal the kernel may drop without saying so, a datagram): the world says.
+// A signal pending at the probe's sink (world.h), or an arrival at a
+// listener naming the probe: it got out. Neither: it was dropped, which no
+// call reports, so blocked carries no errno.
+void ResolveSent(ProbeRun& run, SignalSinks& sinks, uid_t uid, const std::vector<std::string>& arrivals) {
   if (run.verdict != "sent") return;
   const auto taken = sinks.TakePending(uid);
   if (!taken.ok()) {
@@ -162,15 +165,21 @@ void ResolveSent(ProbeRun& run, SignalSinks& sinks, uid_t uid) {
       if (pending & (1ull << (sig - 1))) names += (names.empty() ? "" : ", ") + SignalName(sig);
     run.verdict = "escaped";
     run.detail += "; pending at the signal sink outside the cage: " + names;
+  } else if (!arrivals.empty()) {
+    run.verdict = "escaped";
+    run.detail += "; arrived outside the cage: " + arrivals.front();
   } else {
     run.verdict = "blocked";
     run.err.clear();
-    run.detail += "; nothing reached the signal sink";
+    run.detail += "; nothing reached the signal sink or a listener";
   }
 }
 
 // Compares one confined run with its row (and what the world saw).
-void Judge(Cell& cell, const Expectation* row, int policy_min_abi, int abi, const std::vector<std::string>& evidence) {
+// `unenforceable` names what this host lacks for the policy (egress-any's
+// job network): then, as below its Landlock ABI, the launcher must refuse.
+void Judge(Cell& cell, const Expectation* row, int policy_min_abi, int abi, const std::vector<std::string>& evidence,
+           const std::string& unenforceable) {
   const ProbeRun& r = cell.run;
   if (row == nullptr) {
     cell.outcome = Outcome::kUnexpected;
@@ -181,6 +190,16 @@ void Judge(Cell& cell, const Expectation* row, int policy_min_abi, int abi, cons
   cell.expected = ExpectedText(*row, abi, min_abi);
   cell.why = row->why;
   const bool refused = r.exit_code == kExitNotEnforced && r.verdict.empty();
+  if (!unenforceable.empty() && abi >= min_abi) {
+    cell.expected = "refused (exit 70)";
+    const bool named = r.stderr_text.find("net.egress-any") != std::string::npos;
+    cell.outcome = refused && named ? Outcome::kPass : Outcome::kUnexpected;
+    cell.why = refused && named
+                   ? unenforceable + ": the launcher must refuse, and did: " + r.stderr_text
+                   : unenforceable + ", yet the launcher did not refuse naming net.egress-any: " + r.Summary() + " " +
+                         r.stderr_text;
+    return;
+  }
   if (abi < min_abi) {
     cell.outcome = refused ? Outcome::kPass : Outcome::kUnexpected;
     cell.why = refused ? "the policy needs Landlock ABI " + std::to_string(min_abi) + ": " + r.stderr_text
@@ -251,6 +270,24 @@ std::vector<std::string> Sorted(std::vector<std::string> v) {
 // A probe of what only a supervised job has (its own devpts and /dev/shm)
 // runs under `run`, whatever its row expects.
 bool IsJobProbe(const std::string& probe) { return probe.rfind("job_", 0) == 0; }
+
+// Whether the agent enforces egress-any here, in its own words
+// (sandbox-report's supervisor.net_egress_any): "" when it does, else why
+// not. Asked before the world exists: the answer decides whether the world
+// gets its network (network_world.h).
+std::string EgressAnyUnenforceable(const std::string& agent) {
+  const ProbeRun r = Spawn({agent, "sandbox-report"}, {"PATH=/usr/bin:/bin"}, 0);
+  const auto report = nlohmann::json::parse(r.stdout_text, nullptr, false);
+  const nlohmann::json* facts = nullptr;
+  if (report.is_object() && report.contains("supervisor") && report["supervisor"].is_object() &&
+      report["supervisor"].contains("net_egress_any"))
+    facts = &report["supervisor"]["net_egress_any"];
+  if (facts == nullptr || !facts->is_object())
+    return "net.egress-any: sandbox-report said nothing of it (" + r.Summary() + " " + r.stderr_text + ")";
+  const std::string status = facts->value("status", "");
+  if (status == "enforced") return "";
+  return "net.egress-any is " + status + " here (" + facts->value("detail", "") + ")";
+}
 
 bool Selected(const std::vector<std::string>& only, const std::string& name) {
   return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
@@ -334,8 +371,15 @@ std::optional<Error> SelectProbesAndPolicies(const BatteryOptions& o, BatteryRes
 // policy as every uid.
 class BatteryRun {
  public:
-  BatteryRun(const BatteryOptions& o, const Expectations& table, World& world, BatteryResult& result)
-      : o_(o), table_(table), world_(world), result_(result) {}
+  // `egress_any_unenforceable`: "" where the agent enforces egress-any,
+  // else why not (its egress-any policies' runs must then be refused).
+  BatteryRun(const BatteryOptions& o, const Expectations& table, World& world, BatteryResult& result,
+             std::string egress_any_unenforceable)
+      : o_(o),
+        table_(table),
+        world_(world),
+        result_(result),
+        egress_any_unenforceable_(std::move(egress_any_unenforceable)) {}
 
   // Writes each battery policy into the world and parses it.
   std::optional<Error> LoadPolicies() {
@@ -410,7 +454,7 @@ class BatteryRun {
     const auto outside_pid =
         world_.outside_pid.count(uid) ? world_.outside_pid.at(uid) : world_.outside_pid.begin()->second;
     const pid_t sink = sinks.For(uid);  // -1 if it could not start: unset, so the probe errors
-    return std::map<std::string, std::string>{
+    std::map<std::string, std::string> vars = {
         {"OARBANK_PROBE_BUNDLE", world_.bundle},
         {"OARBANK_PROBE_WRITABLE", writable},
         {"OARBANK_PROBE_DATA", world_.data},
@@ -435,6 +479,24 @@ class BatteryRun {
         {"OARBANK_PROBE_HOST_SHM", world_.host_shm_file},
         {"OARBANK_PROBE_HOST_PTY", world_.host_pty},
     };
+    if (world_.net) AddNetworkWorld(vars);
+    return vars;
+  }
+
+  // The network world's targets (network_world.h); unset without one, where
+  // the egress probes say unsupported.
+  static void AddNetworkWorld(std::map<std::string, std::string>& vars) {
+    auto list = [](const std::vector<Decoy>& decoys, std::string extra) {
+      for (const auto& d : decoys) extra += (extra.empty() ? "" : ",") + std::string(d.address);
+      return extra;
+    };
+    vars["OARBANK_PROBE_EGRESS_PORT"] = std::to_string(kEgressPort);
+    vars["OARBANK_PROBE_PUBLIC4"] = kPublic4;
+    vars["OARBANK_PROBE_PUBLIC6"] = kPublic6;
+    // The IPv4-mapped form of a private decoy travels as IPv4.
+    vars["OARBANK_PROBE_NONPUBLIC4"] = list(Decoys4(), "") + ",::ffff:" + Decoys4().front().address;
+    vars["OARBANK_PROBE_NONPUBLIC6"] = list(Decoys6(), "") + "," + kHost6;
+    vars["OARBANK_PROBE_HOST_ADDRESSES"] = std::string(kHost4) + "," + kStackGateway4;
   }
 
   // 1. Unconfined, as root, with the agent's full environment: the probe
@@ -445,13 +507,13 @@ class BatteryRun {
     std::vector<std::string> env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world_.env_secret};
     for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
     Cell cell{probe, "unconfined", 0, "escaped", Spawn({world_.bundle + "/" + probe}, env, 0), Outcome::kPass, ""};
-    ResolveSent(cell.run, sinks, 0);
+    // What it reached unconfined is no evidence against a confined run.
+    ResolveSent(cell.run, sinks, 0, world_.listeners->Take(probe));
     // A daemon it started must be seen alive from outside: the check that
     // judges its confined runs is proven here.
     const std::string pidfile = vars["OARBANK_PROBE_PIDFILE"];
     std::vector<std::string> daemons;
     ReapDaemon(pidfile, daemons);
-    world_.listeners->Take(probe);  // what it reached unconfined is no evidence against a confined run
     if (cell.run.verdict == "unsupported") {
       cell.outcome = Outcome::kUnsupported;
       cell.why = cell.run.detail;
@@ -476,6 +538,12 @@ class BatteryRun {
     if (o_.abi_cap >= 0) argv.insert(argv.end(), {"--landlock-abi-max", std::to_string(o_.abi_cap)});
     // The battery is what proves a class: its own jobs run unproven.
     if (supervised) argv.insert(argv.end(), {"--unproven", "--timeout", std::to_string(kTimeoutMs / 1000)});
+    // The job's own devpts and /dev/shm are granted under `run`
+    // (dev_beyond_granted leaves them to the job_* probes).
+    if (supervised) argv.push_back("--env=OARBANK_PROBE_SUPERVISED=1");
+    // The network world's public hosts are public to the job (a test range
+    // inside 198.18.0.0/15; every other address keeps its class).
+    if (supervised && world_.net) argv.insert(argv.end(), {"--egress-test-public-range", kPublicRange});
     for (const auto& [k, v] : vars) argv.push_back("--env=" + k + "=" + v);
     argv.insert(argv.end(), {policy_paths_[policy_index], "--", world_.bundle + "/" + probe});
     return argv;
@@ -493,15 +561,22 @@ class BatteryRun {
     // The agent's own environment, which holds its secret.
     const std::vector<std::string> env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world_.env_secret};
     const Expectation* row = table_.Find(probe, name, result_.abi);
-    const bool supervised = (row != nullptr && row->expect == Expect::kContained) || IsJobProbe(probe);
+    const bool egress_any = policy.net().mode == NetMode::kEgressAny;
+    const bool supervised = (row != nullptr && row->expect == Expect::kContained) || IsJobProbe(probe) || egress_any;
     const auto argv = ConfinedArgv(probe, policy_index, supervised, vars);
     const Evidence before = ObserveWorld(world_, outside_dir, probe, last ? &*last : nullptr);
     Cell cell{probe, name, uid, "", Spawn(argv, env, uid), Outcome::kPass, ""};
-    ResolveSent(cell.run, sinks, uid);
+    // `run` exits 128+N for a job killed by signal N; a probe that dies
+    // prints no verdict.
+    if (supervised && cell.run.verdict.empty() && cell.run.exit_code > 128 && cell.run.exit_code <= 128 + 64) {
+      cell.run.signal = cell.run.exit_code - 128;
+      cell.run.exit_code = -1;
+    }
     last = ObserveWorld(world_, outside_dir, probe);
+    ResolveSent(cell.run, sinks, uid, last->arrivals);
     std::vector<std::string> evidence = CompareEvidence(before, *last, probe);
     ReapDaemon(vars["OARBANK_PROBE_PIDFILE"], evidence);
-    Judge(cell, row, table_.PolicyMinAbi(name), result_.abi, evidence);
+    Judge(cell, row, table_.PolicyMinAbi(name), result_.abi, evidence, egress_any ? egress_any_unenforceable_ : "");
     return cell;
   }
 
@@ -509,6 +584,7 @@ class BatteryRun {
   const Expectations& table_;
   World& world_;
   BatteryResult& result_;
+  const std::string egress_any_unenforceable_;
   std::vector<std::string> policy_paths_;  // in the world, one per result_.policies
   std::vector<Policy> policies_;
   std::atomic<int> run_number_{0};
@@ -527,11 +603,16 @@ Expected<BatteryResult> RunBattery(const BatteryOptions& o) {
   auto table = Expectations::Load(o.expectations);
   if (!table.ok()) return table.error();
   if (auto error = SelectProbesAndPolicies(o, result)) return *error;
-  auto world = MakeWorld(o.probe_dir, o.uids);
+  std::string egress_any = EgressAnyUnenforceable(o.agent);
+  auto world = MakeWorld(o.probe_dir, o.uids, egress_any.empty());
   if (!world.ok()) return world.error();
   result.notes = world.value()->notes;
+  if (!egress_any.empty())
+    result.notes.push_back(egress_any +
+                           ": the egress-any policies' runs must be refused, and the egress probes, "
+                           "with no public test host, say unsupported");
 
-  BatteryRun run(o, table.value(), *world.value(), result);
+  BatteryRun run(o, table.value(), *world.value(), result, std::move(egress_any));
   if (auto error = run.LoadPolicies()) return *error;
   run.RunAll();
   run.KillLeftovers();

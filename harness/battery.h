@@ -34,6 +34,7 @@ struct ProbeRun {
   std::string err;      // errno name from the verdict line
   std::string detail;
   std::string stderr_text;
+  std::string stdout_text;  // its first 1 MiB
   double ms = 0;
   std::string Summary() const;  // "blocked EACCES", "killed SIGSYS", "refused (exit 70)", ...
 };

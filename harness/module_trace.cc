@@ -399,6 +399,7 @@ class Explainer {
         case When::kNoBroker: d.grant = "containers = [...] (the broker endpoint)"; break;
         case When::kNetNone: d.grant = "net = { mode = \"egress-allowlist\", allow = [\"<host>\"] }"; break;
         case When::kNetEgressAllowlist:
+        case When::kNetEgressAny:
         case When::kAlways: break;
       }
       if (d.grant.empty()) d.why += ": always refused, no grant can allow it";

@@ -256,6 +256,44 @@ int Listeners::AddTcp(const std::string& name, int port) {
   return port;
 }
 
+bool ParseSocketAddress(const std::string& address, int port, sockaddr_storage& out, socklen_t& len) {
+  out = {};
+  if (address.find(':') == std::string::npos) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&out);
+    a->sin_family = AF_INET;
+    a->sin_port = htons(static_cast<uint16_t>(port));
+    len = sizeof *a;
+    return inet_pton(AF_INET, address.c_str(), &a->sin_addr) == 1;
+  }
+  auto* a = reinterpret_cast<sockaddr_in6*>(&out);
+  a->sin6_family = AF_INET6;
+  a->sin6_port = htons(static_cast<uint16_t>(port));
+  len = sizeof *a;
+  return inet_pton(AF_INET6, address.c_str(), &a->sin6_addr) == 1;
+}
+
+bool Listeners::AddAt(const std::string& name, const std::string& address, int port, int type) {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  if (!ParseSocketAddress(address, port, ss, len)) {
+    errno = EINVAL;
+    return false;
+  }
+  const int fd = socket(ss.ss_family, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return false;
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (ss.ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 || (type == SOCK_STREAM && listen(fd, 64) != 0)) {
+    const int err = errno;
+    close(fd);
+    errno = err;
+    return false;
+  }
+  sockets_.push_back({fd, name, type == SOCK_STREAM});
+  return true;
+}
+
 int Listeners::AddUdp(const std::string& name) {
   const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   sockaddr_in a{};
@@ -305,6 +343,7 @@ std::vector<std::string> Listeners::Take(const std::string& probe) {
 
 World::~World() {
   listeners.reset();
+  net.reset();
   if (sysv_msg_id >= 0) msgctl(sysv_msg_id, IPC_RMID, nullptr);
   if (!mqueue_name.empty()) mq_unlink(mqueue_name.c_str());
   if (!host_shm_file.empty()) unlink(host_shm_file.c_str());
@@ -327,7 +366,7 @@ World::~World() {
   if (!root.empty()) fs::remove_all(root, ec);
 }
 
-Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std::vector<uid_t>& uids) {
+Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std::vector<uid_t>& uids, bool network) {
   if (geteuid() != 0)
     return Error{"world", "needs root: it runs the confined side as uid 65534 and makes a setuid helper"};
   auto w = std::make_unique<World>();
@@ -398,8 +437,14 @@ Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const s
       errno != EOPNOTSUPP)
     w->notes.push_back("secret's extended attribute: " + std::string(strerror(errno)));
 
-  // Host sockets.
+  // Host sockets: in the network world's up namespace where there is one.
   w->listeners = std::make_unique<Listeners>();
+  if (network) {
+    if (!w->root_is_tmpfs) return Error{"network world", "needs the world's tmpfs for its tun stand-in"};
+    auto net = EnterNetworkWorld(*w->listeners, w->root);
+    if (!net.ok()) return net.error();
+    w->net = std::move(net).value();
+  }
   w->unix_socket = w->root + "/secret/host.sock";
   w->broker_socket = w->root + "/broker.sock";
   std::random_device rd;
@@ -418,6 +463,10 @@ Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const s
   w->udp_port = w->listeners->AddUdp("udp");
   if (w->tcp_port < 0 || w->proxy_port < 0 || w->udp_port < 0)
     return Error{"world", "loopback listeners: " + std::string(strerror(errno))};
+  // The proxy's port on another loopback address (tcp_proxy_port_other_address):
+  // only a connection accepted there is that probe's escape.
+  if (!w->listeners->AddAt("proxy-other", "127.0.0.2", w->proxy_port, SOCK_STREAM))
+    return Error{"world", "listener on 127.0.0.2: " + std::string(strerror(errno))};
 
   for (uid_t uid : uids) {
     const pid_t pid = StartOutsideProcess(uid);

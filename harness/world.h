@@ -16,9 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "harness/network_world.h"
 #include "sandbox/common/expected.h"
 
 namespace oarbank {
+
+// `address` (IPv4 or IPv6 text) and `port` as a socket address; false if
+// the text is not an address.
+bool ParseSocketAddress(const std::string& address, int port, sockaddr_storage& out, socklen_t& len);
 
 // Records every connection or datagram that reached the host's sockets, with
 // the first line it carried (probes send their own name first), so a late
@@ -35,6 +40,8 @@ class Listeners {
   bool AddAbstract(const std::string& name, const std::string& abstract);
   int AddTcp(const std::string& name, int port);  // 127.0.0.1 and ::1, same port; returns it or -1
   int AddUdp(const std::string& name);            // 127.0.0.1; returns the port or -1
+  // A TCP (SOCK_STREAM) or UDP (SOCK_DGRAM) listener on `address`:`port`.
+  bool AddAt(const std::string& name, const std::string& address, int port, int type);
   // Accepts everything pending, then hands over the arrivals that name
   // `probe` (or nothing): "listener: first line" each. Thread-safe: the
   // battery's workers each run a different probe.
@@ -96,6 +103,9 @@ struct World {
   std::vector<std::string> notes;  // what could not be set up, said in the report
   bool root_is_tmpfs = false;      // root is a tmpfs in the battery's mount namespace
   std::string created_dev_dri;     // /dev/dri this run made for the GPU stand-in (left in place)
+  // The public test hosts and decoys (network_world.h), where egress-any
+  // can be enforced; null elsewhere.
+  std::unique_ptr<NetworkWorld> net;
 
   ~World();
 };
@@ -103,8 +113,10 @@ struct World {
 // Builds the world on a tmpfs mounted over a fresh /tmp directory, in a
 // mount namespace of the calling process's own (it unshares one: call it
 // before starting threads); `probe_dir` holds the built probes (and
-// helpers/). Needs root.
-Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std::vector<uid_t>& uids);
+// helpers/). With `network`, it first moves this process into the network
+// world (network_world.h), so that every socket of the world, and every
+// run, is in its up namespace. Needs root.
+Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std::vector<uid_t>& uids, bool network);
 
 // A battery policy fixture with @ROOT@ and @PROXY_PORT@ filled in, written
 // into the world; returns its path.

@@ -13,6 +13,7 @@ bool Applies(When when, const Policy& policy, BrokerHandoff broker) {
     case When::kNoBroker: return broker != BrokerHandoff::kPath;
     case When::kNetNone: return policy.net().mode == NetMode::kNone;
     case When::kNetEgressAllowlist: return policy.net().mode == NetMode::kEgressAllowlist;
+    case When::kNetEgressAny: return policy.net().mode == NetMode::kEgressAny;
     case When::kExecWritableDeny: return !policy.exec_writable();
   }
   return true;

@@ -232,6 +232,16 @@ std::vector<SeccompRule> BuildTable() {
                  When::kNetEgressAllowlist,
                  "egress-allowlist: plain TCP only (no MPTCP or SCTP)"});
   }
+  // egress-any: IPv4/IPv6 streams and datagrams (TCP, UDP, ICMP echo
+  // sockets); the job's ruleset decides by address. Nothing that builds its
+  // own headers or speaks a protocol the stack does not carry.
+  for (uint64_t family : {uint64_t{AF_INET}, uint64_t{AF_INET6}})
+    for (uint64_t type : {SOCK_RAW, SOCK_RDM, SOCK_SEQPACKET, SOCK_DCCP, SOCK_PACKET})
+      t.push_back({"socket",
+                   {Eq(0, family), Masked(1, kSockTypeMask, type)},
+                   EPERM,
+                   When::kNetEgressAny,
+                   "egress-any: TCP and UDP only (no raw sockets)"});
   // TCP Fast Open connects from inside sendto/sendmsg, where Landlock's
   // connect check never runs (landlock-lsm/linux#41): refuse the flag.
   for (const auto& [syscall, flags_arg] : {std::pair{"sendto", 3u}, {"sendmsg", 2u}, {"sendmmsg", 3u}})
@@ -274,6 +284,7 @@ const char* WhenName(When when) {
     case When::kNoBroker: return "no broker path";
     case When::kNetNone: return "net none";
     case When::kNetEgressAllowlist: return "net egress-allowlist";
+    case When::kNetEgressAny: return "net egress-any";
     case When::kExecWritableDeny: return "exec_writable false";
   }
   return "?";

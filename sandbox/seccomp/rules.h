@@ -21,6 +21,7 @@ enum class When {
   kNoBroker,  // no broker reachable by path (none granted, or an inherited fd below ABI 9): no AF_UNIX socket at all
   kNetNone,   // net.mode = none
   kNetEgressAllowlist,  // net.mode = egress-allowlist
+  kNetEgressAny,        // net.mode = egress-any
   kExecWritableDeny,    // exec_writable = false
 };
 

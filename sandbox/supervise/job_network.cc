@@ -292,30 +292,38 @@ void JobNetwork::Stop() {
   stack_ = -1;
 }
 
-HostFacts::JobNetworkFacts SupervisedJobNetworkFacts(bool probe) {
+HostFacts::JobNetworkFacts SupervisedJobNetworkFacts(bool probe, bool trial) {
   HostFacts::JobNetworkFacts facts;
   facts.supervised = true;
   if (!probe) return facts;
-  const JobNetworkProbe& p = ProbeJobNetwork();
+  const JobNetworkProbe p = trial ? ProbeJobNetwork() : JobNetworkParts();
   facts.ok = p.ok;
   facts.missing = p.missing;
   facts.detail = p.detail;
   return facts;
 }
 
+JobNetworkProbe JobNetworkParts() {
+  JobNetworkProbe parts;
+  if (auto why = Untrusted(kJobStackPath)) {
+    parts.missing = "the user-mode stack (slirp4netns)";
+    parts.detail = *why;
+  } else if (auto why = Untrusted(NetfilterHelperPath())) {
+    parts.missing = "nftables (oarbank-netfilter)";
+    parts.detail = *why;
+  } else {
+    parts.ok = true;
+    parts.detail = "slirp4netns and oarbank-netfilter are in place (a job's start tries them)";
+  }
+  return parts;
+}
+
 const JobNetworkProbe& ProbeJobNetwork() {
   static JobNetworkProbe probe;
   static std::once_flag once;
   std::call_once(once, [] {
-    if (auto why = Untrusted(kJobStackPath)) {
-      probe.missing = "the user-mode stack (slirp4netns)";
-      probe.detail = *why;
-      return;
-    }
-    const std::string helper = NetfilterHelperPath();
-    if (auto why = Untrusted(helper)) {
-      probe.missing = "nftables (oarbank-netfilter)";
-      probe.detail = *why;
+    if (JobNetworkProbe parts = JobNetworkParts(); !parts.ok) {
+      probe = parts;
       return;
     }
     // A real attempt on a throw-away namespace pair, by the same code a job uses.

@@ -62,11 +62,15 @@ struct JobNetworkProbe {
   std::string detail;
 };
 const JobNetworkProbe& ProbeJobNetwork();
+// Only whether the stack and the helper are there and trusted (no trial).
+JobNetworkProbe JobNetworkParts();
 
 // The facts a supervisor places a policy with (host_facts.h): supervised,
-// and ProbeJobNetwork's answer when `probe` (it starts a stack: only for a
-// policy, or a report, that needs it).
-HostFacts::JobNetworkFacts SupervisedJobNetworkFacts(bool probe);
+// and, when `probe` (only for a policy, or a report, that needs it),
+// ProbeJobNetwork's answer with `trial`, else JobNetworkParts's. A job
+// needs no trial: its own start is one, and a part that fails there
+// refuses the job with 70 naming it, as the placement would.
+HostFacts::JobNetworkFacts SupervisedJobNetworkFacts(bool probe, bool trial = true);
 
 // The helper's path: beside the running binary, else the installed one.
 std::string NetfilterHelperPath();

@@ -129,7 +129,7 @@ void TakeOptions(Job::State& s, const RunOptions& options) {
 // floor, user namespaces, run_as.
 Expected<HostFacts> ProbeJobHost(const Policy& policy, const RunOptions& options) {
   HostFacts host = ProbeHost(options.landlock_abi_cap);
-  host.job_network = SupervisedJobNetworkFacts(policy.net().mode == NetMode::kEgressAny);
+  host.job_network = SupervisedJobNetworkFacts(policy.net().mode == NetMode::kEgressAny, /*trial=*/false);
   ProbeRootEtc(host);
   host.etc_view.proof_tree.reset();  // the keeper makes each job's copy (MakeRootEtcTree)
   const int floor = std::max(1, options.abi_floor);
