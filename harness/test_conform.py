@@ -19,7 +19,7 @@ BUILD = os.environ.get("OARBANK_BUILD", os.path.join(ROOT, "build"))
 CONFORM = os.path.join(BUILD, "harness", "oarbank-conform")
 FAULTY = os.path.join(BUILD, "sandbox", "oarbank-agent-faulty")
 BATTERY_POLICIES = {"runner_strict", "runner_exec_writable", "runner_egress", "runner_agent", "runner_broker", "runner_gpu",
-                    "coordinator", "service", "probe_role"}
+                    "runner_egress_any", "coordinator", "service", "probe_role"}
 
 
 def conform(out, *args, env=None):
@@ -101,6 +101,48 @@ def test_positive_controls_get_through_where_the_policy_grants_them(battery):
             assert cell["actual"] == "escaped" and cell["outcome"] == "PASS", cell
 
 
+def test_the_egress_any_probes_reach_the_public_hosts_and_nothing_else(battery):
+    """The network world is built here (the agent enforces egress-any):
+    every egress probe escapes unconfined, the public hosts are reached only
+    under runner_egress_any, and every other class is refused there."""
+    _, report, _ = battery
+    assert not [n for n in report["notes"] if "net.egress-any" in n], report["notes"]
+    egress = {c["probe"]: c for c in report["unconfined"] if c["probe"].startswith("egress_")}
+    assert len(egress) == 8 and all(c["actual"] == "escaped" for c in egress.values()), egress
+    for cell in report["confined"]:
+        if not cell["probe"].startswith("egress_"):
+            continue
+        public = cell["probe"].startswith("egress_public_")
+        if cell["policy"] == "runner_egress_any":
+            assert cell["actual"] == ("escaped" if public else cell["expected"]), cell
+        else:
+            assert cell["actual"] in ("blocked EPERM", "blocked EACCES"), cell
+        assert cell["outcome"] == "PASS", cell
+
+
+def test_without_the_stack_the_egress_any_runs_must_be_refused(tmp_path):
+    """A host where the agent cannot enforce egress-any (here: slirp4netns
+    hidden in a private mount namespace): no network world, the egress
+    probes say unsupported, and every egress-any run passes only as a
+    refusal (70, naming net.egress-any); nothing is proven."""
+    script = ('mount --bind /dev/null /usr/bin/slirp4netns && exec "$@"')
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", CONFORM,
+                        "--out", str(tmp_path), "--policy", "runner_egress_any", "--policy", "runner_strict",
+                        "--probe", "egress_public_tcp4", "--probe", "egress_nonpublic_tcp4",
+                        "--probe", "read_outside_grants"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    report = json.loads((tmp_path / "battery.json").read_text())
+    assert any("net.egress-any is unavailable" in n and "slirp4netns" in n for n in report["notes"]), report
+    for cell in report["unconfined"]:
+        if cell["probe"].startswith("egress_"):
+            assert cell["outcome"] == "UNSUPPORTED" and "network world" in cell["why"], cell
+    refused = [c for c in report["confined"] if c["policy"] == "runner_egress_any"]
+    assert len(refused) == 6
+    for cell in refused:
+        assert cell["outcome"] == "PASS" and cell["expected"] == "refused (exit 70)", cell
+        assert "the launcher must refuse, and did" in cell["why"] and "net.egress-any" in cell["why"], cell
+
+
 def faulty_agent(tmp_path, **fault):
     """A launcher that breaks one rule: the test-only build, wrapped so the
     fault variable reaches it (the harness builds the module's environment).
@@ -129,13 +171,17 @@ def faulty_agent(tmp_path, **fault):
     ({"OARBANK_FAULT_SKIP_STEP": "no-core-dumps"}, "core_dump_limit", "mknod_device"),
     # Judged from outside (a "sent" verdict and the signal sink), not by any errno.
     ({"OARBANK_FAULT_UNHANDLE_SCOPES": "1"}, "fown_signal_outside", "bpf_syscall"),
+    # egress-any's ruleset without its address classes: the decoys are reached.
+    ({"OARBANK_FAULT_SKIP_STEP": "job-ruleset-classes"}, "egress_nonpublic_tcp4", "egress_public_tcp4"),
+    ({"OARBANK_FAULT_SKIP_STEP": "job-ruleset-classes"}, "egress_nonpublic_udp", "egress_public_udp4"),
 ])
 def test_breaking_one_rule_turns_its_probe_red(tmp_path, fault, broken, intact):
     if "OARBANK_FAULT_SKIP_STEP" in fault:
         resource.setrlimit(resource.RLIMIT_CORE, (0, resource.RLIM_INFINITY))  # root may raise it
     agent = faulty_agent(tmp_path, **fault)
+    policy = "runner_egress_any" if broken.startswith("egress_") else "runner_strict"
     try:
-        r = conform(tmp_path / "out", "--agent", agent, "--probe", f"{broken},{intact}", "--policy", "runner_strict")
+        r = conform(tmp_path / "out", "--agent", agent, "--probe", f"{broken},{intact}", "--policy", policy)
     finally:
         shutil.rmtree(os.path.dirname(agent))
     assert r.returncode == 1, r.stdout
@@ -143,7 +189,7 @@ def test_breaking_one_rule_turns_its_probe_red(tmp_path, fault, broken, intact):
     outcomes = {(c["probe"], c["uid"]): c["outcome"] for c in report["confined"]}
     assert outcomes[(broken, 0)] == "ESCAPED" and outcomes[(broken, 65534)] == "ESCAPED", outcomes
     assert outcomes[(intact, 0)] == "PASS" and outcomes[(intact, 65534)] == "PASS", outcomes
-    assert f"ESCAPED  {broken} [runner_strict" in r.stdout
+    assert f"ESCAPED  {broken} [{policy}" in r.stdout
 
 
 def test_one_layer_dropped_leaves_the_other_standing(tmp_path):

@@ -130,6 +130,30 @@ def test_a_class_the_battery_did_not_prove_is_refused(attestation, job, uid):
     assert "the battery has not passed for the class" in r.stderr, r.stderr
 
 
+EGRESS_ANY = "runner net=egress-any exec_writable=false gpu=none broker=no"
+
+
+def test_the_battery_proves_egress_any_and_run_takes_it_without_the_override(attestation, job):
+    """This host runs slirp4netns and oarbank-netfilter: the battery's
+    runner_egress_any policy proves the class, and run takes an egress-any
+    job without --unproven; an attestation without the class refuses it."""
+    a = json.loads(attestation.read_text())
+    assert EGRESS_ANY in a["proven_classes"], a["proven_classes"]
+    egress_any = policy(job, net={"mode": "egress-any"})
+    r = run(attestation, "--json", egress_any, "--", "/bin/true")
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout)
+    assert result["container"]["proof"] == f"proven ({attestation})"
+    assert "net" in result["container"]["namespaces"], result["container"]
+    a["proven_classes"].remove(EGRESS_ANY)
+    narrower = job / "without-egress-any.json"
+    narrower.write_text(json.dumps(a))
+    os.chmod(narrower, 0o644)
+    r = run(narrower, egress_any, "--", "/bin/true")
+    assert r.returncode == 70, r.stdout + r.stderr
+    assert "battery.proven" in r.stderr and EGRESS_ANY in r.stderr, r.stderr
+
+
 @pytest.mark.parametrize("part,forge", [
     # Another binary: another file (its stat) with another digest.
     ("launcher.sha256", lambda a: a["launcher"].update(sha256="0" * 64, stat="0:0:0:0:0")),

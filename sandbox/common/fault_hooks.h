@@ -11,7 +11,10 @@
 // - skip_step: the launcher leaves the named step out (launch/enforce.h's
 //   StepName, "read-only-carve-outs" (launch/carve_out.h) or "job-devices"
 //   (launch/job_devices.h)), so a test can show that the supervisor's verification at the
-//   gate refuses the unconfined process before it execs.
+//   gate refuses the unconfined process before it execs; and the supervisor
+//   builds an egress-any job's ruleset without its address classes
+//   ("job-ruleset-classes", supervise/job_network.h), so the battery can
+//   show it sees every non-public destination reached.
 #pragma once
 
 namespace oarbank {

@@ -37,9 +37,10 @@ std::vector<DestinationRule> DestinationRules(const RulesetInputs& in);
 bool RulesAdmit(const std::vector<DestinationRule>& rules, const egress::IpAddress& address);
 
 // What the output chain does with a destination that is not public: the
-// packet never leaves, it is counted, and the sender is told at once
-// (EHOSTUNREACH for a connect, EPERM for a datagram) rather than left to
-// time out.
+// packet never leaves, it is counted, and the sender is told rather than
+// left to time out: EPERM from sendto at once, EHOSTUNREACH (EACCES for
+// IPv6) from connect when the SYN is sent again, about a second later (an
+// ICMP error that arrives while connect still sends the first is set aside).
 inline constexpr char kJobRulesetRefusal[] = "counter reject with icmpx admin-prohibited";
 
 // The ruleset in nft's syntax: table inet oarbank, chains output and input.

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "sandbox/common/fault_hooks.h"
 #include "sandbox/common/install_paths.h"
 #include "sandbox/common/trust_file.h"
 #include "sandbox/egress/job_ruleset.h"
@@ -189,6 +190,10 @@ Expected<std::unique_ptr<JobNetwork>> JobNetwork::Start(pid_t init, const JobNet
   RulesetInputs inputs;
   inputs.test_public = settings.test_public;
   inputs.host_addresses = HostAddresses();
+  // Test-only (oarbank-agent-faulty): every destination but the host's own
+  // counts as public, so the battery can show it sees a broken ruleset.
+  if (FaultSkipStep("job-ruleset-classes"))
+    for (const char* all : {"0.0.0.0/0", "::/0"}) inputs.test_public.push_back(egress::ParseCidr(all).value());
   auto listing = RunHelper(helper, "apply", net->userns_.get(), net->netns_.get(), RulesetText(inputs), step);
   if (!listing.ok()) return listing.error();
   if (listing.value().find("table inet oarbank") == std::string::npos)
