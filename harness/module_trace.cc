@@ -10,18 +10,13 @@
 #include <set>
 
 #include "sandbox/common/install_paths.h"
+#include "sandbox/common/path_within.h"
 #include "sandbox/host/landlock_abi.h"
 
 namespace oarbank {
 namespace {
 
 namespace fs = std::filesystem;
-
-bool IsWithin(const std::string& child, const std::string& parent) {
-  if (parent == "/") return !child.empty() && child[0] == '/';
-  return child == parent ||
-         (child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 && child[parent.size()] == '/');
-}
 
 // Splits strace's argument list at top-level commas.
 std::vector<std::string> SplitArgs(const std::string& s) {
@@ -217,7 +212,7 @@ class Explainer {
     const bool read_only = call.err == "EROFS";
     bool in_writable_grant = false;
     for (const auto& g : c_.policy->grants())
-      in_writable_grant |= g.access == Access::kReadWrite && IsWithin(path, g.path);
+      in_writable_grant |= g.access == Access::kReadWrite && IsAtOrBelow(path, g.path);
     if (read_only && in_writable_grant) {
       d.denied_by = "file permissions";
       d.why = "the grants allow it; the host mounts it read-only (not the cage)";
@@ -233,7 +228,7 @@ class Explainer {
     d.denied_by = read_only ? "read-only mount" : "landlock";
     const SandboxRequests& s = c_.manifest->sandbox;
     for (const auto& home : c_.homes)
-      if (IsWithin(path, home)) {
+      if (IsAtOrBelow(path, home)) {
         d.why = "a home directory (" + home + "): homes are never granted to a module, whatever its manifest";
         return d;
       }
@@ -243,7 +238,7 @@ class Explainer {
         if (linux_paths == tool.paths.end()) continue;
         for (const auto& raw : linux_paths->second) {
           const std::string canonical = Normalize(raw);
-          if (!IsWithin(path, canonical)) continue;
+          if (!IsAtOrBelow(path, canonical)) continue;
           if (requested_.count(id) != 0 || IsWriteAccess(access)) {
             d.why = "inside tool \"" + id + "\" (" + canonical +
                     "), which is read and execute only: no grant makes it writable";
@@ -255,19 +250,20 @@ class Explainer {
           return d;
         }
       }
-    const bool gpu_node = IsWithin(path, "/dev/dri") || IsWithin(path, "/dev/kfd") || path.rfind("/dev/nvidia", 0) == 0;
+    const bool gpu_node =
+        IsAtOrBelow(path, "/dev/dri") || IsAtOrBelow(path, "/dev/kfd") || path.rfind("/dev/nvidia", 0) == 0;
     if (gpu_node && s.gpu == GpuMode::kNone) {
       d.grant = "devices = { gpu = \"compute\" }";
       d.why = "a GPU device node: only devices.gpu = \"compute\" grants it";
       return d;
     }
-    if (IsWithin(path, "/dev")) {
+    if (IsAtOrBelow(path, "/dev")) {
       d.why =
           "a device: only null, zero, random, urandom and full (and the GPU nodes with devices.gpu) are ever granted";
       return d;
     }
     for (const auto& g : c_.policy->grants()) {
-      if (!IsWithin(path, g.path)) continue;
+      if (!IsAtOrBelow(path, g.path)) continue;
       if (g.access == Access::kReadWrite && access == "execute") {
         if (c_.policy->role() == Role::kRunner && !c_.policy->exec_writable()) {
           d.grant = "exec_writable = true";
@@ -285,17 +281,17 @@ class Explainer {
       }
     }
     for (const auto& rule : c_.plan->landlock.paths)
-      if (rule.source.rfind("base system", 0) == 0 && IsWithin(path, rule.path) && IsWriteAccess(access)) {
+      if (rule.source.rfind("base system", 0) == 0 && IsAtOrBelow(path, rule.path) && IsWriteAccess(access)) {
         d.why = "inside the base system (" + rule.path +
                 "), which no module may write: write into work, data or tmp ($TMPDIR)";
         return d;
       }
     for (const char* state : {OARBANK_STATE_DIR, OARBANK_CONFIG_DIR, "/run", "/var/run"})
-      if (IsWithin(path, state)) {
+      if (IsAtOrBelow(path, state)) {
         d.why = std::string("the agent's and the system's state (") + state + ") is never granted";
         return d;
       }
-    if (IsWithin(path, "/etc")) {
+    if (IsAtOrBelow(path, "/etc")) {
       d.why =
           "a part of /etc that not every user may read (the cage narrows /etc to its world-readable files): never "
           "granted";
@@ -412,7 +408,7 @@ class Explainer {
   uint64_t GrantedRights(const std::string& path) const {
     uint64_t rights = 0;
     for (const auto& rule : c_.plan->landlock.paths)
-      if (IsWithin(path, Normalize(rule.path))) rights |= rule.access;
+      if (IsAtOrBelow(path, Normalize(rule.path))) rights |= rule.access;
     return rights;
   }
 

@@ -17,15 +17,11 @@
 #include <cstring>
 
 #include "sandbox/common/fault_hooks.h"
+#include "sandbox/common/path_within.h"
 #include "sandbox/common/unique_fd.h"
 
 namespace oarbank {
 namespace {
-
-bool IsWithin(const std::string& child, const std::string& parent) {
-  if (parent == "/") return child.size() > 1 && child[0] == '/';
-  return child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 && child[parent.size()] == '/';
-}
 
 int OpenNoSymlinks(int dirfd, const std::string& path, uint64_t flags) {
   open_how how{};
@@ -157,7 +153,7 @@ Expected<std::optional<GitCarveOuts>> ResolveGitCarveOuts(const std::string& wor
 
 std::vector<std::string> AncestorsWithin(const std::string& grant, const std::string& path) {
   std::vector<std::string> out;
-  if (!IsWithin(path, grant)) return out;
+  if (!IsStrictlyBelow(path, grant)) return out;
   size_t at = grant == "/" ? 0 : grant.size();
   while (true) {
     const size_t slash = path.find('/', at + 1);
@@ -215,7 +211,7 @@ std::optional<StepFailure> BindReadOnlyCarveOuts(const Plan& plan) {
   for (const auto& path : plan.read_only_binds) {
     const std::string* grant = nullptr;  // the innermost writable grant around it
     for (const auto& w : plan.writable_binds)
-      if (IsWithin(path, w) && (grant == nullptr || w.size() > grant->size())) grant = &w;
+      if (IsStrictlyBelow(path, w) && (grant == nullptr || w.size() > grant->size())) grant = &w;
     if (grant == nullptr)
       return StepFailed(LaunchStep::kMountNamespace, 0, "read-only carve-out %s: inside no writable grant",
                         path.c_str());

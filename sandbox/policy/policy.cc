@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sandbox/common/parse_error.h"
+#include "sandbox/common/path_within.h"
 #include "sandbox/policy/base_system.h"
 
 namespace oarbank {
@@ -35,12 +36,6 @@ std::optional<Error> CheckKeys(const json& obj, const std::string& prefix,
   for (const auto& [key, value] : obj.items())
     if (auto error = UnknownKey(key, prefix, allowed, "field")) return error;
   return std::nullopt;
-}
-
-bool IsWithin(const std::string& child, const std::string& parent) {
-  if (parent == "/") return true;
-  return child == parent ||
-         (child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 && child[parent.size()] == '/');
 }
 
 enum class Kind { kDir, kDirOrFile, kSocket };
@@ -216,7 +211,8 @@ std::optional<Error> CheckTopLevelKeys(const json& doc) {
 // other processes' (the base system already reads /proc and the CPU list).
 std::optional<Error> CheckNotPseudo(const Grant& g) {
   for (const char* pseudo : {"/dev", "/proc", "/sys"})
-    if (IsWithin(g.path, pseudo)) return Bad(g.field, g.path + " is inside " + pseudo + ", which a grant may not name");
+    if (IsAtOrBelow(g.path, pseudo))
+      return Bad(g.field, g.path + " is inside " + pseudo + ", which a grant may not name");
   return std::nullopt;
 }
 
@@ -226,14 +222,14 @@ std::optional<Error> CheckNotPseudo(const Grant& g) {
 std::optional<Error> CheckCarveOut(const Grant& r, const std::vector<Grant>& grants) {
   if (auto e = CheckNotPseudo(r)) return e;
   const bool inside = std::any_of(grants.begin(), grants.end(), [&](const Grant& w) {
-    return w.access == Access::kReadWrite && IsWithin(r.path, w.path) && r.path != w.path;
+    return w.access == Access::kReadWrite && IsStrictlyBelow(r.path, w.path);
   });
   if (!inside)
     return Bad(r.field, r.path +
                             " lies inside no writable grant (work, data, tmp, state): only a part of one "
                             "can be carved out read-only");
   for (const auto& w : grants)
-    if (w.access == Access::kReadWrite && IsWithin(w.path, r.path))
+    if (w.access == Access::kReadWrite && IsAtOrBelow(w.path, r.path))
       return Bad(r.field, "the writable grant " + w.field + " (" + w.path + ") lies inside " + r.path +
                               " and would become read-only");
   return std::nullopt;
@@ -260,12 +256,12 @@ std::vector<Grant> ReadExecuteGrants(const std::vector<Grant>& grants) {
 std::optional<Error> CheckWritableNesting(const Grant& w, const std::vector<Grant>& read_execute, bool exec_writable) {
   for (const auto& r : read_execute) {
     const bool base = r.field.rfind("base system", 0) == 0;
-    if (IsWithin(r.path, w.path))
+    if (IsAtOrBelow(r.path, w.path))
       return Bad(base ? w.field : r.field, r.path + " (" + r.field + ") lies inside the writable grant " + w.field +
                                                " (" + w.path + ") and would become writable");
-    if (IsWithin(w.path, r.path) && base)
+    if (IsAtOrBelow(w.path, r.path) && base)
       return Bad(w.field, w.path + " lies inside the base system (" + r.path + "), which no module may write");
-    if (IsWithin(w.path, r.path) && !exec_writable)
+    if (IsAtOrBelow(w.path, r.path) && !exec_writable)
       return Bad(w.field, w.path + " lies inside the read+execute grant " + r.field + " (" + r.path +
                               ") and would inherit execute (Landlock rules only add rights): move it out, "
                               "or set exec_writable");
@@ -425,7 +421,7 @@ std::optional<Error> PolicyBuilder::ParseWritableDirs() {
     const bool runner = p.role_ == Role::kRunner;
     const char* home = runner ? "work" : "data";
     const auto& parent = runner ? p.work_ : p.data_;
-    if (!parent || !IsWithin(tmp.value(), *parent) || tmp.value() == *parent)
+    if (!parent || !IsStrictlyBelow(tmp.value(), *parent))
       return Bad("tmp", std::string("expected a directory inside ") + home + " (a " + RoleName(p.role_) +
                             "'s private tmp lives there)");
     p.tmp_ = tmp.value();

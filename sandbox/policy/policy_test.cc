@@ -31,6 +31,8 @@
 #include <rapidcheck/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "sandbox/common/path_within.h"
+
 namespace oarbank {
 namespace {
 
@@ -129,12 +131,6 @@ std::string FixtureText(const PolicyRoot& root, const char* kind, const std::str
   return root.Substitute(ReadFile(kFixtureDir / kind / (name + ".json")));
 }
 
-bool IsWithin(const std::string& child, const std::string& parent) {
-  if (parent == "/") return true;
-  return child == parent ||
-         (child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 && child[parent.size()] == '/');
-}
-
 std::string Canonical(const std::string& path) {
   char resolved[PATH_MAX];
   return realpath(path.c_str(), resolved) != nullptr ? std::string(resolved) : std::string("(unresolvable)");
@@ -180,7 +176,7 @@ TEST_P(ValidPolicyFixture, ParsesToCanonicalGrants) {
   EXPECT_EQ(p.grants().front().path, p.bundle());
   for (const auto& g : p.grants()) {
     EXPECT_EQ(Canonical(g.path), g.path) << g.field;
-    EXPECT_TRUE(IsWithin(g.path, root_.path()) || IsWithin(g.path, "/usr")) << g.field << " " << g.path;
+    EXPECT_TRUE(IsAtOrBelow(g.path, root_.path()) || IsAtOrBelow(g.path, "/usr")) << g.field << " " << g.path;
     EXPECT_EQ(g.path.find(kRootPlaceholder), std::string::npos);
   }
 }
@@ -484,7 +480,7 @@ void CheckOutcome(const Expected<Policy>& parsed) {
   if (p.tmp()) {
     const auto& home = p.role() == Role::kRunner ? p.work() : p.data();
     RC_ASSERT(home.has_value());
-    RC_ASSERT(IsWithin(*p.tmp(), *home) && *p.tmp() != *home);
+    RC_ASSERT(IsStrictlyBelow(*p.tmp(), *home));
   }
   if (p.net().mode == NetMode::kEgressAllowlist) {
     RC_ASSERT(!p.net().allow.empty());
@@ -498,12 +494,12 @@ void CheckOutcome(const Expected<Policy>& parsed) {
     if (w.access != Access::kReadWrite) continue;
     for (const auto& r : p.grants()) {
       if (r.access != Access::kReadExecute) continue;
-      RC_ASSERT(!IsWithin(r.path, w.path));
-      if (!p.exec_writable()) RC_ASSERT(!IsWithin(w.path, r.path));
+      RC_ASSERT(!IsAtOrBelow(r.path, w.path));
+      if (!p.exec_writable()) RC_ASSERT(!IsAtOrBelow(w.path, r.path));
     }
     for (const char* base : {"/usr", "/etc", "/proc"}) {
-      RC_ASSERT(!IsWithin(base, w.path));
-      if (!p.exec_writable()) RC_ASSERT(!IsWithin(w.path, base));
+      RC_ASSERT(!IsAtOrBelow(base, w.path));
+      if (!p.exec_writable()) RC_ASSERT(!IsAtOrBelow(w.path, base));
     }
   }
 }

@@ -27,6 +27,7 @@
 #include "sandbox/common/exit_codes.h"
 #include "sandbox/common/fault_hooks.h"
 #include "sandbox/common/json_formats.h"
+#include "sandbox/common/path_within.h"
 #include "sandbox/common/text_encoding.h"
 #include "sandbox/launch/broker_handoff.h"
 #include "sandbox/launch/enforce.h"
@@ -413,11 +414,6 @@ std::string Canonical(const std::string& path) {
   return realpath(path.c_str(), resolved) != nullptr ? std::string(resolved) : path;
 }
 
-bool WithinOrAt(const std::string& child, const std::string& parent) {
-  return child == parent || (child.size() > parent.size() && child.compare(0, parent.size(), parent) == 0 &&
-                             (parent == "/" || child[parent.size()] == '/'));
-}
-
 // The worktree's history: each path inside a writable directory becomes a
 // read_only carve-out (appended to `read_only`); those outside every one
 // are returned, to be granted read-only. A directory the caller named
@@ -430,7 +426,7 @@ nlohmann::json PlaceHistory(const GitCarveOuts& git, const std::vector<std::stri
   for (const auto& path : git.Paths()) {
     if (std::find(writable.begin(), writable.end(), path) != writable.end()) continue;
     const bool inside =
-        std::any_of(writable.begin(), writable.end(), [&](const std::string& w) { return WithinOrAt(path, w); });
+        std::any_of(writable.begin(), writable.end(), [&](const std::string& w) { return IsAtOrBelow(path, w); });
     (inside ? read_only : outside).push_back(path);
   }
   return outside;
