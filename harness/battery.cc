@@ -543,7 +543,8 @@ class BatteryRun {
     if (supervised) argv.push_back("--env=OARBANK_PROBE_SUPERVISED=1");
     // The network world's public hosts are public to the job (a test range
     // inside 198.18.0.0/15; every other address keeps its class).
-    if (supervised && world_.net) argv.insert(argv.end(), {"--egress-test-public-range", kPublicRange});
+    if (world_.net && policies_[policy_index].net().mode == NetMode::kEgressAny)
+      argv.insert(argv.end(), {"--egress-test-public-range", kPublicRange});
     for (const auto& [k, v] : vars) argv.push_back("--env=" + k + "=" + v);
     argv.insert(argv.end(), {policy_paths_[policy_index], "--", world_.bundle + "/" + probe});
     return argv;
