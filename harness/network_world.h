@@ -13,8 +13,11 @@
 //        198.18.0.0/15 there) and the decoys (Decoys4, Decoys6), each
 //        listening on kEgressPort, TCP and UDP.
 //
-// Every listener records what reaches it (world.h Listeners), so "the decoy
-// saw nothing" is checked at the decoy, not only by the probe's errors.
+// Every decoy and every host address logs what reaches it (world.h
+// Listeners), so "the decoy saw nothing" is checked at the decoy, not only
+// by the probe's errors. The public hosts answer instead (a server of their
+// own): through a user-mode stack, what a probe sent may still be on its
+// way when it exits, and only an answer proves delivery.
 // Both namespaces go when the battery exits: nothing is named in /run/netns.
 #pragma once
 
