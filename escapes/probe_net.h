@@ -130,4 +130,31 @@ static inline void probe_net_connect_all(const char *list, long port) {
   probe_net_verdict(&t, port);
 }
 
+/* One exchange with a public test host ($OARBANK_PROBE_<var>, on
+ * $OARBANK_PROBE_EGRESS_PORT): over TCP (SOCK_STREAM) it answers
+ * "HELLO <line>", over UDP (SOCK_DGRAM) "ECHO <line>". Escaped only on the
+ * answer: through a user-mode stack, a packet sent is not yet a packet
+ * delivered. Ends the probe. */
+static inline void probe_net_public(const char *var, int type) {
+  const char *host = probe_net_env(var);
+  long port = strtol(probe_net_env("OARBANK_PROBE_EGRESS_PORT"), NULL, 10);
+  const char *proto = type == SOCK_STREAM ? "TCP" : "UDP";
+  const char *greeting = type == SOCK_STREAM ? "HELLO " : "ECHO ";
+  struct sockaddr_storage ss;
+  socklen_t len = probe_net_address(host, port, &ss);
+  int fd = probe_net_socket(host, type);
+  if (fd < 0) blocked(errno, "socket (%s) for %s", proto, host);
+  if (connect(fd, (struct sockaddr *)&ss, len) != 0)
+    blocked(errno == EINPROGRESS ? ETIMEDOUT : errno, "connect (%s) %s", proto, host);
+  static const char msg[] = PROBE_NAME "\n";
+  if (send(fd, msg, sizeof msg - 1, 0) < 0) blocked(errno, "send (%s) to %s", proto, host);
+  char answer[128] = "";
+  ssize_t n = recv(fd, answer, sizeof answer - 1, 0);
+  if (n < 0) blocked(errno == EAGAIN ? ETIMEDOUT : errno, "sent (%s) to %s, no answer", proto, host);
+  if (n == 0) blocked(ECONNRESET, "connected (%s) to %s, closed without an answer", proto, host);
+  answer[n] = '\0';
+  if (strncmp(answer, greeting, strlen(greeting)) != 0) probe_error("%s answered something else: %s", host, answer);
+  escaped("the public test host %s answered over %s", host, proto);
+}
+
 #endif
