@@ -19,6 +19,7 @@
 #include "sandbox/common/sha256.h"
 #include "sandbox/common/unique_fd.h"
 #include "sandbox/plan/attestation.h"
+#include "sandbox/supervise/job_network.h"
 
 namespace oarbank {
 namespace {
@@ -181,7 +182,11 @@ int ConformMain(int argc, char** argv) {
   } else {
     // A class is proven when every cell of its policies passed (ProvenClasses).
     Attestation a;
-    a.binding = BindingFor(result.value().host, o.agent);
+    // The job network the agent's egress-any jobs ran (job_network.h).
+    HostFacts host = result.value().host;
+    host.job_network.stack_path = kJobStackPath;
+    host.job_network.helper_path = NetfilterHelperPathFor(o.agent);
+    a.binding = BindingFor(host, o.agent);
     a.proven_classes = ProvenClasses(result.value());
     if (a.binding.launcher_sha256.empty()) {
       std::cerr << "oarbank-conform: cannot read " << o.agent << " to hash it: no attestation written\n";

@@ -154,6 +154,24 @@ def test_the_battery_proves_egress_any_and_run_takes_it_without_the_override(att
     assert "battery.proven" in r.stderr and EGRESS_ANY in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize("part", ["stack_sha256", "helper_sha256"])
+def test_an_egress_any_class_is_proven_only_with_the_job_network_it_ran(attestation, job, part):
+    """The attestation binds the slirp4netns and oarbank-netfilter the
+    battery's egress-any jobs ran: another one (here a forged digest)
+    proves no egress-any job, and nothing else changes."""
+    a = json.loads(attestation.read_text())
+    assert len(a["job_network"][part]) == 64, a["job_network"]
+    a["job_network"][part] = "0" * 64
+    other = job / f"other-{part}.json"
+    other.write_text(json.dumps(a))
+    os.chmod(other, 0o644)
+    r = run(other, policy(job, net={"mode": "egress-any"}), "--", "/bin/true")
+    assert r.returncode == 70, r.stdout + r.stderr
+    assert f"was proven with another job network: job_network.{part}" in r.stderr, r.stderr
+    r = run(other, policy(job), "--", "/bin/true")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 @pytest.mark.parametrize("part,forge", [
     # Another binary: another file (its stat) with another digest.
     ("launcher.sha256", lambda a: a["launcher"].update(sha256="0" * 64, stat="0:0:0:0:0")),

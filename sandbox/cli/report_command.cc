@@ -38,8 +38,14 @@ int SandboxReport(const std::string& policy_path, int abi_cap) {
       return kExitUsage;
     }
     report.update(PlanReport(PlanConfinement(policy.value(), host)));
-    // Cage-before-capability: what an agent may grant, given the battery.
-    report.update(GrantReport(policy.value(), host));
+    // Cage-before-capability: what an agent may grant, given the battery
+    // (for egress-any, with the job network run would use).
+    HostFacts granting = host;
+    if (policy.value().net().mode == NetMode::kEgressAny) {
+      granting.job_network.stack_path = kJobStackPath;
+      granting.job_network.helper_path = NetfilterHelperPath();
+    }
+    report.update(GrantReport(policy.value(), granting));
   }
   report["supervisor"] = cage::SupervisorReport(host);
   // The network a policy's job gets under `run` (sandbox-exec keeps the host's).

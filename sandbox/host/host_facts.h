@@ -56,6 +56,10 @@ struct HostFacts {
     bool ok = false;
     std::string missing;
     std::string detail;
+    // The user-mode stack and the nftables helper egress-any would run
+    // (set for a policy, or a report, that asks about egress-any): the
+    // battery attestation binds their digests for the egress-any classes.
+    std::string stack_path, helper_path;
   } job_network;
 
   // Existing GPU device nodes (devices.gpu = "compute").

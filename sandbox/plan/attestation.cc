@@ -98,6 +98,8 @@ const std::vector<BatteryFile>& BatteryFiles() {
 
 AttestationBinding BindingFor(const HostFacts& host, const std::string& launcher_path) {
   AttestationBinding b;
+  if (!host.job_network.stack_path.empty()) b.stack_sha256 = LauncherSha256(host.job_network.stack_path).first;
+  if (!host.job_network.helper_path.empty()) b.helper_sha256 = LauncherSha256(host.job_network.helper_path).first;
   b.kernel_release = host.kernel_release;
   b.kernel_version = KernelVersion();
   b.landlock_abi = host.landlock_abi;
@@ -147,6 +149,10 @@ Attestation ReadAttestation(const std::string& path, const AttestationBinding& h
   a.binding.launcher_sha256 = str(j.value("launcher", nlohmann::json::object()), "sha256");
   a.binding.launcher_stat = str(j.value("launcher", nlohmann::json::object()), "stat");
   a.binding.battery_sha256 = str(j.value("battery", nlohmann::json::object()), "sha256");
+  a.binding.stack_sha256 = str(j.value("job_network", nlohmann::json::object()), "stack_sha256");
+  a.binding.helper_sha256 = str(j.value("job_network", nlohmann::json::object()), "helper_sha256");
+  a.stack_sha256_here = here.stack_sha256;
+  a.helper_sha256_here = here.helper_sha256;
   if (auto diff = BindingDifference(a.binding, here); !diff.empty()) {
     a.detail = "the battery attestation " + path + " does not apply: " + diff + ": run oarbank-conform again";
     return a;
@@ -163,6 +169,18 @@ std::string ProofGap(const Attestation& a, const Policy& policy) {
   if (std::find(a.proven_classes.begin(), a.proven_classes.end(), cls) == a.proven_classes.end())
     return "battery.proven: the battery has not passed for the class \"" + cls +
            "\" on this host: no policy of that class was run, or one failed";
+  if (policy.net().mode == NetMode::kEgressAny) {
+    // The stack and the helper enforce egress-any: the ones proven, or none.
+    auto differs = [&](const char* part, const std::string& attested, const std::string& here) {
+      return "battery.proven: the class \"" + cls + "\" was proven with another job network: " + part +
+             " differs (attested: " + (attested.empty() ? "none" : attested) +
+             "; here: " + (here.empty() ? "none" : here) + "): run oarbank-conform again";
+    };
+    if (a.binding.stack_sha256.empty() || a.binding.stack_sha256 != a.stack_sha256_here)
+      return differs("job_network.stack_sha256 (slirp4netns)", a.binding.stack_sha256, a.stack_sha256_here);
+    if (a.binding.helper_sha256.empty() || a.binding.helper_sha256 != a.helper_sha256_here)
+      return differs("job_network.helper_sha256 (oarbank-netfilter)", a.binding.helper_sha256, a.helper_sha256_here);
+  }
   return "";
 }
 
@@ -182,6 +200,7 @@ nlohmann::ordered_json AttestationJson(const Attestation& a) {
             {"landlock_errata", b.landlock_errata}}},
           {"launcher", {{"sha256", b.launcher_sha256}, {"stat", b.launcher_stat}}},
           {"battery", {{"sha256", b.battery_sha256}}},
+          {"job_network", {{"stack_sha256", b.stack_sha256}, {"helper_sha256", b.helper_sha256}}},
           {"proven_classes", a.proven_classes}};
 }
 

@@ -12,9 +12,13 @@
 //     so the launcher of a job is the running executable, /proc/self/exe;
 //   - the battery: the SHA-256 over its probe sources, expectations table
 //     and policies, fixed at build time (kBatterySha256) and compiled into
-//     both oarbank-conform and oarbank-agent.
-// Any difference and the attestation proves nothing; the reason names the
-// part that differs. The file is a trust file (trust_file.h): read only when
+//     both oarbank-conform and oarbank-agent;
+//   - for the egress-any classes alone, the job network: the SHA-256 of the
+//     user-mode stack (slirp4netns) and of the nftables helper
+//     (oarbank-netfilter) the battery's egress-any jobs ran, which enforce
+//     that class as much as the launcher does.
+// Any difference and the attestation proves nothing (the job network's:
+// no egress-any class); the reason names the part that differs. The file is a trust file (trust_file.h): read only when
 // nobody but root (or the agent's uid) can have written it, written
 // atomically with mode 0644.
 #pragma once
@@ -69,10 +73,14 @@ struct AttestationBinding {
   // the stat differs (LauncherHash::kWhenNeeded).
   std::string launcher_path;
   std::string battery_sha256;
+  // The job network's parts (HostFacts::JobNetworkFacts), "" when not
+  // hashed (no egress-any question) or unreadable.
+  std::string stack_sha256, helper_sha256;
 };
 
 // This host as `host` found it, the launcher at `launcher_path` and this
-// build's battery. The launcher's digest is "" when it cannot be read.
+// build's battery. The launcher's digest is "" when it cannot be read; the
+// job network's parts are hashed when `host.job_network` names them.
 AttestationBinding BindingFor(const HostFacts& host, const std::string& launcher_path);
 // The same for the running executable, hashed at most once per process:
 // at once (to write an attestation), or only when an attestation's
@@ -86,6 +94,9 @@ struct Attestation {
   std::string detail;    // why it proves nothing, when it does not
   AttestationBinding binding;
   std::vector<std::string> proven_classes;
+  // The job network's parts here, from ReadAttestation's `here`: ProofGap
+  // holds an egress-any class proven only when they are the attested ones.
+  std::string stack_sha256_here, helper_sha256_here;
 };
 
 // Reads the attestation at `path` and keeps its classes only if it is a

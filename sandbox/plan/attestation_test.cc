@@ -116,6 +116,47 @@ TEST_F(AttestationTest, OnlyTheProvenClassesAreProven) {
   EXPECT_EQ(ProofGap(Written(here_, {PolicyClass(runner)}), runner), "");
 }
 
+TEST_F(AttestationTest, EgressAnyIsProvenOnlyWithTheJobNetworkTheBatteryRan) {
+  testing::TempTree tree;
+  const Policy egress_any = tree.Runner(R"("net": {"mode": "egress-any"})");
+  const Policy none = tree.Runner();
+  // The stack and the helper hashed where the host names them.
+  tree.Write("stack", "a user-mode stack", 0755);
+  tree.Write("helper", "an nftables helper", 0755);
+  HostFacts host = ProbeHost();
+  host.job_network.stack_path = tree.Path("stack");
+  host.job_network.helper_path = tree.Path("helper");
+  const AttestationBinding with_network = BindingFor(host, "/proc/self/exe");
+  ASSERT_EQ(with_network.stack_sha256.size(), 64u);
+  ASSERT_EQ(with_network.helper_sha256.size(), 64u);
+  here_ = with_network;
+  const std::vector<std::string> classes = {PolicyClass(egress_any), PolicyClass(none)};
+  EXPECT_EQ(ProofGap(Written(with_network, classes), egress_any), "");
+
+  struct Case {
+    const char* part;
+    void (*change)(AttestationBinding&);
+  };
+  for (const Case& c : {Case{"job_network.stack_sha256 (slirp4netns) differs",
+                             [](AttestationBinding& b) { b.stack_sha256 = std::string(64, 'a'); }},
+                        Case{"job_network.helper_sha256 (oarbank-netfilter) differs",
+                             [](AttestationBinding& b) { b.helper_sha256 = std::string(64, 'b'); }},
+                        Case{"job_network.stack_sha256 (slirp4netns) differs (attested: none",
+                             [](AttestationBinding& b) { b.stack_sha256.clear(); }}}) {
+    AttestationBinding attested = with_network;
+    c.change(attested);
+    const Attestation a = Written(attested, classes);
+    ASSERT_TRUE(a.present) << a.detail;  // the rest of the binding holds
+    const std::string gap = ProofGap(a, egress_any);
+    EXPECT_NE(gap.find(c.part), std::string::npos) << gap;
+    EXPECT_NE(gap.find("battery.proven: "), std::string::npos) << gap;
+    EXPECT_EQ(ProofGap(a, none), "") << "only the egress-any classes depend on the job network";
+  }
+  // A host where the parts cannot be read proves no egress-any class.
+  here_.stack_sha256.clear();
+  EXPECT_NE(ProofGap(Written(with_network, classes), egress_any).find("here: none"), std::string::npos);
+}
+
 TEST_F(AttestationTest, NoFileOrAnotherFormatProvesNothing) {
   Attestation a = ReadAttestation(path_, here_);
   EXPECT_FALSE(a.present);

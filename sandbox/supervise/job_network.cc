@@ -161,16 +161,18 @@ std::optional<std::string> Untrusted(const std::string& path) {
 
 }  // namespace
 
-std::string NetfilterHelperPath() {
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n > 0) {
-    std::string dir(self, static_cast<size_t>(n));
-    dir = dir.substr(0, dir.rfind('/'));
-    const std::string beside = dir + "/oarbank-netfilter";
+std::string NetfilterHelperPathFor(const std::string& program) {
+  if (const auto slash = program.rfind('/'); slash != std::string::npos) {
+    const std::string beside = program.substr(0, slash) + "/oarbank-netfilter";
     if (access(beside.c_str(), X_OK) == 0) return beside;
   }
   return OARBANK_NETFILTER_HELPER;
+}
+
+std::string NetfilterHelperPath() {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  return NetfilterHelperPathFor(n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string());
 }
 
 Expected<std::unique_ptr<JobNetwork>> JobNetwork::Start(pid_t init, const JobNetworkSettings& settings,
@@ -301,6 +303,8 @@ HostFacts::JobNetworkFacts SupervisedJobNetworkFacts(bool probe, bool trial) {
   HostFacts::JobNetworkFacts facts;
   facts.supervised = true;
   if (!probe) return facts;
+  facts.stack_path = kJobStackPath;
+  facts.helper_path = NetfilterHelperPath();
   const JobNetworkProbe p = trial ? ProbeJobNetwork() : JobNetworkParts();
   facts.ok = p.ok;
   facts.missing = p.missing;

@@ -74,6 +74,8 @@ HostFacts::JobNetworkFacts SupervisedJobNetworkFacts(bool probe, bool trial = tr
 
 // The helper's path: beside the running binary, else the installed one.
 std::string NetfilterHelperPath();
+// The helper `program` (an oarbank-agent) runs: beside it, else the installed one.
+std::string NetfilterHelperPathFor(const std::string& program);
 
 class JobNetwork {
  public:
