@@ -495,8 +495,8 @@ class BatteryRun {
     vars["OARBANK_PROBE_PUBLIC6"] = kPublic6;
     // The IPv4-mapped form of a private decoy travels as IPv4.
     vars["OARBANK_PROBE_NONPUBLIC4"] = list(Decoys4(), "") + ",::ffff:" + Decoys4().front().address;
-    vars["OARBANK_PROBE_NONPUBLIC6"] = list(Decoys6(), "") + "," + kHost6;
-    vars["OARBANK_PROBE_HOST_ADDRESSES"] = std::string(kHost4) + "," + kStackGateway4;
+    vars["OARBANK_PROBE_NONPUBLIC6"] = list(Decoys6(), "") + "," + kHost6 + "," + kHostPublic6;
+    vars["OARBANK_PROBE_HOST_ADDRESSES"] = std::string(kHost4) + "," + kHostPublic4 + "," + kStackGateway4;
   }
 
   // 1. Unconfined, as root, with the agent's full environment: the probe
@@ -563,6 +563,17 @@ class BatteryRun {
     const std::vector<std::string> env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world_.env_secret};
     const Expectation* row = table_.Find(probe, name, result_.abi);
     const bool egress_any = policy.net().mode == NetMode::kEgressAny;
+    // Enforced here, but the world has no public host to prove it with: not
+    // run, and no verdict, so the class is not proven (the notes say why).
+    if (egress_any && egress_any_unenforceable_.empty() && !world_.net)
+      return Cell{probe,
+                  name,
+                  uid,
+                  "not run",
+                  ProbeRun{},
+                  Outcome::kUnsupported,
+                  "not run: the battery's network world could not be built (see the notes): egress-any is not "
+                  "proven here"};
     const bool supervised = (row != nullptr && row->expect == Expect::kContained) || IsJobProbe(probe) || egress_any;
     const auto argv = ConfinedArgv(probe, policy_index, supervised, vars);
     const Evidence before = ObserveWorld(world_, outside_dir, probe, last ? &*last : nullptr);

@@ -38,12 +38,15 @@ const char* IpTool() {
 // `ip -batch -` fed `script`, in the network namespace `netns` (-1: this
 // process's). "" when it succeeded, else ip's first line of complaint.
 std::string RunIp(const char* ip, const std::string& script, int netns) {
+  // The script goes into the pipe before the fork (a few hundred bytes:
+  // never a full pipe): no write to a reader that may be gone, no SIGPIPE.
   int in[2], out[2];
   if (pipe2(in, O_CLOEXEC) != 0) return Errno("pipe");
-  if (pipe2(out, O_CLOEXEC) != 0) {
+  const bool written = write(in[1], script.data(), script.size()) == static_cast<ssize_t>(script.size());
+  close(in[1]);
+  if (!written || pipe2(out, O_CLOEXEC) != 0) {
     close(in[0]);
-    close(in[1]);
-    return Errno("pipe");
+    return Errno(written ? "pipe" : "write the ip script");
   }
   const pid_t pid = fork();
   if (pid == 0) {
@@ -55,8 +58,6 @@ std::string RunIp(const char* ip, const std::string& script, int netns) {
   }
   close(in[0]);
   close(out[1]);
-  if (pid > 0) (void)!write(in[1], script.data(), script.size());  // a few hundred bytes: never fills the pipe
-  close(in[1]);
   std::string said;
   char buf[512];
   for (ssize_t n; pid > 0 && (n = read(out[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<size_t>(n));
@@ -66,7 +67,9 @@ std::string RunIp(const char* ip, const std::string& script, int netns) {
   waitpid(pid, &status, 0);
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
   const std::string first = said.substr(0, said.find('\n'));
-  return std::string(ip) + " -batch: " + (first.empty() ? "exit " + std::to_string(WEXITSTATUS(status)) : first);
+  const std::string how = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
+                                              : "exit " + std::to_string(WEXITSTATUS(status));
+  return std::string(ip) + " -batch: " + (first.empty() ? how : first);
 }
 
 // A child holding a fresh network namespace until `release` is closed:
@@ -89,9 +92,11 @@ Expected<pid_t> StartHolder(Holder& holder) {
     close(ready[1]);
     return Error{"network world", Errno("pipe")};
   }
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(0);
     close(release[1]);
     char c = unshare(CLONE_NEWNET) == 0 ? 'r' : 'e';
     if (write(ready[1], &c, 1) != 1) _exit(1);
@@ -120,6 +125,7 @@ pid_t StartPublicServer(int pub_ns, std::string& error) {
     error = Errno("pipe");
     return -1;
   }
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid != 0) {
     close(ready[1]);
@@ -137,6 +143,7 @@ pid_t StartPublicServer(int pub_ns, std::string& error) {
     return pid;
   }
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(0);
   // Only its ready pipe stays (as fd 3): it must not hold the harness's
   // sockets and pipes open.
   if (setns(pub_ns, CLONE_NEWNET) != 0 || dup2(ready[1], 3) != 3) _exit(1);
@@ -174,15 +181,15 @@ pid_t StartPublicServer(int pub_ns, std::string& error) {
         const ssize_t n = recvfrom(p.fd, buf, sizeof buf, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), &flen);
         if (n < 0) continue;
         const std::string reply = answer("ECHO", buf, n);
-        sendto(p.fd, reply.data(), reply.size(), 0, reinterpret_cast<sockaddr*>(&from), flen);
+        sendto(p.fd, reply.data(), reply.size(), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), flen);
         continue;
       }
-      const int c = accept4(p.fd, nullptr, nullptr, SOCK_CLOEXEC);
+      const int c = accept4(p.fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (c < 0) continue;
       pollfd in = {c, POLLIN, 0};
-      const ssize_t n = poll(&in, 1, 2000) == 1 ? recv(c, buf, sizeof buf, 0) : 0;
+      const ssize_t n = poll(&in, 1, 500) == 1 ? recv(c, buf, sizeof buf, MSG_DONTWAIT) : 0;
       const std::string reply = answer("HELLO", buf, n);
-      (void)!write(c, reply.data(), reply.size());
+      send(c, reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
       close(c);
     }
   }
@@ -237,7 +244,9 @@ NetworkWorld::~NetworkWorld() {
   }
 }
 
-Expected<std::unique_ptr<NetworkWorld>> EnterNetworkWorld(Listeners& listeners, const std::string& stand_in_dir) {
+namespace {
+
+Expected<std::unique_ptr<NetworkWorld>> Build(Listeners& listeners, const std::string& stand_in_dir) {
   const char* ip = IpTool();
   if (ip == nullptr) return Error{"network world", "iproute2's ip is not installed"};
   auto net = std::make_unique<NetworkWorld>();
@@ -257,6 +266,10 @@ Expected<std::unique_ptr<NetworkWorld>> EnterNetworkWorld(Listeners& listeners, 
   up_links += std::string("addr add ") + kHost4 + "/24 dev " + kUpVeth + "\n";
   up_links += std::string("addr add ") + kHost6 + "/64 dev " + kUpVeth + " nodad\n";
   up_links += std::string("link set ") + kUpVeth + " up\n";
+  // The host's own addresses inside the declared public range: only the
+  // ruleset's host-address rule keeps a job from them.
+  up_links += std::string("addr add ") + kHostPublic4 + "/32 dev lo\n";
+  up_links += std::string("addr add ") + kHostPublic6 + "/128 dev lo nodad\n";
   std::string pub = "link set lo up\n";
   pub += std::string("addr add ") + kPubVeth4 + "/24 dev " + kPubVeth + "\n";
   pub += std::string("addr add ") + kPubVeth6 + "/64 dev " + kPubVeth + " nodad\n";
@@ -282,13 +295,26 @@ Expected<std::unique_ptr<NetworkWorld>> EnterNetworkWorld(Listeners& listeners, 
   if (setns(up.get(), CLONE_NEWNET) != 0) return Error{"network world", Errno("setns back into up")};
   if (!failed.empty()) return Error{"network world", failed};
   // The host's own sockets, in up: its loopback and its own addresses.
-  for (const char* address : {"127.0.0.1", "::1", kHost4, kHost6})
+  for (const char* address : {"127.0.0.1", "::1", kHost4, kHost6, kHostPublic4, kHostPublic6})
     for (int type : {SOCK_STREAM, SOCK_DGRAM})
       if (!listeners.AddAt(std::string("host ") + address, address, kEgressPort, type))
         return Error{"network world", Errno(std::string("host listener ") + address)};
   net->public_server = StartPublicServer(net->pub.get(), failed);
   if (net->public_server < 0) return Error{"network world", failed};
   if (auto tun = StandInTun(stand_in_dir); !tun.empty()) return Error{"network world", tun};
+  return net;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<NetworkWorld>> EnterNetworkWorld(Listeners& listeners, const std::string& stand_in_dir) {
+  const UniqueFd original(open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
+  if (!original.valid()) return Error{"network world", Errno("open this process's network namespace")};
+  auto net = Build(listeners, stand_in_dir);
+  // Failed: back where it started, so the rest of the world is built there.
+  if (!net.ok() && setns(original.get(), CLONE_NEWNET) != 0)
+    return Error{"network world",
+                 Errno("setns back into the original network namespace") + " (after: " + net.error().what + ")"};
   return net;
 }
 

@@ -5,8 +5,8 @@
 //   up   a network namespace of the battery's own, which the battery process
 //        enters (so every run, unconfined or confined, and every supervisor
 //        with its user-mode stack, starts there): its loopback and its own
-//        addresses (kHost4, kHost6) stand for the host's, and the battery
-//        listens on them. Its only uplink is a veth to
+//        addresses (kHost4, kHost6, and kHostPublic4, kHostPublic6 inside the
+//        public range) stand for the host's, and the battery listens on them. Its only uplink is a veth to
 //   pub  which holds the public test hosts (kPublic4 and its NAT64 form
 //        kPublic6, inside kPublicRange, which the battery declares public to
 //        `run` with --egress-test-public-range; `run` accepts nothing outside
@@ -39,6 +39,10 @@ inline constexpr char kPublic4[] = "198.19.0.2";
 inline constexpr char kPublic6[] = "64:ff9b::c613:2";  // 64:ff9b::198.19.0.2
 inline constexpr char kHost4[] = "198.18.0.1";         // up's own veth address
 inline constexpr char kHost6[] = "fd99::1";
+// up's own addresses inside the declared public range (and its NAT64 form):
+// only the ruleset's host-address rule keeps a job from these.
+inline constexpr char kHostPublic4[] = "198.19.0.1";
+inline constexpr char kHostPublic6[] = "64:ff9b::c613:1";
 inline constexpr char kStackGateway4[] = "10.0.2.2";  // slirp4netns's gateway, seen from the job
 inline constexpr int kEgressPort = 4443;
 
@@ -59,7 +63,9 @@ struct NetworkWorld {
   ~NetworkWorld();
 };
 
-// Builds both namespaces and moves this process into up; adds the public
+// Builds both namespaces and moves this process into up (on failure it
+// stays, or is put back, where it was, and `listeners` may hold sockets
+// that will never hear anything); adds the public
 // and decoy listeners (in pub) and the host-address listeners on
 // kEgressPort (in up: loopback, kHost4, kHost6) to `listeners`. Call it
 // before starting threads and before any other socket of the world is made

@@ -143,6 +143,28 @@ def test_without_the_stack_the_egress_any_runs_must_be_refused(tmp_path):
         assert "the launcher must refuse, and did" in cell["why"] and "net.egress-any" in cell["why"], cell
 
 
+def test_without_its_network_world_the_battery_runs_no_egress_any_job_and_proves_the_rest(tmp_path):
+    """The agent enforces egress-any here, but the battery cannot build its
+    world (iproute2's ip hidden): the other policies run as ever, no
+    egress-any job runs (no verdict, so its class cannot be proven), and the
+    notes say why."""
+    script = 'mount --bind /dev/null /usr/sbin/ip && exec "$@"'
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", CONFORM,
+                        "--out", str(tmp_path), "--policy", "runner_egress_any", "--policy", "runner_strict",
+                        "--probe", "egress_public_tcp4", "--probe", "read_outside_grants"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    report = json.loads((tmp_path / "battery.json").read_text())
+    assert any(n.startswith("network world: iproute2's ip is not installed") and "not proven here" in n
+               for n in report["notes"]), report["notes"]
+    for cell in report["confined"]:
+        if cell["policy"] == "runner_egress_any":
+            assert cell["outcome"] == "UNSUPPORTED" and cell["actual"].startswith("exit -1"), cell
+            assert cell["why"].startswith("not run: the battery's network world could not be built"), cell
+        elif cell["probe"] == "read_outside_grants":
+            assert cell["outcome"] == "PASS" and cell["actual"] == "blocked EACCES", cell
+
+
 def faulty_agent(tmp_path, **fault):
     """A launcher that breaks one rule: the test-only build, wrapped so the
     fault variable reaches it (the harness builds the module's environment).
@@ -174,6 +196,8 @@ def faulty_agent(tmp_path, **fault):
     # egress-any's ruleset without its address classes: the decoys are reached.
     ({"OARBANK_FAULT_SKIP_STEP": "job-ruleset-classes"}, "egress_nonpublic_tcp4", "egress_public_tcp4"),
     ({"OARBANK_FAULT_SKIP_STEP": "job-ruleset-classes"}, "egress_nonpublic_udp", "egress_public_udp4"),
+    # ... and without the host's own addresses: the host is reached at its address in the public range.
+    ({"OARBANK_FAULT_SKIP_STEP": "job-ruleset-host-addresses"}, "egress_host_address", "egress_nonpublic_tcp4"),
 ])
 def test_breaking_one_rule_turns_its_probe_red(tmp_path, fault, broken, intact):
     if "OARBANK_FAULT_SKIP_STEP" in fault:

@@ -13,8 +13,9 @@
 //   (launch/job_devices.h)), so a test can show that the supervisor's verification at the
 //   gate refuses the unconfined process before it execs; and the supervisor
 //   builds an egress-any job's ruleset without its address classes
-//   ("job-ruleset-classes", supervise/job_network.h), so the battery can
-//   show it sees every non-public destination reached.
+//   ("job-ruleset-classes", supervise/job_network.h) or without the host's
+//   own addresses ("job-ruleset-host-addresses"), so the battery can show it
+//   sees a non-public destination, or the host, reached.
 #pragma once
 
 namespace oarbank {

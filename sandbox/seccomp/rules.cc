@@ -241,7 +241,16 @@ std::vector<SeccompRule> BuildTable() {
                    {Eq(0, family), Masked(1, kSockTypeMask, type)},
                    EPERM,
                    When::kNetEgressAny,
-                   "egress-any: TCP and UDP only (no raw sockets)"});
+                   "egress-any: stream and datagram sockets only (no raw sockets)"});
+  // SCTP and UDP-Lite never cross the user-mode stack; refused, their
+  // modules are never loaded on the job's behalf.
+  for (uint64_t family : {uint64_t{AF_INET}, uint64_t{AF_INET6}})
+    for (uint64_t protocol : {uint64_t{IPPROTO_SCTP}, uint64_t{IPPROTO_UDPLITE}})
+      t.push_back({"socket",
+                   {Eq(0, family), Eq(2, protocol)},
+                   EPERM,
+                   When::kNetEgressAny,
+                   "egress-any: no SCTP or UDP-Lite (the stack carries neither)"});
   // TCP Fast Open connects from inside sendto/sendmsg, where Landlock's
   // connect check never runs (landlock-lsm/linux#41): refuse the flag.
   for (const auto& [syscall, flags_arg] : {std::pair{"sendto", 3u}, {"sendmsg", 2u}, {"sendmmsg", 3u}})

@@ -196,6 +196,8 @@ Expected<std::unique_ptr<JobNetwork>> JobNetwork::Start(pid_t init, const JobNet
   // counts as public, so the battery can show it sees a broken ruleset.
   if (FaultSkipStep("job-ruleset-classes"))
     for (const char* all : {"0.0.0.0/0", "::/0"}) inputs.test_public.push_back(egress::ParseCidr(all).value());
+  // Test-only: the host's own addresses are not in the ruleset.
+  if (FaultSkipStep("job-ruleset-host-addresses")) inputs.host_addresses.clear();
   auto listing = RunHelper(helper, "apply", net->userns_.get(), net->netns_.get(), RulesetText(inputs), step);
   if (!listing.ok()) return listing.error();
   if (listing.value().find("table inet oarbank") == std::string::npos)
