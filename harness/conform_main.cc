@@ -184,11 +184,7 @@ int ConformMain(int argc, char** argv) {
     Attestation a;
     // The job network the agent's egress-any jobs ran (job_network.h).
     HostFacts host = result.value().host;
-    host.job_network.stack_path = kJobStackPath;
-    // Beside the agent's real file, as the agent itself finds it (/proc/self/exe).
-    std::error_code ec;
-    const auto agent_file = std::filesystem::canonical(o.agent, ec);
-    host.job_network.helper_path = NetfilterHelperPathFor(ec ? o.agent : agent_file.string());
+    NameJobNetworkParts(host.job_network, o.agent);
     a.binding = BindingFor(host, o.agent);
     a.proven_classes = ProvenClasses(result.value());
     if (a.binding.launcher_sha256.empty()) {

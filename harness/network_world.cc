@@ -290,14 +290,14 @@ Expected<std::unique_ptr<NetworkWorld>> Build(Listeners& listeners, const std::s
   for (const auto* decoys : {&Decoys4(), &Decoys6()})
     for (const auto& d : *decoys)
       for (int type : {SOCK_STREAM, SOCK_DGRAM})
-        if (failed.empty() && !listeners.AddAt(std::string("decoy ") + d.address, d.address, kEgressPort, type))
+        if (failed.empty() && listeners.AddAt(std::string("decoy ") + d.address, d.address, kEgressPort, type) < 0)
           failed = Errno(std::string("decoy listener ") + d.address);
   if (setns(up.get(), CLONE_NEWNET) != 0) return Error{"network world", Errno("setns back into up")};
   if (!failed.empty()) return Error{"network world", failed};
   // The host's own sockets, in up: its loopback and its own addresses.
   for (const char* address : {"127.0.0.1", "::1", kHost4, kHost6, kHostPublic4, kHostPublic6})
     for (int type : {SOCK_STREAM, SOCK_DGRAM})
-      if (!listeners.AddAt(std::string("host ") + address, address, kEgressPort, type))
+      if (listeners.AddAt(std::string("host ") + address, address, kEgressPort, type) < 0)
         return Error{"network world", Errno(std::string("host listener ") + address)};
   net->public_server = StartPublicServer(net->pub.get(), failed);
   if (net->public_server < 0) return Error{"network world", failed};

@@ -230,32 +230,6 @@ bool Listeners::AddAbstract(const std::string& name, const std::string& abstract
   return true;
 }
 
-int Listeners::AddTcp(const std::string& name, int port) {
-  const int one = 1;
-  const int v4 = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  sockaddr_in a4{};
-  a4.sin_family = AF_INET;
-  a4.sin_port = htons(static_cast<uint16_t>(port));
-  a4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  setsockopt(v4, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (v4 < 0 || bind(v4, reinterpret_cast<sockaddr*>(&a4), sizeof a4) != 0 || listen(v4, 64) != 0) return -1;
-  socklen_t len = sizeof a4;
-  getsockname(v4, reinterpret_cast<sockaddr*>(&a4), &len);
-  port = ntohs(a4.sin_port);
-  sockets_.push_back({v4, name, true});
-  const int v6 = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  sockaddr_in6 a6{};
-  a6.sin6_family = AF_INET6;
-  a6.sin6_port = htons(static_cast<uint16_t>(port));
-  a6.sin6_addr = in6addr_loopback;
-  setsockopt(v6, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-  if (v6 >= 0 && bind(v6, reinterpret_cast<sockaddr*>(&a6), sizeof a6) == 0 && listen(v6, 64) == 0)
-    sockets_.push_back({v6, name, true});
-  else if (v6 >= 0)
-    close(v6);
-  return port;
-}
-
 bool ParseSocketAddress(const std::string& address, int port, sockaddr_storage& out, socklen_t& len) {
   out = {};
   if (address.find(':') == std::string::npos) {
@@ -272,39 +246,37 @@ bool ParseSocketAddress(const std::string& address, int port, sockaddr_storage& 
   return inet_pton(AF_INET6, address.c_str(), &a->sin6_addr) == 1;
 }
 
-bool Listeners::AddAt(const std::string& name, const std::string& address, int port, int type) {
+int Listeners::AddAt(const std::string& name, const std::string& address, int port, int type) {
   sockaddr_storage ss{};
   socklen_t len = 0;
   if (!ParseSocketAddress(address, port, ss, len)) {
     errno = EINVAL;
-    return false;
+    return -1;
   }
   const int fd = socket(ss.ss_family, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return false;
+  if (fd < 0) return -1;
   const int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (ss.ss_family == AF_INET6) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 || (type == SOCK_STREAM && listen(fd, 64) != 0)) {
+  if (bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0 || (type == SOCK_STREAM && listen(fd, 64) != 0) ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
     const int err = errno;
     close(fd);
     errno = err;
-    return false;
+    return -1;
   }
   sockets_.push_back({fd, name, type == SOCK_STREAM});
-  return true;
+  // sin_port and sin6_port sit at the same offset.
+  return ntohs(reinterpret_cast<const sockaddr_in*>(&ss)->sin_port);
 }
 
-int Listeners::AddUdp(const std::string& name) {
-  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return -1;
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  sockets_.push_back({fd, name, false});
-  return ntohs(a.sin_port);
+int Listeners::AddTcp(const std::string& name, int port) {
+  port = AddAt(name, "127.0.0.1", port, SOCK_STREAM);
+  if (port >= 0) (void)AddAt(name, "::1", port, SOCK_STREAM);  // a host without IPv6 loopback keeps the IPv4 one
+  return port;
 }
+
+int Listeners::AddUdp(const std::string& name) { return AddAt(name, "127.0.0.1", 0, SOCK_DGRAM); }
 
 std::vector<std::string> Listeners::Take(const std::string& probe) {
   auto first_line = [](const char* buf, ssize_t n) {
@@ -469,7 +441,7 @@ Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const s
     return Error{"world", "loopback listeners: " + std::string(strerror(errno))};
   // The proxy's port on another loopback address (tcp_proxy_port_other_address):
   // only a connection accepted there is that probe's escape.
-  if (!w->listeners->AddAt("proxy-other", "127.0.0.2", w->proxy_port, SOCK_STREAM))
+  if (w->listeners->AddAt("proxy-other", "127.0.0.2", w->proxy_port, SOCK_STREAM) < 0)
     return Error{"world", "listener on 127.0.0.2: " + std::string(strerror(errno))};
 
   for (uid_t uid : uids) {

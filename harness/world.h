@@ -38,10 +38,11 @@ class Listeners {
   // Each returns false on failure (errno set). Ports are chosen by the kernel.
   bool AddUnix(const std::string& name, const std::string& path, int type = SOCK_STREAM);
   bool AddAbstract(const std::string& name, const std::string& abstract);
+  // A TCP (SOCK_STREAM) or UDP (SOCK_DGRAM) listener on `address`:`port`
+  // (0: the kernel chooses); returns the port or -1.
+  int AddAt(const std::string& name, const std::string& address, int port, int type);
   int AddTcp(const std::string& name, int port);  // 127.0.0.1 and ::1, same port; returns it or -1
   int AddUdp(const std::string& name);            // 127.0.0.1; returns the port or -1
-  // A TCP (SOCK_STREAM) or UDP (SOCK_DGRAM) listener on `address`:`port`.
-  bool AddAt(const std::string& name, const std::string& address, int port, int type);
   // Accepts everything pending, then hands over the arrivals that name
   // `probe` (or nothing): "listener: first line" each. Thread-safe: the
   // battery's workers each run a different probe.

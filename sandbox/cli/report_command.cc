@@ -41,10 +41,7 @@ int SandboxReport(const std::string& policy_path, int abi_cap) {
     // Cage-before-capability: what an agent may grant, given the battery
     // (for egress-any, with the job network run would use).
     HostFacts granting = host;
-    if (policy.value().net().mode == NetMode::kEgressAny) {
-      granting.job_network.stack_path = kJobStackPath;
-      granting.job_network.helper_path = NetfilterHelperPath();
-    }
+    if (policy.value().net().mode == NetMode::kEgressAny) NameJobNetworkParts(granting.job_network);
     report.update(GrantReport(policy.value(), granting));
   }
   report["supervisor"] = cage::SupervisorReport(host);

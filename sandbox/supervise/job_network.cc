@@ -2,9 +2,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -162,17 +164,20 @@ std::optional<std::string> Untrusted(const std::string& path) {
 }  // namespace
 
 std::string NetfilterHelperPathFor(const std::string& program) {
-  if (const auto slash = program.rfind('/'); slash != std::string::npos) {
-    const std::string beside = program.substr(0, slash) + "/oarbank-netfilter";
+  char real[PATH_MAX];
+  if (realpath(program.c_str(), real) != nullptr) {
+    const std::string file = real;
+    const std::string beside = file.substr(0, file.rfind('/')) + "/oarbank-netfilter";
     if (access(beside.c_str(), X_OK) == 0) return beside;
   }
   return OARBANK_NETFILTER_HELPER;
 }
 
-std::string NetfilterHelperPath() {
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  return NetfilterHelperPathFor(n > 0 ? std::string(self, static_cast<size_t>(n)) : std::string());
+std::string NetfilterHelperPath() { return NetfilterHelperPathFor("/proc/self/exe"); }
+
+void NameJobNetworkParts(HostFacts::JobNetworkFacts& facts, const std::string& program) {
+  facts.stack_path = kJobStackPath;
+  facts.helper_path = NetfilterHelperPathFor(program);
 }
 
 Expected<std::unique_ptr<JobNetwork>> JobNetwork::Start(pid_t init, const JobNetworkSettings& settings,
@@ -305,8 +310,7 @@ HostFacts::JobNetworkFacts SupervisedJobNetworkFacts(bool probe, bool trial) {
   HostFacts::JobNetworkFacts facts;
   facts.supervised = true;
   if (!probe) return facts;
-  facts.stack_path = kJobStackPath;
-  facts.helper_path = NetfilterHelperPath();
+  NameJobNetworkParts(facts);
   const JobNetworkProbe p = trial ? ProbeJobNetwork() : JobNetworkParts();
   facts.ok = p.ok;
   facts.missing = p.missing;

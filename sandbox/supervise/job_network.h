@@ -74,8 +74,12 @@ HostFacts::JobNetworkFacts SupervisedJobNetworkFacts(bool probe, bool trial = tr
 
 // The helper's path: beside the running binary, else the installed one.
 std::string NetfilterHelperPath();
-// The helper `program` (an oarbank-agent) runs: beside it, else the installed one.
+// The helper `program` (an oarbank-agent, links resolved) runs: beside it,
+// else the installed one.
 std::string NetfilterHelperPathFor(const std::string& program);
+// Names in `facts` the stack and the helper `program` would run, which the
+// battery attestation binds for the egress-any classes.
+void NameJobNetworkParts(HostFacts::JobNetworkFacts& facts, const std::string& program = "/proc/self/exe");
 
 class JobNetwork {
  public:
