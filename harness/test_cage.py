@@ -292,7 +292,10 @@ def test_the_agent_cannot_plant_anything_the_users_git_runs(tree, kind):
     wt, git_dir, common = t.repos[kind]
     before = snapshot(git_dir, common)
     pointer_before = (wt / ".git").read_bytes() if kind != "dir" else None
-    r = t.cage("--worktree", str(wt), "--writable", "--state", str(t.root / "state"), "--scratch",
+    # git leaves a --separate-git-dir repository no back-pointer to its
+    # worktree: the caller names its git directory.
+    git_dir_args = ["--git-dir", str(git_dir)] if kind == "separate" else []
+    r = t.cage("--worktree", str(wt), "--writable", *git_dir_args, "--state", str(t.root / "state"), "--scratch",
                str(t.root / "scratch"), "--read", str(t.root / "tools"), "--env", "PASSED=yes", "--json", "--",
                *agent_argv(t, kind), env={"PATH": "/usr/bin:/bin", "SECRET_TOKEN": "caller-only"})
     assert r.returncode == 0, r.stdout + r.stderr

@@ -71,6 +71,11 @@ struct Spec {
   // .git pointer file with the git and common directories it names (those
   // outside every writable directory are granted read-only instead).
   std::vector<std::string> read_only;
+  // The worktree's git directory, when its .git pointer names one that does
+  // not name the worktree back (a `git init --separate-git-dir` repository):
+  // the caller's word for it. Without it such a pointer is refused, since a
+  // job could have written it in an earlier run.
+  std::string git_dir;
   // Whether the job may execute what it writes (a compiled test, a build
   // script). Unset: yes for a writable worktree, no otherwise.
   std::optional<bool> exec_writable;

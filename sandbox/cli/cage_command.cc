@@ -1,6 +1,7 @@
 #include "sandbox/cli/cage_command.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -16,8 +17,12 @@
 #include "sandbox/cli/numbers.h"
 #include "sandbox/cli/shared_options.h"
 #include "sandbox/common/exit_codes.h"
+#include "sandbox/common/grant_path.h"
+#include "sandbox/common/open_no_symlinks.h"
+#include "sandbox/common/unique_fd.h"
 #include "sandbox/egress/allowlist.h"
 #include "sandbox/egress/resolver.h"
+#include "sandbox/launch/git_history.h"
 #include "sandbox/supervise/job_egress.h"
 #include "sandbox/supervise/supervisor.h"
 
@@ -42,25 +47,65 @@ namespace {
 std::string OptionFor(const std::string& where) {
   static const std::pair<const char*, const char*> kOptions[] = {
       {"worktree", "--worktree"},    {"scratch", "--scratch"},     {"state_dirs", "--state"}, {"read_dirs", "--read"},
-      {"read_files", "--read-file"}, {"read_only", "--read-only"}, {"allow", "--allow"},
+      {"read_files", "--read-file"}, {"read_only", "--read-only"}, {"allow", "--allow"},      {"git_dir", "--git-dir"},
   };
   for (const auto& [field, option] : kOptions)
     if (where.rfind(field, 0) == 0) return option + where.substr(strlen(field));
   return where;
 }
 
-// mkdir -p, each new directory 0700: the scratch is the job's HOME.
+// mkdir -p, each new directory 0700 (the scratch is the job's HOME), made
+// below the deepest directory that exists, reached as a grant path is
+// (common/grant_path.h): never through a link a job could have planted, so
+// an earlier job cannot make this one create directories elsewhere.
 std::optional<std::string> MakeScratch(const std::string& path) {
   if (path.empty() || path[0] != '/') return "expected an absolute path, got \"" + path + "\"";
-  for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
-    const std::string prefix = path.substr(0, slash);
-    if (!prefix.empty() && mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST)
-      return "cannot create " + prefix + ": " + strerror(errno);
-    if (slash == std::string::npos) break;
+  std::string existing = path;
+  std::vector<std::string> missing;  // outermost first
+  for (;;) {
+    while (existing.size() > 1 && existing.back() == '/') existing.pop_back();
+    struct stat st {};
+    if (existing == "/" || lstat(existing.c_str(), &st) == 0) break;
+    if (errno != ENOENT) return "cannot create " + path + ": " + strerror(errno);
+    const size_t slash = existing.rfind('/');
+    missing.insert(missing.begin(), existing.substr(slash + 1));
+    existing = slash == 0 ? "/" : existing.substr(0, slash);
   }
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return "not a directory: " + path;
+  auto dir = ResolveGrantPath(existing);
+  if (!dir.ok()) return dir.error().what;
+  UniqueFd fd(OpenNoSymlinksAt(AT_FDCWD, dir.value().path.c_str(), O_PATH | O_DIRECTORY));
+  if (!fd.valid()) return "not a directory: " + existing;
+  for (const auto& name : missing) {
+    if (name == "." || name == "..") return "expected a path without . or .. below what exists, got " + path;
+    if (mkdirat(fd.get(), name.c_str(), 0700) != 0 && errno != EEXIST)
+      return "cannot create " + path + ": " + strerror(errno);
+    UniqueFd next(openat(fd.get(), name.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!next.valid())
+      return "cannot create " + path + ": " + name + ": " +
+             (errno == ENOTDIR || errno == ELOOP ? "not a directory" : strerror(errno));
+    fd = std::move(next);
+  }
   return std::nullopt;
+}
+
+// What history a worktree has, for --json and a terminal: its own .git, or
+// none, possibly inside another checkout whose history is not in the cage.
+nlohmann::ordered_json WorktreeHistory(const std::string& worktree) {
+  if (worktree.empty()) return nullptr;
+  auto wt = ResolveGrantPath(worktree);
+  if (!wt.ok()) return nullptr;
+  struct stat st {};
+  if (fstatat(AT_FDCWD, (wt.value().path + "/.git").c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+    return {{"kind", "repository"}};
+  const std::string checkout = EnclosingCheckout(wt.value().path);
+  nlohmann::ordered_json h = {{"kind", checkout.empty() ? "none" : "inside-checkout"}};
+  if (!checkout.empty()) h["checkout"] = checkout;
+  h["note"] = (checkout.empty() ? wt.value().path + " is not in a git repository"
+                                : wt.value().path + " is a subdirectory of the checkout at " + checkout +
+                                      ", whose history is not in the cage") +
+              ": there is no history to protect, a repository the job creates there is its own, and git must "
+              "run on it only inside the cage (docs/coding-agent.md)";
+  return h;
 }
 
 // "NAME=VALUE", or "NAME" for the caller's value (which must be set).
@@ -82,7 +127,7 @@ std::optional<std::string> AddEnv(const std::string& entry, std::map<std::string
 }
 
 // What the cage was made of, for --json: the policy the Spec became.
-nlohmann::ordered_json CageSummary(const Policy& policy) {
+nlohmann::ordered_json CageSummary(const Policy& policy, const nlohmann::ordered_json& history) {
   nlohmann::ordered_json writable = nlohmann::ordered_json::array(), read = nlohmann::ordered_json::array(),
                          read_only = nlohmann::ordered_json::array();
   for (const auto& g : policy.grants()) (g.access == Access::kReadWrite ? writable : read).push_back(g.path);
@@ -92,16 +137,17 @@ nlohmann::ordered_json CageSummary(const Policy& policy) {
           {"read_only", read_only},
           {"exec_writable", policy.exec_writable()},
           {"net", NetModeName(policy.net().mode)},
-          {"allow", policy.net().allow}};
+          {"allow", policy.net().allow},
+          {"history", history}};
 }
 
-int Report(const cage::Result& result, bool json, const Policy& policy) {
+int Report(const cage::Result& result, bool json, const Policy& policy, const nlohmann::ordered_json& history) {
   int status = result.signal != 0 ? 128 + result.signal : result.exit_code;
   if (result.fault == cage::Fault::kRefused) status = kExitNotEnforced;
   if (result.fault == cage::Fault::kExec) status = kExitExecFailed;
   if (json) {
     nlohmann::ordered_json report = cage::ResultReport(result);
-    report["cage"] = CageSummary(policy);
+    report["cage"] = CageSummary(policy, history);
     const std::string text = report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     fwrite(text.data(), 1, text.size(), stdout);
     fputc('\n', stdout);
@@ -146,6 +192,9 @@ CageCommand::CageCommand(CLI::App& app) : o_(std::make_shared<Options>()) {
   sub_->add_option("--scratch", s.scratch, "Read-write HOME and TMPDIR of the job (created 0700 if missing)");
   sub_->add_option("--read", s.read_dirs, "A read-only directory (repeatable)")->allow_extra_args(false);
   sub_->add_option("--read-file", s.read_files, "A read-only file (repeatable)")->allow_extra_args(false);
+  sub_->add_option("--git-dir", s.git_dir,
+                   "The worktree's git directory, where its .git pointer names one that does not list the worktree "
+                   "back (a --separate-git-dir repository); otherwise such a pointer is refused");
   sub_->add_option("--read-only", s.read_only,
                    "A part of a writable directory kept read-only, by a read-only bind (repeatable)")
       ->allow_extra_args(false);
@@ -184,6 +233,7 @@ std::optional<int> CageCommand::Run() const {
   if (spec.worktree_writable && spec.worktree.empty()) return UsageLine("--writable: needs --worktree DIR");
   MakeAbsolute(spec.worktree);
   MakeAbsolute(spec.scratch);
+  MakeAbsolute(spec.git_dir);
   for (auto* paths : {&spec.state_dirs, &spec.read_dirs, &spec.read_files, &spec.read_only})
     for (auto& path : *paths) MakeAbsolute(path);
   if (o.exec_writable_option->count() > 0) spec.exec_writable = o.exec_writable;
@@ -214,7 +264,10 @@ std::optional<int> CageCommand::Run() const {
   }
   if (!o.test_resolver.empty()) egress.resolver = std::make_shared<egress::FileResolver>(o.test_resolver);
   options.egress = std::make_shared<const JobEgressOptions>(std::move(egress));
-  return Report(cage::Run(spec, options), o.json, policy.value());
+  const nlohmann::ordered_json history = WorktreeHistory(spec.worktree);
+  if (!o.json && history.is_object() && history.contains("note") && isatty(STDERR_FILENO))
+    fprintf(stderr, "sandbox: %s\n", history["note"].get<std::string>().c_str());
+  return Report(cage::Run(spec, options), o.json, policy.value(), history);
 }
 
 }  // namespace oarbank

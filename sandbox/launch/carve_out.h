@@ -9,43 +9,20 @@
 // first: a renamed ancestor would carry the carve-out away and leave its
 // path free for a new directory.
 //
-// Two halves:
-//   ResolveGitCarveOuts  (the caller's side, before the job) where a
-//                        worktree's history lies: its .git directory, or the
-//                        .git pointer file together with the git directory
-//                        and the common directory it resolves to, read with
-//                        no symbolic link followed below the worktree or in
-//                        the paths the pointer names;
-//   BindReadOnlyCarveOuts  (the launcher's mount-namespace step) the binds.
+// Where a worktree's history lies, the caller's side, is git_history.h;
+// this file is the launcher's: BindReadOnlyCarveOuts, in the mount-namespace
+// step. Each carve-out's path is opened again there with no link allowed and
+// must be the inode the policy's walk found (plan.inodes).
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "sandbox/common/expected.h"
 #include "sandbox/launch/enforce.h"
 #include "sandbox/plan/plan.h"
 
 namespace oarbank {
-
-struct GitCarveOuts {
-  std::string dot_git;     // <worktree>/.git: the directory, or the pointer file
-  bool pointer = false;    // dot_git is a "gitdir: ..." file
-  std::string git_dir;     // the git directory (dot_git itself for a directory)
-  std::string common_dir;  // its commondir, or git_dir when it names none
-  // Every path above, once each, outermost first.
-  std::vector<std::string> Paths() const;
-};
-
-// The largest .git pointer or commondir file read.
-inline constexpr size_t kGitPointerMaxBytes = 4096;
-
-// `worktree`: a canonical absolute directory. Nothing when it has no .git.
-// An Error (where: the file) when .git, or any directory the pointer or
-// commondir names, is a symbolic link or holds one, is not a regular file or
-// directory, or does not say "gitdir: PATH".
-Expected<std::optional<GitCarveOuts>> ResolveGitCarveOuts(const std::string& worktree);
 
 // The launcher's half, run in the job's own mount namespace after the
 // writable grants are bound: pins the ancestors, binds each of

@@ -1,5 +1,7 @@
 #include "sandbox/launch/enforce.h"
 
+#include "sandbox/common/open_no_symlinks.h"
+
 #include "sandbox/common/fault_hooks.h"
 #include "sandbox/launch/job_devices.h"
 #include "sandbox/launch/mount_namespace.h"
@@ -38,11 +40,12 @@
 
 namespace oarbank {
 
-int OpenNoSymlinks(const std::string& path) {
-  open_how how{};
-  how.flags = O_PATH | O_CLOEXEC;
-  how.resolve = RESOLVE_NO_SYMLINKS;
-  return static_cast<int>(syscall(SYS_openat2, AT_FDCWD, path.c_str(), &how, sizeof how));
+int OpenNoSymlinks(const std::string& path) { return OpenNoSymlinksAt(AT_FDCWD, path.c_str(), O_PATH); }
+
+bool IsInode(int fd, FileId expected) {
+  struct stat st {};
+  if (!expected.known()) return true;
+  return fstat(fd, &st) == 0 && FileId{st.st_dev, st.st_ino} == expected;
 }
 
 namespace {
@@ -153,6 +156,7 @@ std::optional<StepFailure> ApplyLandlock(const LandlockPlan& ll) {
         return fail(ELOOP, rule.source.c_str(), (rule.path + ": " + kSwappedForSymlink).c_str());
       return fail(errno, rule.source.c_str(), rule.path.c_str());
     }
+    if (!IsInode(fd.get(), rule.inode)) return fail(0, rule.source.c_str(), (rule.path + ": " + kNotTheInode).c_str());
     struct stat st {};
     if (fstat(fd.get(), &st) != 0) return fail(errno, rule.source.c_str(), rule.path.c_str());
     landlock_path_beneath_attr beneath{};

@@ -117,4 +117,10 @@ void ExecModule(char* const argv[]);
 int OpenNoSymlinks(const std::string& path);
 inline constexpr char kSwappedForSymlink[] = "a symlink is in it now, since the policy was read";
 
+// Whether `fd` is the inode `expected` (always, where none is known): the
+// second walk of a grant path, inside the job's mount namespace, tied to the
+// agent's first (common/grant_path.h). Allocates nothing.
+bool IsInode(int fd, FileId expected);
+inline constexpr char kNotTheInode[] = "leads to another directory or file than when the policy was read";
+
 }  // namespace oarbank

@@ -84,6 +84,12 @@ std::optional<StepFailure> MakeMountsPrivate() {
   return std::nullopt;
 }
 
+// The inode the agent's walk found at a policy path (plan.inodes), if any.
+FileId InodeOf(const Plan& plan, const std::string& path) {
+  const auto it = plan.inodes.find(path);
+  return it == plan.inodes.end() ? FileId{} : it->second;
+}
+
 // Notes what the grant opened as `fd` at `path` is (GrantWitness).
 std::optional<StepFailure> WitnessGrant(const std::string& path, int fd, GrantWitness& witness) {
   struct stat st {};
@@ -115,6 +121,7 @@ std::optional<StepFailure> CopyWritableGrants(const Plan& plan, GrantWitnesses& 
       if (err == ELOOP) return StepFailed(kStep, err, "%s: %s", path.c_str(), kSwappedForSymlink);
       return StepFailed(kStep, err, "open %s", path.c_str());
     }
+    if (!IsInode(grant.get(), InodeOf(plan, path))) return StepFailed(kStep, 0, "%s: %s", path.c_str(), kNotTheInode);
     if (auto f = WitnessGrant(path, grant.get(), witness)) return f;
     witnesses.grants.push_back(std::move(witness));
     FaultPause("launcher-grant-opened");

@@ -128,7 +128,7 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
     for (const auto& g : policy.grants()) {
       const uint64_t rights =
           g.access == Access::kReadExecute ? ReadExecuteRights(abi) : ReadWriteRights(abi, policy.exec_writable());
-      ll.paths.push_back({g.path, rights, false, g.field, true});
+      ll.paths.push_back({g.path, rights, false, g.field, true, g.inode});
     }
     switch (policy.gpu()) {
       case GpuMode::kNone: break;
@@ -154,11 +154,17 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
   // (filesystem.metadata), which are noexec unless exec_writable.
   plan.read_only_mounts = true;
   for (const auto& g : policy.grants())
-    if (g.access == Access::kReadWrite) plan.writable_binds.push_back(g.path);
+    if (g.access == Access::kReadWrite) {
+      plan.writable_binds.push_back(g.path);
+      plan.inodes[g.path] = g.inode;
+    }
   // A grant inside another is bound after it, or the outer bind would hide it.
   std::stable_sort(plan.writable_binds.begin(), plan.writable_binds.end(),
                    [](const std::string& a, const std::string& b) { return a.size() < b.size(); });
-  for (const auto& r : policy.read_only()) plan.read_only_binds.push_back(r.path);
+  for (const auto& r : policy.read_only()) {
+    plan.read_only_binds.push_back(r.path);
+    plan.inodes[r.path] = r.inode;
+  }
   plan.writable_noexec = !policy.exec_writable();
   if (host.runs_as_root && host.etc_view.idmap && abi != LandlockAbi::kNone)
     plan.root_etc_idmap_fd = host.etc_view.idmap->fd();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,7 @@ struct PathRule {
   // allowed in any component, so one swapped in since (by a process sharing
   // the grant) refuses the launch instead of moving the rule.
   bool canonical = false;
+  FileId inode{};  // a policy path's inode when it was read: another there now refuses the launch
 };
 
 struct PortRule {
@@ -89,6 +91,11 @@ struct Plan {
   // onto itself once the writable grants are in place, its ancestors inside
   // the grant pinned by binds of their own so none can be renamed away.
   std::vector<std::string> read_only_binds;
+  // Each writable grant's and carve-out's inode as the policy was read
+  // (common/grant_path.h). The launcher opens each path again in the job's
+  // mount namespace with no link allowed and refuses a launch where it now
+  // leads to another inode; the gate reads the binds back against it too.
+  std::map<std::string, FileId> inodes;
   int root_etc_idmap_fd = -1;
   // A supervised job's own devpts instance and /dev/shm (sandbox/launch/job_devices.h);
   // off for sandbox-exec, which leaves /dev as the host has it.

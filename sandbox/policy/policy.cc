@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "sandbox/common/grant_path.h"
 #include "sandbox/common/parse_error.h"
 #include "sandbox/common/path_within.h"
 #include "sandbox/policy/base_system.h"
@@ -41,36 +42,31 @@ std::optional<Error> CheckKeys(const json& obj, const std::string& prefix,
 enum class Kind { kDir, kDirOrFile, kSocket };
 
 // An absolute, glob-free path to an existing object, resolved to its
-// canonical form.
-Expected<std::string> ParsePath(const json& v, const std::string& where, Kind kind) {
+// canonical form with no link followed that a job could have planted
+// (common/grant_path.h).
+Expected<ResolvedPath> ParsePath(const json& v, const std::string& where, Kind kind,
+                                 const ResolveOptions& options = {}) {
   if (!v.is_string()) return Bad(where, std::string("expected an absolute path string, got ") + TypeName(v));
   const std::string raw = v.get<std::string>();
   if (raw.empty() || raw[0] != '/') return Bad(where, "expected an absolute path, got \"" + raw + "\"");
   if (raw.find_first_of("*?[") != std::string::npos)
     return Bad(where, "globs are not allowed: a grant is a whole directory or a single file");
   if (raw.find('\0') != std::string::npos || raw.size() >= PATH_MAX) return Bad(where, "expected a valid path");
-  char resolved[PATH_MAX];
-  if (realpath(raw.c_str(), resolved) == nullptr) return Bad(where, "no such file or directory: " + raw);
-  struct stat st {};
-  if (stat(resolved, &st) != 0) return Bad(where, "cannot stat " + raw);
+  auto resolved = ResolveGrantPath(raw, options);
+  if (!resolved.ok()) return Bad(where, resolved.error().what);
+  const mode_t type = resolved.value().type;
   switch (kind) {
     case Kind::kDir:
-      if (!S_ISDIR(st.st_mode)) return Bad(where, "expected a directory: " + raw);
+      if (type != S_IFDIR) return Bad(where, "expected a directory: " + raw);
       break;
     case Kind::kDirOrFile:
-      if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
-        return Bad(where, "expected a directory or a regular file: " + raw);
+      if (type != S_IFDIR && type != S_IFREG) return Bad(where, "expected a directory or a regular file: " + raw);
       break;
     case Kind::kSocket:
-      if (!S_ISSOCK(st.st_mode)) return Bad(where, "expected an existing unix socket: " + raw);
+      if (type != S_IFSOCK) return Bad(where, "expected an existing unix socket: " + raw);
       break;
   }
-  return std::string(resolved);
-}
-
-bool IsDir(const std::string& path) {
-  struct stat st {};
-  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  return resolved;
 }
 
 }  // namespace
@@ -242,7 +238,7 @@ std::vector<Grant> ReadExecuteGrants(const std::vector<Grant>& grants) {
   for (auto base : kBaseReadExecute) {
     char resolved[PATH_MAX];
     if (realpath(std::string(base).c_str(), resolved) != nullptr)
-      read_execute.push_back(Grant{"base system " + std::string(base), resolved, true, Access::kReadExecute});
+      read_execute.push_back(Grant{"base system " + std::string(base), resolved, true, Access::kReadExecute, FileId{}});
   }
   for (const auto& g : grants)
     if (g.access == Access::kReadExecute) read_execute.push_back(g);
@@ -285,6 +281,24 @@ std::optional<Error> CheckGrantNesting(const Policy& p) {
   return std::nullopt;
 }
 
+// A system link followed while a path was resolved (grant_path.h) must not
+// lie at or below any path the policy grants: a job given that path could
+// have planted it, and a grant whose directory holds the system's links
+// (/var) would make them a job's.
+std::optional<Error> CheckLinksFollowed(const Policy& p,
+                                        const std::vector<std::pair<std::string, std::string>>& links) {
+  for (const auto& g : p.grants())
+    if (g.access == Access::kReadWrite && IsTrustedLinkDirectory(g.path))
+      return Bad(g.field, g.path + " holds system links that grants follow, so it may not be writable");
+  for (const auto& [field, link] : links)
+    for (const auto* list : {&p.grants(), &p.read_only()})
+      for (const auto& g : *list)
+        if (IsAtOrBelow(link, g.path))
+          return Bad(field, link + " is a symbolic link inside " + g.field + " (" + g.path +
+                                "), which a job is given: it could have planted it; name the directory it leads to");
+  return std::nullopt;
+}
+
 }  // namespace
 
 // The Policy being parsed and the stages that fill it, one per group of
@@ -296,8 +310,16 @@ struct PolicyBuilder {
   const json& doc;
   Policy p;
 
-  void AddGrant(std::string field, const std::string& path, Access access) {
-    p.grants_.push_back(Grant{std::move(field), path, IsDir(path), access});
+  // Links followed while resolving a path, each with the field that named
+  // the path; CheckLinksFollowed refuses any that lies inside a grant.
+  std::vector<std::pair<std::string, std::string>> links;
+
+  Grant MakeGrant(std::string field, const ResolvedPath& path, Access access) {
+    for (const auto& link : path.links) links.emplace_back(field, link);
+    return Grant{std::move(field), path.path, path.type == S_IFDIR, access, path.inode};
+  }
+  void AddGrant(std::string field, const ResolvedPath& path, Access access) {
+    p.grants_.push_back(MakeGrant(std::move(field), path, access));
   }
 
   std::optional<Error> ParseContractAndRole();
@@ -355,14 +377,14 @@ std::optional<Error> PolicyBuilder::ParseBundleAndRuntime() {
   if (!doc.contains("bundle")) return Bad("bundle", "missing: expected an absolute path to a directory");
   auto bundle = ParsePath(doc["bundle"], "bundle", Kind::kDir);
   if (!bundle.ok()) return bundle.error();
-  p.bundle_ = bundle.value();
-  AddGrant("bundle", p.bundle_, Access::kReadExecute);
+  p.bundle_ = bundle.value().path;
+  AddGrant("bundle", bundle.value(), Access::kReadExecute);
 
   if (doc.contains("runtime")) {
     auto runtime = ParsePath(doc["runtime"], "runtime", Kind::kDirOrFile);
     if (!runtime.ok()) return runtime.error();
-    p.runtime_ = runtime.value();
-    AddGrant("runtime", *p.runtime_, Access::kReadExecute);
+    p.runtime_ = runtime.value().path;
+    AddGrant("runtime", runtime.value(), Access::kReadExecute);
   }
   return std::nullopt;
 }
@@ -397,7 +419,7 @@ std::optional<Error> PolicyBuilder::ParseTool(const json& t, const std::string& 
     const std::string where = at + ".paths[" + std::to_string(j) + "]";
     auto path = ParsePath(t["paths"][j], where, Kind::kDirOrFile);
     if (!path.ok()) return path.error();
-    tool.paths.push_back(path.value());
+    tool.paths.push_back(path.value().path);
     AddGrant(where, path.value(), Access::kReadExecute);
   }
   p.tools_.push_back(std::move(tool));
@@ -411,7 +433,7 @@ std::optional<Error> PolicyBuilder::ParseWritableDirs() {
     if (!doc.contains(field)) continue;
     auto dir = ParsePath(doc[field], field, Kind::kDir);
     if (!dir.ok()) return dir.error();
-    (std::string(field) == "work" ? p.work_ : p.data_) = dir.value();
+    (std::string(field) == "work" ? p.work_ : p.data_) = dir.value().path;
     AddGrant(field, dir.value(), Access::kReadWrite);
   }
 
@@ -421,11 +443,11 @@ std::optional<Error> PolicyBuilder::ParseWritableDirs() {
     const bool runner = p.role_ == Role::kRunner;
     const char* home = runner ? "work" : "data";
     const auto& parent = runner ? p.work_ : p.data_;
-    if (!parent || !IsStrictlyBelow(tmp.value(), *parent))
+    if (!parent || !IsStrictlyBelow(tmp.value().path, *parent))
       return Bad("tmp", std::string("expected a directory inside ") + home + " (a " + RoleName(p.role_) +
                             "'s private tmp lives there)");
-    p.tmp_ = tmp.value();
-    AddGrant("tmp", *p.tmp_, Access::kReadWrite);
+    p.tmp_ = tmp.value().path;
+    AddGrant("tmp", tmp.value(), Access::kReadWrite);
   }
 
   if (doc.contains("state")) {
@@ -435,7 +457,7 @@ std::optional<Error> PolicyBuilder::ParseWritableDirs() {
       const std::string where = "state[" + std::to_string(i) + "]";
       auto dir = ParsePath(state[i], where, Kind::kDir);
       if (!dir.ok()) return dir.error();
-      p.state_.push_back(dir.value());
+      p.state_.push_back(dir.value().path);
       AddGrant(where, dir.value(), Access::kReadWrite);
     }
   }
@@ -448,11 +470,16 @@ std::optional<Error> PolicyBuilder::ParseReadOnly() {
   if (!doc.contains("read_only")) return std::nullopt;
   const json& ro = doc["read_only"];
   if (!ro.is_array()) return Bad("read_only", std::string("expected an array of paths, got ") + TypeName(ro));
+  // A carve-out is reached inside its writable grant without crossing a
+  // mount point there (RESOLVE_NO_XDEV below the grant).
+  ResolveOptions options;
+  for (const auto& g : p.grants_)
+    if (g.access == Access::kReadWrite) options.no_xdev_below.push_back(g.path);
   for (size_t i = 0; i < ro.size(); ++i) {
     const std::string where = "read_only[" + std::to_string(i) + "]";
-    auto path = ParsePath(ro[i], where, Kind::kDirOrFile);
+    auto path = ParsePath(ro[i], where, Kind::kDirOrFile, options);
     if (!path.ok()) return path.error();
-    p.read_only_.push_back(Grant{where, path.value(), IsDir(path.value()), Access::kReadExecute});
+    p.read_only_.push_back(MakeGrant(where, path.value(), Access::kReadExecute));
   }
   return std::nullopt;
 }
@@ -504,7 +531,8 @@ std::optional<Error> PolicyBuilder::ParseBroker() {
   if (!doc.contains("broker")) return std::nullopt;
   auto broker = ParsePath(doc["broker"], "broker", Kind::kSocket);
   if (!broker.ok()) return broker.error();
-  p.broker_ = broker.value();
+  for (const auto& link : broker.value().links) links.emplace_back("broker", link);
+  p.broker_ = broker.value().path;
   return std::nullopt;
 }
 
@@ -577,6 +605,7 @@ Expected<Policy> ParsePolicy(std::string_view json_text) {
   if (auto e = b.ParseExecWritable()) return *e;
   if (auto e = b.ParseLimits()) return *e;
   if (auto e = CheckGrantNesting(b.p)) return *e;
+  if (auto e = CheckLinksFollowed(b.p, b.links)) return *e;
   return std::move(b.p);
 }
 

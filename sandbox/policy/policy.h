@@ -4,8 +4,12 @@
 // checked once, in ParsePolicy, and nowhere else.
 //
 // Paths are resolved to canonical absolute paths when the policy is parsed,
-// which happens at launch: a symlink in a policy is followed once, here, and
-// the resolved inode is what Landlock is later given.
+// which happens at launch, and never through a symbolic link a job could
+// have planted (common/grant_path.h: only the system's own links, in /,
+// /usr, /bin, /sbin, /lib*, /var and /etc/alternatives, are followed; any
+// other is refused, naming the path and the link). The inode each path led
+// to is kept with its grant: what the launcher binds and Landlock is given
+// must be that inode.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +19,7 @@
 #include <vector>
 
 #include "sandbox/common/expected.h"
+#include "sandbox/common/grant_path.h"
 
 namespace oarbank {
 
@@ -28,9 +33,12 @@ enum class Access { kReadExecute, kReadWrite };
 
 struct Grant {
   std::string field;  // JSON path that named it, e.g. "tools[0].paths[1]"
-  std::string path;   // canonical absolute path
+  std::string path;   // canonical absolute path, no link in it
   bool is_dir = true;
   Access access = Access::kReadExecute;
+  // The inode the path led to when the policy was read: the launcher's
+  // second open of `path`, its bind and the gate are each checked against it.
+  FileId inode{};
 };
 
 struct Tool {

@@ -348,38 +348,73 @@ TEST_F(PolicyTest, ExecWritableAllowsAWritableDirInsideAReadExecuteOne) {
   EXPECT_EQ(refused.error().where, "work");
 }
 
-TEST_F(PolicyTest, SymlinkedBundleIsCanonicalized) {
+// A grant path is resolved without following a link anyone but root could
+// have planted (common/grant_path.h): the error names the path and the link.
+TEST_F(PolicyTest, ALinkOutsideTheSystemsOwnDirectoriesIsRefusedNamingIt) {
   ASSERT_TRUE(fs::is_symlink(root_ / "link-to-bundle"));
-  const auto parsed = ParseValid("symlinked-bundle");
-  ASSERT_TRUE(parsed.ok()) << PolicyErrorLine(parsed.error());
-  const Policy& p = parsed.value();
-  EXPECT_EQ(p.bundle(), root_ / "bundle");
-  EXPECT_EQ(p.grants()[0].field, "bundle");
-  EXPECT_EQ(p.grants()[0].path, root_ / "bundle");
-  // "data/./tmp/..//" and "link-to-bundle/../data/tmp" resolve too.
-  EXPECT_EQ(p.data(), root_ / "data");
-  EXPECT_EQ(p.tmp(), root_ / "data/tmp");
+  const json doc = {{"contract", 1}, {"role", "runner"}, {"bundle", root_ / "link-to-bundle/../bundle"}};
+  const auto parsed = ParsePolicy(doc.dump());
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.error().where, "bundle");
+  EXPECT_EQ(parsed.error().what.rfind(root_ / "link-to-bundle" + " is a symbolic link (to bundle), refused: ", 0), 0u)
+      << parsed.error().what;
 }
 
-TEST_F(PolicyTest, CanonicalizesThroughASymlinkCreatedNow) {
+// A link a job planted in its writable grant, named as a later job's tool,
+// is refused whatever it points at.
+TEST_F(PolicyTest, ALinkPlantedInsideAWritableGrantIsRefused) {
   fs::create_directory_symlink(root_ / "tool", root_ / "work/tool-link");
   const json doc = {{"contract", 1},
                     {"role", "runner"},
-                    {"bundle", root_ / "link-to-bundle"},
-                    {"tools", {{{"id", "t"}, {"paths", {root_ / "work/tool-link"}}}}}};
+                    {"bundle", root_ / "bundle"},
+                    {"tools", {{{"id", "t"}, {"paths", {root_ / "work/tool-link/sub/.."}}}}}};
   const auto parsed = ParsePolicy(doc.dump());
-  ASSERT_TRUE(parsed.ok()) << PolicyErrorLine(parsed.error());
-  EXPECT_EQ(parsed.value().bundle(), root_ / "bundle");
-  ASSERT_EQ(parsed.value().tools().size(), 1u);
-  EXPECT_EQ(parsed.value().tools()[0].paths, (std::vector<std::string>{root_ / "tool"}));
-  EXPECT_EQ(parsed.value().grants()[1].path, root_ / "tool");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.error().where, "tools[0].paths[0]");
+  EXPECT_NE(parsed.error().what.find(root_ / "work/tool-link" + " is a symbolic link (to " + (root_ / "tool") + ")"),
+            std::string::npos)
+      << parsed.error().what;
 }
 
-// A symlink that points at something inside work is judged by its target:
-// the check runs on canonical paths, not on what the policy spelled.
-TEST_F(PolicyTest, NestingIsJudgedOnTheSymlinkTarget) {
-  fs::create_directory_symlink(root_ / "work/tmp", root_ / "innocent");
-  const json doc = {{"contract", 1}, {"role", "runner"}, {"bundle", root_ / "innocent"}, {"work", root_ / "work"}};
+// The system's own links are followed (Debian's /lib64 -> usr/lib64), and the
+// grant is the canonical path with the inode it led to.
+TEST_F(PolicyTest, TheSystemsOwnLinksAreFollowed) {
+  if (!fs::is_symlink("/lib64")) GTEST_SKIP() << "/lib64 is not a link on this host (no merged /usr)";
+  const json doc = {{"contract", 1},
+                    {"role", "runner"},
+                    {"bundle", root_ / "bundle"},
+                    {"tools", {{{"id", "t"}, {"paths", {"/lib64"}}}}}};
+  const auto parsed = ParsePolicy(doc.dump());
+  ASSERT_TRUE(parsed.ok()) << PolicyErrorLine(parsed.error());
+  EXPECT_EQ(parsed.value().tools()[0].paths, std::vector<std::string>{fs::canonical("/lib64").string()});
+  struct stat st {};
+  ASSERT_EQ(stat("/lib64", &st), 0);
+  EXPECT_EQ(parsed.value().grants()[1].inode, (FileId{st.st_dev, st.st_ino}));
+}
+
+// Never a link at or below a path the policy itself grants, even a system
+// one: a job given that path could have planted it.
+TEST_F(PolicyTest, NoLinkInsideAGrantIsFollowedEvenInTheSystemsDirectories) {
+  std::string link;
+  for (const char* name : {"python3", "sh", "awk"})
+    if (fs::is_symlink(std::string("/usr/bin/") + name)) link = std::string("/usr/bin/") + name;
+  if (link.empty()) GTEST_SKIP() << "no link among /usr/bin/{python3,sh,awk} on this host";
+  const json doc = {{"contract", 1},
+                    {"role", "runner"},
+                    {"bundle", root_ / "bundle"},
+                    {"tools", {{{"id", "t"}, {"paths", {"/usr/bin", link}}}}}};
+  const auto parsed = ParsePolicy(doc.dump());
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.error().where, "tools[0].paths[1]");
+  EXPECT_NE(parsed.error().what.find(link + " is a symbolic link inside tools[0].paths[0] (/usr/bin)"),
+            std::string::npos)
+      << parsed.error().what;
+}
+
+// Nesting is judged on canonical paths, not on what the policy spelled.
+TEST_F(PolicyTest, NestingIsJudgedOnTheCanonicalPath) {
+  const json doc = {
+      {"contract", 1}, {"role", "runner"}, {"bundle", root_ / "data/../work/./tmp"}, {"work", root_ / "work"}};
   const auto parsed = ParsePolicy(doc.dump());
   ASSERT_FALSE(parsed.ok());
   EXPECT_EQ(PolicyErrorLine(parsed.error()), "policy: bundle: " + (root_ / "work/tmp") +

@@ -1,7 +1,7 @@
 #include "sandbox/supervise/supervisor.h"
 
 #include "sandbox/host/root_etc.h"
-#include "sandbox/launch/carve_out.h"
+#include "sandbox/launch/git_history.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -407,11 +407,12 @@ Result RunPolicy(const Policy& policy, const std::vector<std::string>& argv, con
 
 namespace {
 
-// A Spec path as the policy will read it (symlinks resolved), or itself
-// when it cannot be resolved (ParsePolicy then names it).
+// A Spec path as the policy will read it (common/grant_path.h: only the
+// system's own links followed), or itself when it cannot be resolved so
+// (ParsePolicy then names it).
 std::string Canonical(const std::string& path) {
-  char resolved[PATH_MAX];
-  return realpath(path.c_str(), resolved) != nullptr ? std::string(resolved) : path;
+  auto resolved = ResolveGrantPath(path);
+  return resolved.ok() ? resolved.value().path : path;
 }
 
 // The worktree's history: each path inside a writable directory becomes a
@@ -479,9 +480,10 @@ oarbank::Expected<Policy> PolicyForSpec(const Spec& spec) {
     tools.push_back({{"id", field}, {"paths", *paths}});
     tool_origin.push_back(field);
   }
-  struct stat worktree {};
-  if (!spec.worktree.empty() && stat(spec.worktree.c_str(), &worktree) == 0 && S_ISDIR(worktree.st_mode)) {
-    auto git = ResolveGitCarveOuts(Canonical(spec.worktree));
+  if (!spec.git_dir.empty() && spec.worktree.empty()) return Error{"git_dir", "needs a worktree"};
+  const auto worktree = spec.worktree.empty() ? Expected<ResolvedPath>(Error{}) : ResolveGrantPath(spec.worktree);
+  if (worktree.ok() && worktree.value().type == S_IFDIR) {
+    auto git = ResolveGitCarveOuts(worktree.value().path, spec.git_dir);
     if (!git.ok()) return Error{kGitCarveOutField, git.error().where + ": " + git.error().what};
     if (git.value()) {
       const nlohmann::json outside = PlaceHistory(*git.value(), writable, read_only);

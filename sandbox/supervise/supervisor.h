@@ -109,10 +109,10 @@ class Job {
 // scratch data; state_dirs are state; read_dirs and read_files are tools;
 // exec_writable as the Spec says (default: a writable worktree's); allow is
 // an egress-allowlist net on kCageProxyPort. The worktree's history
-// (launch/carve_out.h ResolveGitCarveOuts) is read_only where it lies inside a
-// writable directory and a "git" tool (read-only) elsewhere; when it cannot
-// be resolved safely the Error's `where` is kGitCarveOutField. Only
-// ParsePolicy makes the Policy.
+// (launch/git_history.h ResolveGitCarveOuts, with spec.git_dir) is read_only
+// where it lies inside a writable directory and a "git" tool (read-only)
+// elsewhere; when it does not prove itself the Error's `where` is
+// kGitCarveOutField. Only ParsePolicy makes the Policy.
 inline constexpr char kGitCarveOutField[] = "worktree .git";
 inline constexpr int kCageProxyPort = 3128;  // inside the job's own network namespace
 oarbank::Expected<Policy> PolicyForSpec(const Spec& spec);
