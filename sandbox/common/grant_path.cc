@@ -61,11 +61,11 @@ void PushFront(const std::string& path, std::deque<std::string>& pending) {
 
 // Why the link `link` (to `target`) in `dir` may not be followed, or "".
 std::string WhyNotFollow(const Level& dir, const std::string& link, const struct stat& st,
-                         const ResolveOptions& options) {
+                         const ResolveOptions& options, LinkDirectoryJudge judge) {
   for (const auto& named : options.named)
     if (named.starts_with('/') && IsAtOrBelow(link, NormalizePath(named)))
       return "it lies inside " + NormalizePath(named) + ", a path this job is given";
-  if (!IsTrustedLinkDirectory(dir.path))
+  if (!judge(dir.path))
     return "a grant follows links only in the system's own directories (/, /usr, /bin, /sbin, /lib*, /var, "
            "/etc/alternatives); anyone who could write in " +
            dir.path + " could have planted it";
@@ -107,6 +107,11 @@ std::string NormalizePath(const std::string& absolute) {
 }
 
 Expected<ResolvedPath> ResolveGrantPath(const std::string& raw, const ResolveOptions& options) {
+  return ResolveGrantPathJudged(raw, options, IsTrustedLinkDirectory);
+}
+
+Expected<ResolvedPath> ResolveGrantPathJudged(const std::string& raw, const ResolveOptions& options,
+                                              LinkDirectoryJudge judge) {
   if (raw.empty() || raw[0] != '/') return Refused("expected an absolute path, got \"" + raw + "\"");
   if (raw.size() >= PATH_MAX || raw.find('\0') != std::string::npos) return Refused("expected a valid path");
   std::vector<Level> stack;
@@ -136,7 +141,7 @@ Expected<ResolvedPath> ResolveGrantPath(const std::string& raw, const ResolveOpt
       if (n < 0) return Refused(here + ": " + Errno(errno));
       target[n] = '\0';
       const std::string link = here + " is a symbolic link (to " + target + ")";
-      if (const std::string why = WhyNotFollow(dir, here, st, options); !why.empty())
+      if (const std::string why = WhyNotFollow(dir, here, st, options, judge); !why.empty())
         return Refused(link + ", refused: " + why + "; name the directory it leads to instead");
       if (out.links.size() >= kMaxLinks) return Refused(here + ": " + Errno(ELOOP));
       out.links.push_back(here);

@@ -70,6 +70,14 @@ bool IsTrustedLinkDirectory(const std::string& canonical_dir);
 // the field); `what` says which component failed and why.
 Expected<ResolvedPath> ResolveGrantPath(const std::string& raw, const ResolveOptions& options = {});
 
+// The same walk with another judge of the directories whose links may be
+// followed, in place of IsTrustedLinkDirectory: for the resolver's own
+// tests, which stand a temporary tree in for the system's directories.
+// Ownership is judged as above.
+using LinkDirectoryJudge = bool (*)(const std::string& canonical_dir);
+Expected<ResolvedPath> ResolveGrantPathJudged(const std::string& raw, const ResolveOptions& options,
+                                              LinkDirectoryJudge judge);
+
 // "/a/./b/../c" -> "/a/c", lexically ("/" for nothing). Equal to the real
 // path only where no component is a link, which a walk must prove.
 std::string NormalizePath(const std::string& absolute);
