@@ -756,6 +756,49 @@ TEST_P(SupervisorTest, RunSpecRefusesBelowTheAbiFloorAndBadPaths) {
   EXPECT_EQ(r.reason, "policy: read_dirs[0]: expected an absolute path, got \"relative/dir\"");
 }
 
+// What one job leaves for the next: run 1 replaces a nested grant (a
+// worktree inside the agent's state) with a link to the caller's home and
+// plants a .git pointer to it; run 2, the same Spec, is refused naming the
+// link, and never reads the secret or writes the home.
+TEST_P(SupervisorTest, RunSpecTwiceTheSecondRefusesWhatTheFirstPlanted) {
+  const std::string state = tree_.Path("data/state");
+  const std::string wt = state + "/worktrees/t42";
+  std::filesystem::create_directories(wt);
+  std::filesystem::create_directories(tree_.Path("data/plain"));
+  chown(state.c_str(), GetParam(), GetParam());
+  chown((state + "/worktrees").c_str(), GetParam(), GetParam());
+  chown(wt.c_str(), GetParam(), GetParam());
+  chown(tree_.Path("data/plain").c_str(), GetParam(), GetParam());
+  const std::string home = tree_.Path("outside");
+  cage::Spec spec;
+  spec.state_dirs = {state};
+  spec.worktree = wt;
+  spec.worktree_writable = true;
+  spec.argv = {"/bin/sh", "-c",
+               "cd / && mv " + state + "/worktrees " + state + "/wt-old && mkdir " + state + "/worktrees && ln -s " +
+                   home + " " + wt};
+  auto r = RunAs(GetParam(), [&] { return cage::Run(spec, UnprovenOptions()); });
+  ASSERT_EQ(r.exit_code, 0) << r.reason << r.stderr_text;
+  ASSERT_TRUE(std::filesystem::is_symlink(wt));  // run 1 could plant it: the attack is real
+  spec.argv = {"/bin/sh", "-c", "cat secret; echo planted >> secret"};
+  r = RunAs(GetParam(), [&] { return cage::Run(spec, UnprovenOptions()); });
+  EXPECT_TRUE(r.refused);
+  EXPECT_EQ(r.reason.rfind("policy: worktree: " + wt + " is a symbolic link (to " + home + "), refused: ", 0), 0u)
+      << r.reason;
+  EXPECT_EQ(ReadFileUpTo(home + "/secret", 1 << 10).value_or(""), "ssh private key\n");
+  // A .git pointer planted in a plain worktree names the secret's directory.
+  spec = {};
+  spec.worktree = tree_.Path("data/plain");
+  spec.worktree_writable = true;
+  spec.argv = {"/bin/sh", "-c", "printf 'gitdir: " + home + "\\n' > .git"};
+  ASSERT_EQ(RunAs(GetParam(), [&] { return cage::Run(spec, UnprovenOptions()); }).exit_code, 0);
+  spec.argv = {"/bin/cat", home + "/secret"};
+  r = RunAs(GetParam(), [&] { return cage::Run(spec, UnprovenOptions()); });
+  EXPECT_TRUE(r.refused);
+  EXPECT_NE(r.reason.find("which is not a git directory that lists this worktree"), std::string::npos) << r.reason;
+  EXPECT_EQ(r.stdout_text, "");
+}
+
 TEST_P(SupervisorTest, FreezeNeedsACgroupLeaf) {
   const std::string json = tree_.RunnerJson();
   const std::string work = tree_.Path("work");
