@@ -1,5 +1,5 @@
 // `oarbank-conform module MANIFEST -- RUNNER_SUITE_ARGV`
-// (sandbox-contract.md, "Testing your module"): runs a module's runner
+// (the module contract, "Testing your module"): runs a module's runner
 // suite under this host's backend with exactly the grants its manifest
 // declares, and when the suite fails, explains each refusal the cage
 // caused: what was reached and which grant would have allowed it, or that

@@ -1,4 +1,4 @@
-// The container broker's protocol (sandbox-contract.md, "Containers: the
+// The container broker's protocol (the module contract, "Containers: the
 // agent's broker"): one JSON object per line in, one per line out. This file
 // only decides: it turns one request line into a typed request or a refusal
 // {ok: false, error, detail} and never runs anything. It reads the file

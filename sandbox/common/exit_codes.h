@@ -1,4 +1,4 @@
-// The launcher's exit codes, assigned here and nowhere else (DESIGN §1).
+// The launcher's exit codes, assigned here and nowhere else.
 // After a successful exec the launcher *is* the module, so any other status
 // is the module's own.
 #pragma once

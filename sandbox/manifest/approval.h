@@ -1,4 +1,4 @@
-// Approval (sandbox-contract.md, "Approval"): a version whose [sandbox]
+// Approval (the module contract, "Approval"): a version whose [sandbox]
 // requests anything runs nowhere until an operator approves its exact
 // requests. The requests are reduced to one canonical form (every default
 // made explicit, lists sorted, hosts lower case with their port) and that

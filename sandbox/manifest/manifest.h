@@ -1,4 +1,4 @@
-// A module's manifest (sandbox-contract.md, "[sandbox]: grants"): who the
+// A module's manifest (the module contract, "[sandbox]: grants"): who the
 // module is, the platforms it declares, and the grants it requests. The
 // manifest is where the contract starts: an operator approves exactly these
 // requests (approval.h), and only then does the agent turn them into a

@@ -1,7 +1,7 @@
 // The agent's step from an approved manifest to the Policy JSON the
-// launcher takes (DESIGN §2), for one job: a role and the job's directories.
+// launcher takes, for one job: a role and the job's directories.
 //
-// What a role gets (sandbox-contract.md, "What every module process may
+// What a role gets (the module contract, "What every module process may
 // touch"): only a runner has work, tools for runners, services and probes,
 // never a coordinator; exec_writable and the broker (containers) for a
 // runner only; net and the GPU for every role that requested them. The

@@ -1,4 +1,4 @@
-// The portability lint (sandbox-contract.md, "Testing your module"): for
+// The portability lint (the module contract, "Testing your module"): for
 // every platform a manifest declares, what that platform's backend can
 // enforce of each requested grant, as enforced / cooperative / unavailable,
 // and the placement code a node of that platform would advertise

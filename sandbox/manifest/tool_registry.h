@@ -1,4 +1,4 @@
-// The operator's tool registry (sandbox-contract.md, "tools"): the map from
+// The operator's tool registry (the module contract, "tools"): the map from
 // a tool id a manifest may request to the host paths it stands for, per OS.
 // A module never names a host path itself: it asks for "java17" and the
 // node that runs it decides which JDK directory that is.

@@ -206,7 +206,7 @@ std::vector<CapabilityStatus> AssessAll(const HostFacts& host) {
 }
 
 std::vector<CapabilityId> AlwaysOnCapabilities() {
-  // Always on, whatever the grants (sandbox-contract.md).
+  // Always on, whatever the grants (the module contract).
   return {CapabilityId::kNoNewPrivs,     CapabilityId::kSeccomp,
           CapabilityId::kFilesystem,     CapabilityId::kFilesystemMetadata,
           CapabilityId::kNetNeverListen, CapabilityId::kIpcUnixSockets,

@@ -1,4 +1,4 @@
-// The capability table (linux-backend.txt, "Enforcement report"): for each
+// The capability table (the Linux backend, "Enforcement report"): for each
 // capability of the contract, whether this host enforces it. The report
 // prints this table and the launcher decides placement from the same
 // computation (Assess + Place): there is no second copy.
@@ -56,7 +56,7 @@ std::vector<CapabilityStatus> AssessAll(const HostFacts& host);
 
 // What a policy needs enforced to run: its grants plus the always-on rules.
 std::vector<CapabilityId> RequiredCapabilities(const Policy& policy);
-// The always-on rules alone (sandbox-contract.md), whatever the grants.
+// The always-on rules alone (the module contract), whatever the grants.
 std::vector<CapabilityId> AlwaysOnCapabilities();
 
 enum class Verdict { kOk, kBackendMissing, kCapabilityNotEnforced };

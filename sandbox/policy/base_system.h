@@ -1,5 +1,5 @@
 // The base system every module may read and execute, and the device nodes it
-// may read and write (linux-backend.txt, "base system"). One list, used by
+// may read and write (the Linux backend, "base system"). One list, used by
 // the parser (to refuse grants that would nest with it) and by the planner.
 #pragma once
 

@@ -360,7 +360,7 @@ std::optional<Error> PolicyBuilder::ParseContractAndRole() {
   return std::nullopt;
 }
 
-// Which role may have which directory (sandbox-contract.md, "What every
+// Which role may have which directory (the module contract, "What every
 // module process may touch").
 std::optional<Error> PolicyBuilder::CheckFieldsForRole() {
   const bool runner = p.role_ == Role::kRunner;

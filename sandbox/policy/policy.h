@@ -1,4 +1,4 @@
-// The SDK's Policy (DESIGN §2). ParsePolicy is the only way to make one and a
+// The SDK's Policy. ParsePolicy is the only way to make one and a
 // Policy never changes afterwards: every cross-field rule (which role may
 // name which directory, where tmp must live, which grants may nest) is
 // checked once, in ParsePolicy, and nowhere else.

@@ -1,4 +1,4 @@
-// libFuzzer target for ParsePolicy (DESIGN §2: "never a crash"). Any input is
+// libFuzzer target for ParsePolicy (a bad policy is one line, "never a crash"). Any input is
 // either a Policy or an Error that names its culprit; a crash, a sanitizer
 // report, a hang or an Error with an empty `where` is a finding.
 //

@@ -1,4 +1,4 @@
-// Tests for ParsePolicy (DESIGN §2): every fixture under fixtures/policies,
+// Tests for ParsePolicy: every fixture under fixtures/policies,
 // the canonical paths and grants a valid policy yields, the size limit, and
 // properties that arbitrary text and mutated policies never crash the parser
 // and never produce an error that does not name its culprit.

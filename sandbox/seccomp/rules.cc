@@ -28,7 +28,7 @@ ArgCmp Masked(unsigned arg, uint64_t mask, uint64_t v) { return {arg, CmpOp::kMa
 
 std::vector<SeccompRule> BuildTable() {
   std::vector<SeccompRule> t = {
-      // Local IPC: the broker is the only channel (linux-backend.txt).
+      // Local IPC: the broker is the only channel (the Linux backend).
       {"socket",
        {Eq(0, AF_UNIX)},
        EPERM,

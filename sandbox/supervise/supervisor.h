@@ -1,5 +1,5 @@
 // The supervisor: the agent's side of the cage, and the C++ form of the
-// cage package's API (go-cage-package.txt): Available(), Run(Spec) ->
+// cage package's API (the Go cage package): Available(), Run(Spec) ->
 // Result, plus RunPolicy for the DESIGN policy with a timeout and output
 // caps, and Start/Job for a job that is frozen or thawed while it runs.
 //
