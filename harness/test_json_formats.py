@@ -180,6 +180,17 @@ def test_run_json(tree, uid):
     doc = json.loads(caged.stdout)
     json_docs.check("run", doc, page)
     assert doc["format"] == "oarbank.run/1" and str(tree / "bundle") in doc["cage"]["read"], doc["cage"]
+    # A worktree inside a checkout says so (cage.history).
+    os.makedirs(tree / "checkout" / ".git" / "objects", exist_ok=True)
+    os.makedirs(tree / "checkout" / "sub", exist_ok=True)
+    os.chmod(tree / "checkout", 0o755)
+    os.chmod(tree / "checkout" / "sub", 0o755)
+    caged = agent("cage", "--unproven", "--json", "--worktree", str(tree / "checkout" / "sub"), "--", "/bin/true",
+                  uid=uid)
+    assert caged.returncode == 0, caged.stderr
+    doc = json.loads(caged.stdout)
+    json_docs.check("run", doc, page)
+    assert doc["cage"]["history"]["checkout"] == str(tree / "checkout"), doc["cage"]
     assert page.unseen() == [], page.unseen()
 
 
