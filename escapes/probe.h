@@ -135,6 +135,16 @@ __attribute__((noreturn, format(printf, 1, 2))) static inline void unsupported(c
   _exit(0);
 }
 
+/* A crossrun_* probe's first run (escapes/README.md): what it left for the
+ * next run is in place. The harness then runs it again, and judges that run. */
+__attribute__((noreturn, format(printf, 1, 2))) static inline void planted(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  probe_verdict("planted", 0, fmt, ap);
+  va_end(ap);
+  _exit(0);
+}
+
 /* A required OARBANK_PROBE_* variable; its absence is an error, never a pass. */
 static inline const char *probe_env(const char *name) {
   const char *v = getenv(name);
@@ -203,6 +213,30 @@ __attribute__((noreturn)) static inline void verdict_reached_kernel(const char *
   if (ret == -1 && err == filter_errno) blocked(err, "%s refused before the kernel", what);
   if (ret == -1) escaped("%s reached the kernel: %s", what, probe_errno_name(err));
   escaped("%s succeeded", what);
+}
+
+/* crossrun_* probes (escapes/README.md). The first run moves `path`, a path
+ * in the writable grant OARBANK_PROBE_GRANT that the policy of the next run
+ * names, aside and puts a symbolic link to `target` in its place; any failure
+ * is the probe's error (the harness says the first run could not plant). */
+static inline void probe_plant_link(const char *path, const char *target) {
+  char aside[4096];
+  if (snprintf(aside, sizeof aside, "%s.first-run", path) >= (int)sizeof aside) probe_error("%s: too long", path);
+  if (rename(path, aside) != 0) probe_error("rename %s aside: %s", path, strerror(errno));
+  if (symlink(target, path) != 0) probe_error("symlink %s -> %s: %s", path, target, strerror(errno));
+  planted("%s is now a link to %s", path, target);
+}
+
+/* The second run reads `path` (a file outside every grant, reached through
+ * what the first run planted): escaped if it reads the file's text. */
+__attribute__((noreturn)) static inline void probe_read_through(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) blocked(errno, "open %s", path);
+  char buf[64] = {0};
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  if (n < 0) blocked(errno, "read %s", path);
+  if (strncmp(buf, "crossrun secret", 15) != 0) probe_error("%s holds something else: %s", path, buf);
+  escaped("read %s, outside every grant, through what the first run planted", path);
 }
 
 #endif

@@ -22,6 +22,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/cross_run.h"
+#include "harness/probe_spawn.h"
 #include "sandbox/common/exit_codes.h"
 #include "sandbox/plan/attestation.h"
 #include "sandbox/policy/policy.h"
@@ -33,106 +35,6 @@ namespace {
 
 constexpr int kTimeoutMs = 10000;
 
-std::string SignalName(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev ? std::string("SIG") + abbrev : "SIG" + std::to_string(sig);
-}
-
-// Runs argv with exactly `env`, as `uid`, in its own process group; captures
-// stdout and stderr; kills the group after the timeout.
-ProbeRun Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, uid_t uid) {
-  ProbeRun run;
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
-    run.detail = "pipe failed";
-    return run;
-  }
-  std::vector<char*> args, envp;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  const int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const auto start = std::chrono::steady_clock::now();
-  // vfork: no copy of the harness's address space per run (a fork costs
-  // most of a probe's run under QEMU's TCG). The child shares the parent's
-  // memory until it execs, so it makes raw system calls only: glibc's
-  // setgroups/setres[ug]id would signal the parent's other threads to
-  // change theirs too.
-  const pid_t pid = vfork();
-  if (pid == 0) {
-    setpgid(0, 0);
-    if (dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0 || dup2(devnull, 0) < 0) _exit(125);
-    if (uid != 0 && (syscall(SYS_setgroups, 0, nullptr) != 0 || syscall(SYS_setresgid, uid, uid, uid) != 0 ||
-                     syscall(SYS_setresuid, uid, uid, uid) != 0))
-      _exit(125);
-    execve(args[0], args.data(), envp.data());
-    _exit(126);
-  }
-  if (devnull >= 0) close(devnull);
-  if (pid < 0) {
-    close(out[0]);
-    close(out[1]);
-    close(err[0]);
-    close(err[1]);
-    run.detail = std::string("vfork: ") + strerror(errno);
-    return run;
-  }
-  close(out[1]);
-  close(err[1]);
-  std::string o, e;
-  pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
-  int open_fds = 2;
-  while (open_fds > 0) {
-    const auto elapsed =
-        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
-    const int left = kTimeoutMs - static_cast<int>(elapsed.count());
-    if (left <= 0 || poll(fds, 2, left) == 0) {
-      run.timed_out = true;
-      kill(-pid, SIGKILL);
-      break;
-    }
-    for (auto& p : fds) {
-      if (p.fd < 0 || !p.revents) continue;
-      char buf[4096];
-      const ssize_t n = read(p.fd, buf, sizeof buf);
-      if (n <= 0) {
-        close(p.fd);
-        p.fd = -1;
-        --open_fds;
-        continue;
-      }
-      (p.fd == out[0] ? o : e).append(buf, static_cast<size_t>(n));
-    }
-  }
-  for (auto& p : fds)
-    if (p.fd >= 0) close(p.fd);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  kill(-pid, SIGKILL);  // nothing of the run stays behind in its group
-  run.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  if (WIFSIGNALED(status))
-    run.signal = WTERMSIG(status);
-  else
-    run.exit_code = WEXITSTATUS(status);
-  run.stderr_text = e.substr(0, 2000);
-  run.stdout_text = o.substr(0, 1 << 20);
-  // The verdict: the last line of stdout that parses as one.
-  size_t pos = 0;
-  while (pos < o.size()) {
-    size_t end = o.find('\n', pos);
-    if (end == std::string::npos) end = o.size();
-    const auto j = nlohmann::json::parse(o.substr(pos, end - pos), nullptr, false);
-    if (j.is_object() && j.contains("verdict") && j["verdict"].is_string()) {
-      run.verdict = j["verdict"];
-      run.err = j.value("errno", "");
-      run.detail = j.value("detail", "");
-    }
-    pos = end + 1;
-  }
-  return run;
-}
-
 std::string ExpectedText(const Expectation& row, int abi, int min_abi) {
   if (abi < min_abi) return "refused (exit 70)";
   switch (row.expect) {
@@ -141,6 +43,7 @@ std::string ExpectedText(const Expectation& row, int abi, int min_abi) {
     case Expect::kAllowed: return "allowed";
     case Expect::kGap: return "gap";
     case Expect::kContained: return "contained";
+    case Expect::kRefused: return "refused (exit " + row.code + ")";
   }
   return "?";
 }
@@ -207,12 +110,18 @@ void Judge(Cell& cell, const Expectation* row, int policy_min_abi, int abi, cons
                              std::to_string(min_abi) + ": " + r.Summary();
     return;
   }
+  const bool got_through = r.verdict == "escaped";
+  if (row->expect == Expect::kRefused) {
+    const bool match = r.verdict.empty() && std::to_string(r.exit_code) == row->code;
+    cell.outcome = match ? Outcome::kPass : got_through ? Outcome::kEscaped : Outcome::kUnexpected;
+    cell.why = match ? row->why + ": " + r.stderr_text : r.Summary() + " " + r.detail + r.stderr_text;
+    return;
+  }
   if (refused) {
     cell.outcome = Outcome::kUnexpected;
     cell.why = "refused by the launcher: " + r.stderr_text;
     return;
   }
-  const bool got_through = r.verdict == "escaped";
   switch (row->expect) {
     case Expect::kAllowed:
       cell.outcome = got_through ? Outcome::kPass : Outcome::kUnexpected;
@@ -238,7 +147,8 @@ void Judge(Cell& cell, const Expectation* row, int policy_min_abi, int abi, cons
       }
       return;
     case Expect::kBlocked:
-    case Expect::kKilled: break;
+    case Expect::kKilled:
+    case Expect::kRefused: break;
   }
   if (got_through) {
     cell.outcome = Outcome::kEscaped;
@@ -267,6 +177,14 @@ std::vector<std::string> Sorted(std::vector<std::string> v) {
   return v;
 }
 
+// A crossrun_git_* probe under the coding-agent policy runs under `cage`
+// with the run's writable grant as its worktree (--writable): .git pointers
+// mean something to `cage` alone, which reads them and grants what they name.
+constexpr char kCagePolicy[] = "runner_agent";
+bool IsCageRun(const std::string& probe, const std::string& policy) {
+  return probe.starts_with("crossrun_git_") && policy == kCagePolicy;
+}
+
 // A probe of what only a supervised job has (its own devpts and /dev/shm)
 // runs under `run`, whatever its row expects.
 bool IsJobProbe(const std::string& probe) { return probe.rfind("job_", 0) == 0; }
@@ -276,7 +194,7 @@ bool IsJobProbe(const std::string& probe) { return probe.rfind("job_", 0) == 0; 
 // not. Asked before the world exists: the answer decides whether the world
 // gets its network (network_world.h).
 std::string EgressAnyUnenforceable(const std::string& agent) {
-  const ProbeRun r = Spawn({agent, "sandbox-report"}, {"PATH=/usr/bin:/bin"}, 0);
+  const ProbeRun r = SpawnProbe({agent, "sandbox-report"}, {"PATH=/usr/bin:/bin"}, 0, kTimeoutMs);
   const auto report = nlohmann::json::parse(r.stdout_text, nullptr, false);
   const nlohmann::json* facts = nullptr;
   if (report.is_object() && report.contains("supervisor") && report["supervisor"].is_object() &&
@@ -324,6 +242,7 @@ std::string ProbeRun::Summary() const {
   if (signal != 0) return "killed " + SignalName(signal);
   if (!verdict.empty()) return verdict + (err.empty() ? "" : " " + err);
   if (exit_code == kExitNotEnforced) return "refused (exit 70)";
+  if (exit_code == kExitUsage) return "refused (exit 64)";
   return "exit " + std::to_string(exit_code) + ", no verdict line";
 }
 
@@ -499,14 +418,46 @@ class BatteryRun {
     vars["OARBANK_PROBE_HOST_ADDRESSES"] = std::string(kHost4) + "," + kHostPublic4 + "," + kStackGateway4;
   }
 
+  // A crossrun_* probe's first run (cross_run.h), in a fresh layout of its
+  // own: it must say "planted". Sets `vars` and `second_policy` for the
+  // second run, the one judged; returns why not where it could not plant.
+  template <typename SpawnFn>
+  std::optional<std::string> PlantFirst(const std::string& probe, const std::string& policy_path, bool runner,
+                                        std::map<std::string, std::string>& vars, std::string& second_policy,
+                                        ProbeRun& first, SpawnFn spawn) {
+    const std::string id = probe + "-" + std::to_string(++run_number_);
+    auto layout = MakeCrossRunLayout(world_.root, policy_path, id, runner);
+    if (!layout.ok()) return layout.error().where + ": " + layout.error().what;
+    vars["OARBANK_PROBE_GRANT"] = layout.value().grant;
+    vars["OARBANK_PROBE_ELSEWHERE"] = layout.value().elsewhere;
+    vars["OARBANK_PROBE_RUN"] = "1";
+    first = spawn(layout.value().first_policy, vars);
+    if (first.verdict != "planted")
+      return "the first run could not plant what the second should meet: " + first.Summary() + " " + first.detail +
+             first.stderr_text;
+    vars["OARBANK_PROBE_RUN"] = "2";
+    second_policy = layout.value().second_policy;
+    return std::nullopt;
+  }
+
   // 1. Unconfined, as root, with the agent's full environment: the probe
   //    must escape (or say its route does not exist on this kernel).
   Cell RunUnconfined(const std::string& probe, SignalSinks& sinks) {
     std::string outside_dir;
     auto vars = Prepare(probe, 0, world_.work, outside_dir, sinks);
-    std::vector<std::string> env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world_.env_secret};
-    for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
-    Cell cell{probe, "unconfined", 0, "escaped", Spawn({world_.bundle + "/" + probe}, env, 0), Outcome::kPass, ""};
+    const std::vector<std::string> agent_env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world_.env_secret};
+    auto spawn = [&](const std::string&, const std::map<std::string, std::string>& v) {
+      std::vector<std::string> env = agent_env;
+      for (const auto& [k, value] : v) env.push_back(k + "=" + value);
+      return SpawnProbe({world_.bundle + "/" + probe}, env, 0, kTimeoutMs);
+    };
+    if (IsCrossRunProbe(probe)) {
+      std::string second_policy;
+      ProbeRun first;
+      if (auto why = PlantFirst(probe, policy_paths_.front(), true, vars, second_policy, first, spawn))
+        return Cell{probe, "unconfined", 0, "escaped", ProbeRun{}, Outcome::kBroken, *why};
+    }
+    Cell cell{probe, "unconfined", 0, "escaped", spawn("", vars), Outcome::kPass, ""};
     // What it reached unconfined is no evidence against a confined run.
     ResolveSent(cell.run, sinks, 0, world_.listeners->Take(probe));
     // A daemon it started must be seen alive from outside: the check that
@@ -532,10 +483,18 @@ class BatteryRun {
   // and /dev/shm: the probes named job_*). Both launchers build the
   // module's environment (environment.h) and are given the probe's
   // variables.
-  std::vector<std::string> ConfinedArgv(const std::string& probe, size_t policy_index, bool supervised,
-                                        const std::map<std::string, std::string>& vars) const {
-    std::vector<std::string> argv = {o_.agent, supervised ? "run" : "sandbox-exec"};
+  std::vector<std::string> ConfinedArgv(const std::string& probe, size_t policy_index, const std::string& policy_path,
+                                        bool supervised, const std::map<std::string, std::string>& vars) const {
+    const bool cage = IsCageRun(probe, result_.policies[policy_index]);
+    std::vector<std::string> argv = {o_.agent, cage ? "cage" : supervised ? "run" : "sandbox-exec"};
     if (o_.abi_cap >= 0) argv.insert(argv.end(), {"--landlock-abi-max", std::to_string(o_.abi_cap)});
+    if (cage) {
+      argv.insert(argv.end(), {"--unproven", "--timeout", std::to_string(kTimeoutMs / 1000), "--worktree",
+                               vars.at("OARBANK_PROBE_GRANT"), "--writable", "--read", world_.bundle});
+      for (const auto& [k, v] : vars) argv.push_back("--env=" + k + "=" + v);
+      argv.insert(argv.end(), {"--", world_.bundle + "/" + probe});
+      return argv;
+    }
     // The battery is what proves a class: its own jobs run unproven.
     if (supervised) argv.insert(argv.end(), {"--unproven", "--timeout", std::to_string(kTimeoutMs / 1000)});
     // The job's own devpts and /dev/shm are granted under `run`
@@ -546,7 +505,7 @@ class BatteryRun {
     if (world_.net && policies_[policy_index].net().mode == NetMode::kEgressAny)
       argv.insert(argv.end(), {"--egress-test-public-range", kPublicRange});
     for (const auto& [k, v] : vars) argv.push_back("--env=" + k + "=" + v);
-    argv.insert(argv.end(), {policy_paths_[policy_index], "--", world_.bundle + "/" + probe});
+    argv.insert(argv.end(), {policy_path, "--", world_.bundle + "/" + probe});
     return argv;
   }
 
@@ -575,9 +534,27 @@ class BatteryRun {
                   "not run: the battery's network world could not be built (see the notes): egress-any is not "
                   "proven here"};
     const bool supervised = (row != nullptr && row->expect == Expect::kContained) || IsJobProbe(probe) || egress_any;
-    const auto argv = ConfinedArgv(probe, policy_index, supervised, vars);
+    std::string policy_path = policy_paths_[policy_index];
+    // A crossrun_* probe's first run refused as not enforceable here (below
+    // the policy's Landlock ABI, egress-any without its job network) is the
+    // cell's run: the second would be refused the same way.
+    std::optional<ProbeRun> refused_first;
+    if (IsCrossRunProbe(probe)) {
+      auto spawn = [&](const std::string& path, const std::map<std::string, std::string>& v) {
+        return SpawnProbe(ConfinedArgv(probe, policy_index, path, supervised, v), env, uid, kTimeoutMs);
+      };
+      ProbeRun first;
+      if (auto why = PlantFirst(probe, policy_paths_[policy_index], policy.work().has_value(), vars, policy_path, first,
+                                spawn)) {
+        if (first.exit_code != kExitNotEnforced || !first.verdict.empty())
+          return Cell{probe, name, uid, "planted", first, Outcome::kUnexpected, *why};
+        refused_first = first;
+      }
+    }
+    const auto argv = ConfinedArgv(probe, policy_index, policy_path, supervised, vars);
     const Evidence before = ObserveWorld(world_, outside_dir, probe, last ? &*last : nullptr);
-    Cell cell{probe, name, uid, "", Spawn(argv, env, uid), Outcome::kPass, ""};
+    Cell cell{probe,          name, uid, "", refused_first ? *refused_first : SpawnProbe(argv, env, uid, kTimeoutMs),
+              Outcome::kPass, ""};
     // `run` exits 128+N for a job killed by signal N; a probe that dies
     // prints no verdict.
     if (supervised && cell.run.verdict.empty() && cell.run.exit_code > 128 && cell.run.exit_code <= 128 + 64) {

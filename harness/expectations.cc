@@ -23,6 +23,7 @@ const char* ExpectName(Expect expect) {
     case Expect::kAllowed: return "allowed";
     case Expect::kGap: return "gap";
     case Expect::kContained: return "contained";
+    case Expect::kRefused: return "refused";
   }
   return "?";
 }
@@ -62,12 +63,17 @@ Expected<Expectations> Expectations::Load(const std::string& path) {
       e.expect = Expect::kGap;
     else if (f[3] == "contained")
       e.expect = Expect::kContained;
+    else if (f[3] == "refused")
+      e.expect = Expect::kRefused;
     else
-      return Error{where, "expect: one of blocked, killed, allowed, gap, contained"};
+      return Error{where, "expect: one of blocked, killed, allowed, gap, contained, refused"};
     e.code = f[4];
     e.why = f[5];
     if (e.expect == Expect::kBlocked && e.code.rfind("E", 0) != 0 && e.code != "-")
       return Error{where, "blocked needs an errno name such as EPERM, or - when no call fails (a value not found)"};
+    if (e.expect == Expect::kRefused && e.code != "64" && e.code != "70")
+      return Error{where,
+                   "refused needs the launcher's exit code: 64 (a path it refuses) or 70 (what it cannot enforce)"};
     if (e.expect == Expect::kKilled && e.code.rfind("SIG", 0) != 0)
       return Error{where, "killed needs a signal name such as SIGSYS"};
     if (!table.rows_.emplace(std::make_pair(e.probe, e.policy), e).second)

@@ -23,6 +23,11 @@ enum class Expect {
   // is what stops it: the probe must start what it starts, and nothing of
   // it may be left when the job has ended (checked from outside).
   kContained,
+  // The launcher refuses the run with this exit code before the probe
+  // starts: a crossrun_* probe's second run, when the first planted a link
+  // where the policy names a path (64: the policy is refused) or a .git
+  // pointer that does not prove itself (70: cage cannot protect it).
+  kRefused,
 };
 const char* ExpectName(Expect expect);
 
@@ -31,7 +36,7 @@ struct Expectation {
   std::string policy;  // or "*"
   int min_abi = 0;     // below it the launcher must refuse the policy (exit 70)
   Expect expect = Expect::kBlocked;
-  std::string code;  // errno name, signal name, or "-"
+  std::string code;  // errno name, signal name, exit code (refused), or "-"
   std::string why;
   int line = 0;
 };

@@ -216,6 +216,50 @@ def test_breaking_one_rule_turns_its_probe_red(tmp_path, fault, broken, intact):
     assert f"ESCAPED  {broken} [{policy}" in r.stdout
 
 
+CROSSRUN = ["crossrun_nested_grant_link", "crossrun_grant_parent_replaced", "crossrun_carve_out_replaced",
+            "crossrun_git_pointer", "crossrun_git_commondir"]
+
+
+@pytest.mark.parametrize("fault,escaping", [
+    # A launcher that resolves grant paths as realpath(3) does: the links the
+    # first run planted lead the second to what lies outside every grant.
+    ("grant-links", CROSSRUN[:3]),
+    # A cage that grants what a .git pointer or a commondir names, unproven.
+    ("git-back-pointers", CROSSRUN[3:]),
+])
+def test_what_one_run_leaves_the_next_turns_red_without_its_rule(tmp_path, fault, escaping):
+    """Each crossrun_* probe escapes against a launcher that lacks the rule it
+    tests (the test-only build skips it), and the others, which that rule
+    does not stop, stay as the table says."""
+    agent = faulty_agent(tmp_path, OARBANK_FAULT_SKIP_STEP=fault)
+    try:
+        r = conform(tmp_path / "out", "--agent", agent, "--probe", ",".join(CROSSRUN), "--policy",
+                    "runner_agent,runner_strict")
+    finally:
+        shutil.rmtree(os.path.dirname(agent))
+    assert r.returncode == 1, r.stdout
+    report = json.loads((tmp_path / "out" / "battery.json").read_text())
+    for cell in report["confined"]:
+        red = cell["policy"] == "runner_agent" and cell["probe"] in escaping
+        assert cell["outcome"] == ("ESCAPED" if red else "PASS"), cell
+
+
+def test_what_one_run_leaves_the_next_is_refused(battery):
+    """The real launcher: where the policy names a path the first run
+    replaced by a link, or cage meets a .git it planted, the second run is
+    refused, naming what it found, as root and as uid 65534."""
+    _, report, _ = battery
+    cells = [c for c in report["confined"] if c["probe"].startswith("crossrun_")]
+    assert {c["probe"] for c in cells} == set(CROSSRUN)
+    refused = {(c["probe"], c["policy"], c["uid"]): c for c in cells if c["actual"].startswith("refused")}
+    for probe in CROSSRUN:
+        for uid in (0, 65534):
+            cell = refused[(probe, "runner_agent", uid)]
+            assert cell["outcome"] == "PASS", cell
+            assert ("symbolic link" in cell["why"]) if "git" not in probe else (".git" in cell["why"]), cell
+    assert all(c["outcome"] == "PASS" for c in cells), [c for c in cells if c["outcome"] != "PASS"]
+
+
 def test_one_layer_dropped_leaves_the_other_standing(tmp_path):
     """Writing outside the grants meets two layers: the read-only mounts
     answer first (EROFS) and Landlock stands behind them (EACCES). A device

@@ -365,12 +365,16 @@ Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const s
   w->work = w->root + "/work";
   w->data = w->root + "/data";
   w->outside = w->root + "/outside";
-  for (const auto& d : {w->bundle, w->runtime, w->work, w->work + "/tmp", w->data, w->data + "/tmp", w->outside,
-                        w->root + "/secret", w->root + "/policies"}) {
+  // work/agent/state: runner_agent's state directory, a grant nested two
+  // levels down (an agent CLI's own state inside the worktree it works on).
+  for (const auto& d : {w->bundle, w->runtime, w->work, w->work + "/tmp", w->work + "/agent/state", w->data,
+                        w->data + "/tmp", w->outside, w->root + "/secret", w->root + "/policies"}) {
     fs::create_directories(d);
     chmod(d.c_str(), 0755);
   }
-  for (const auto& d : {w->work, w->work + "/tmp", w->data, w->data + "/tmp", w->outside}) chmod(d.c_str(), 0777);
+  for (const auto& d :
+       {w->work, w->work + "/tmp", w->work + "/agent", w->work + "/agent/state", w->data, w->data + "/tmp", w->outside})
+    chmod(d.c_str(), 0777);
   // What a policy with read_only carves out of its writable grant (the
   // write_read_only_carve_out and rename_read_only_carve_out probes): a
   // directory with a file anyone may write, so only the carve-out refuses.

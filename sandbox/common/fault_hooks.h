@@ -15,7 +15,13 @@
 //   builds an egress-any job's ruleset without its address classes
 //   ("job-ruleset-classes", supervise/job_network.h) or without the host's
 //   own addresses ("job-ruleset-host-addresses"), so the battery can show it
-//   sees a non-public destination, or the host, reached.
+//   sees a non-public destination, or the host, reached; and grant paths are
+//   resolved following every symbolic link, as realpath(3) would
+//   ("grant-links": grant_path.h, open_no_symlinks.h and the policy's check
+//   of the links it followed), so the battery's crossrun_* probes can show
+//   what a job plants for the next run reached; and a worktree's .git
+//   pointer, commondir included, is granted as named, unproven
+//   ("git-back-pointers", launch/git_history.h).
 #pragma once
 
 namespace oarbank {

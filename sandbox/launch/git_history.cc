@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cstring>
 
+#include "sandbox/common/fault_hooks.h"
 #include "sandbox/common/grant_path.h"
 #include "sandbox/common/open_no_symlinks.h"
 #include "sandbox/common/unique_fd.h"
@@ -105,6 +106,7 @@ Expected<std::string> ResolveCommonDir(const std::string& git_dir, int git_fd, c
   const std::string name = git_dir.substr(git_dir.rfind('/') + 1);
   const UniqueFd worktrees(fd.valid() ? openat(fd.get(), "worktrees", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                                       : -1);
+  if (FaultSkipStep("git-back-pointers")) return dir.value().path;
   if (!worktrees.valid() || !(InodeOf(worktrees.get(), name.c_str()) == git_inode))
     return Bad(git_dir + "/commondir",
                "names " + dir.value().path + ", which does not hold " + git_dir + " as worktrees/" + name);
@@ -173,7 +175,8 @@ Expected<std::optional<GitCarveOuts>> ResolveGitCarveOuts(const std::string& wor
     git_fd.Reset(openat(wt.get(), ".git", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!git_fd.valid()) return Bad(out.dot_git, errno == ENOTDIR ? kPlanted : strerror(errno));
     if (named && !(named->inode == dot_git)) return Bad("--git-dir", git_dir + " is not " + out.dot_git);
-    if (HasEntry(git_fd.get(), "commondir", S_IFREG) || HasEntry(git_fd.get(), "commondir", S_IFLNK))
+    if ((HasEntry(git_fd.get(), "commondir", S_IFREG) || HasEntry(git_fd.get(), "commondir", S_IFLNK)) &&
+        !FaultSkipStep("git-back-pointers"))
       return Bad(out.dot_git + "/commondir",
                  "a .git directory with a commondir, which git writes only in a linked "
                  "worktree's git directory: refused (it could name any directory)");
@@ -199,7 +202,7 @@ Expected<std::optional<GitCarveOuts>> ResolveGitCarveOuts(const std::string& wor
   auto common = ResolveCommonDir(out.git_dir, git_fd.get(), git_inode);
   if (!common.ok()) return common.error();
   out.common_dir = common.value();
-  if (!out.pointer || named) return std::optional<GitCarveOuts>(out);
+  if (!out.pointer || named || FaultSkipStep("git-back-pointers")) return std::optional<GitCarveOuts>(out);
   const std::string refused = "points to " + out.git_dir + ", which is not a git directory that lists this worktree";
   if (!IsGitDirectory(git_fd.get(), out.common_dir)) return Bad(out.dot_git, refused + " (pass --git-dir if it is)");
   auto back = NamesWorktreeBack(out.git_dir, git_fd.get(), out.common_dir != out.git_dir, dot_git,
