@@ -271,6 +271,59 @@ def test_a_work_dir_replaced_during_start_up_refuses_the_job(tree, uid, point):
     assert not (work / "f").exists() and not (tree / "work.old" / "f").exists()
 
 
+def start_paused(tree, uid, point, env, command):
+    """`run` through the test-only launcher, paused at `point`: returns the
+    process and the pause file once it waits there."""
+    pause_dir = tree / "data" / "pause"
+    pause_dir.mkdir(exist_ok=True)
+    os.chmod(pause_dir, 0o777)
+    pause = pause_dir / "at"
+    env = dict(os.environ, OARBANK_FAULT_PAUSE=point, OARBANK_FAULT_PAUSE_FILE=str(pause), **env)
+    proc = subprocess.Popen([*as_user(uid), FAULTY, *RUN, "--json", write_policy(tree), "--", "/bin/sh", "-c",
+                             command], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    for _ in range(1000):
+        if pause.exists():
+            return proc, pause
+        assert proc.poll() is None, proc.communicate()
+        subprocess.run(["sleep", "0.01"])
+    proc.kill()
+    raise AssertionError("never reached the pause point " + point)
+
+
+@UIDS
+@pytest.mark.parametrize("launcher_checks", [True, False])
+def test_a_work_dir_replaced_before_the_launcher_is_caught_inside_and_at_the_gate(tree, uid, launcher_checks):
+    """The work directory swapped after the policy was read and before the
+    launcher exists: the launcher refuses it (its inode is not the policy's);
+    a launcher that skipped that check is caught by the gate, which opens
+    each grant from the job's root, from outside, and compares the inode."""
+    if not os.path.exists(FAULTY):
+        pytest.skip("no oarbank-agent-faulty (OARBANK_TEST_HOOKS=OFF)")
+    work = tree / "work"
+    proc, pause = start_paused(tree, uid, "supervisor-before-keeper",
+                               {} if launcher_checks else {"OARBANK_FAULT_SKIP_STEP": "grant-inodes"},
+                               f"echo ran > {work}/f")
+    try:
+        os.rename(work, tree / "work.old")
+        for d in (work, work / "tmp"):
+            d.mkdir()
+            os.chmod(d, 0o777)
+        pause.with_name("at.go").touch()
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 70, (out, err)
+    reason = json.loads(out)["reason"]
+    if launcher_checks:
+        assert "leads to another directory or file than when the policy was read" in reason, reason
+    else:
+        assert reason.startswith("gate: the launcher is not confined: ") and str(work) in reason, reason
+        assert "in the job's view is another directory or file than the policy named" in reason, reason
+    assert not (work / "f").exists() and not (tree / "work.old" / "f").exists()
+
+
 @UIDS
 def test_a_cap_in_gib_needs_a_spool_file(tree, uid):
     policy = write_policy(tree)

@@ -21,7 +21,10 @@
 //   of the links it followed), so the battery's crossrun_* probes can show
 //   what a job plants for the next run reached; and a worktree's .git
 //   pointer, commondir included, is granted as named, unproven
-//   ("git-back-pointers", launch/git_history.h).
+//   ("git-back-pointers", launch/git_history.h); and the launcher binds a
+//   grant without comparing its inode with the plan's ("grant-inodes",
+//   launch/enforce.h's IsInode), so a test can show the gate's read-back
+//   from outside catches a grant swapped before the launcher opened it.
 #pragma once
 
 namespace oarbank {

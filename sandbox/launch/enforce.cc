@@ -44,7 +44,7 @@ int OpenNoSymlinks(const std::string& path) { return OpenNoSymlinksAt(AT_FDCWD, 
 
 bool IsInode(int fd, FileId expected) {
   struct stat st {};
-  if (!expected.known()) return true;
+  if (!expected.known() || FaultSkipStep("grant-inodes")) return true;
   return fstat(fd, &st) == 0 && FileId{st.st_dev, st.st_ino} == expected;
 }
 

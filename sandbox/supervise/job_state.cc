@@ -239,8 +239,7 @@ void Job::State::Verify(pid_t launcher) {
         (leaf->has_freeze() ? ", cgroup.freeze" : "") + ", limits " + result.container.limits;
   }
   FaultPause("supervisor-init-reported", keeper, init);
-  const GateCheck check = VerifyConfined(launcher, init, cgroup_line, fresh, noexec, root_etc_idmapped, read_only,
-                                         /*job_devices=*/true);
+  const GateCheck check = VerifyConfined(launcher, init, gate_wants);
   result.container.verified = check.reading;
   if (!check.ok) return Refuse("gate: the launcher is not confined: " + check.reason);
   if (want_pty && pty < 0) return Refuse("terminal: the launcher did not hand over the job's terminal");

@@ -22,6 +22,7 @@
 #include "sandbox/supervise/job_egress.h"
 #include "sandbox/supervise/job_network.h"
 #include "sandbox/supervise/supervisor.h"
+#include "sandbox/supervise/verify.h"
 
 namespace oarbank::cage {
 
@@ -73,11 +74,7 @@ struct Job::State {
   int out = -1;
   int err = -1;
   std::optional<CgroupLeaf> leaf;
-  std::string cgroup_line;
-  std::vector<std::string> fresh;      // namespaces the gate checks
-  std::vector<std::string> noexec;     // writable grants the gate checks are noexec
-  std::vector<std::string> read_only;  // carve-outs the gate checks are read-only
-  bool root_etc_idmapped = false;      // the gate checks a root job's /etc is the idmapped view
+  GateExpectations gate_wants;  // what the gate checks of the launcher (verify.h)
   Capture out_cap, err_cap;
   // Interactive use: the streams to the caller, the caller's input relayed
   // into the job (its stdin pipe, or the terminal), and the terminal.

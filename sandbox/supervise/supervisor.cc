@@ -158,16 +158,21 @@ Expected<Plan> PlanJob(const Policy& policy, const HostFacts& host, const RunOpt
 }
 
 // What the gate will check from outside: fresh namespaces, noexec and
-// read-only mounts, root's idmapped /etc.
+// read-only mounts, the inodes under the grants, root's idmapped /etc.
 void ExpectAtTheGate(Job::State& s, const Plan& plan, const NamespacePlan& ns, const RunOptions& options) {
   Container& box = s.result.container;
   box.namespaces = ns.Names();
   box.net = ns.net_detail;
-  s.fresh = {"user", "pid", "ipc", "uts", "mnt"};
-  if (ns.net) s.fresh.push_back("net");
-  if (plan.writable_noexec) s.noexec = plan.writable_binds;
-  s.read_only = plan.read_only_binds;
-  s.root_etc_idmapped = plan.root_etc_idmap_fd >= 0 && !options.run_as_uid;
+  GateExpectations& want = s.gate_wants;
+  want.fresh = {"user", "pid", "ipc", "uts", "mnt"};
+  if (ns.net) want.fresh.push_back("net");
+  if (plan.writable_noexec) want.noexec = plan.writable_binds;
+  want.read_only = plan.read_only_binds;
+  for (const auto* binds : {&plan.writable_binds, &plan.read_only_binds})
+    for (const auto& path : *binds)
+      if (auto it = plan.inodes.find(path); it != plan.inodes.end()) want.inodes.emplace(path, it->second);
+  want.root_etc_idmapped = plan.root_etc_idmap_fd >= 0 && !options.run_as_uid;
+  want.job_devices = true;
 }
 
 // The process container's cgroup leaf, where the agent's cgroup is
@@ -197,7 +202,7 @@ std::optional<std::string> PrepareLeaf(Job::State& s, const Policy& policy, cons
   if (!leaf.ok()) return leaf.error().where + ": " + leaf.error().what;
   s.leaf = std::move(leaf).value();
   box.cgroup = s.leaf->path();
-  s.cgroup_line = CgroupProcLine(host.cgroup, s.leaf->path());
+  s.gate_wants.cgroup_line = CgroupProcLine(host.cgroup, s.leaf->path());
   return std::nullopt;
 }
 

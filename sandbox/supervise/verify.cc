@@ -3,10 +3,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <map>
+
+#include "sandbox/common/open_no_symlinks.h"
+#include "sandbox/common/unique_fd.h"
 
 namespace oarbank {
 namespace {
@@ -119,9 +123,24 @@ std::optional<std::string> CheckGateReading(const GateReading& r, pid_t parent) 
   return std::nullopt;
 }
 
-GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line, const std::vector<std::string>& fresh,
-                         const std::vector<std::string>& noexec, bool root_etc_idmapped,
-                         const std::vector<std::string>& read_only, bool job_devices) {
+std::optional<std::string> CheckMountedInodes(int root, const std::map<std::string, FileId>& inodes) {
+  for (const auto& [path, inode] : inodes) {
+    if (!inode.known()) continue;
+    const std::string relative = path.find_first_not_of('/') == std::string::npos ? "." : path.substr(1);
+    const UniqueFd fd(OpenNoSymlinksAt(root, relative.c_str(), O_PATH));
+    struct stat st {};
+    if (!fd.valid() || fstat(fd.get(), &st) != 0)
+      return path + " cannot be opened in the job's view without following a link: " + strerror(errno);
+    if (!(FileId{st.st_dev, st.st_ino} == inode))
+      return path + " in the job's view is another directory or file than the policy named (device " +
+             std::to_string(st.st_dev) + " inode " + std::to_string(st.st_ino) + ", want device " +
+             std::to_string(inode.dev) + " inode " + std::to_string(inode.ino) + ")";
+  }
+  return std::nullopt;
+}
+
+GateCheck VerifyConfined(pid_t pid, pid_t parent, const GateExpectations& want) {
+  const auto& [cgroup_line, fresh, noexec, read_only, inodes, root_etc_idmapped, job_devices] = want;
   GateCheck check;
   const std::string p = std::to_string(pid);
   int err = 0;
@@ -181,6 +200,17 @@ GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line
     if (auto path = CheckMountOption(mountinfo, read_only, "ro")) {
       check.reason = "the read-only carve-out " + *path + " is not mounted read-only" + unreadable;
       return check;
+    }
+    if (!inodes.empty()) {
+      const UniqueFd root(open(("/proc/" + p + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+      if (!root.valid()) {
+        check.reason = "cannot open /proc/" + p + "/root: " + strerror(errno);
+        return check;
+      }
+      if (auto why = CheckMountedInodes(root.get(), inodes)) {
+        check.reason = *why;
+        return check;
+      }
     }
     if (root_etc_idmapped && CheckMountOption(mountinfo, {"/etc"}, "idmapped")) {
       check.reason = "a root job's /etc is not the idmapped view (root_etc.h)" + unreadable;

@@ -16,8 +16,10 @@
 // job must have an inode other than the supervisor's, / mounted read-only
 // (/proc/<pid>/mountinfo: filesystem.metadata), each writable grant mounted
 // noexec when exec_writable is false, each read_only carve-out mounted
-// read-only (carve_out.h), and /etc mounted idmapped for a root job
-// (root_etc.h).
+// read-only (carve_out.h), each writable grant and carve-out, opened from
+// the job's root with no link followed, the inode the policy's walk found
+// (the launcher checks it too, from inside; this reads it back from
+// outside), and /etc mounted idmapped for a root job (root_etc.h).
 // Kernel limit: Landlock leaves no trace in /proc, so the Landlock step is
 // not verified here (the launcher fails closed on it, and the battery
 // proves it).
@@ -25,12 +27,14 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "oarbank/cage.h"  // GateReading
+#include "oarbank/cage.h"               // GateReading
+#include "sandbox/common/grant_path.h"  // FileId
 
 namespace oarbank {
 
@@ -56,16 +60,29 @@ std::optional<std::string> CheckNoexecMounts(std::string_view mountinfo, const s
 std::optional<std::string> CheckMountOption(std::string_view mountinfo, const std::vector<std::string>& paths,
                                             std::string_view option);
 
-// Reads /proc/<pid>/{status,cgroup,ns/*,mountinfo} and checks them: the
-// reading, the cgroup line (when `cgroup_line` is not empty:
-// "0::/path/of/leaf"), that every namespace in `fresh` ("user", "pid",
-// "net", ...) differs from the supervisor's own, the read-only /, the noexec
-// mounts, and for
-// a root job the idmapped /etc (root_etc.h), and with `job_devices` the
-// job's own /dev/pts and /dev/shm on top (job_devices.h): writable where
-// every host mount is read-only, /dev/shm noexec.
-GateCheck VerifyConfined(pid_t pid, pid_t parent, const std::string& cgroup_line, const std::vector<std::string>& fresh,
-                         const std::vector<std::string>& noexec, bool root_etc_idmapped,
-                         const std::vector<std::string>& read_only = {}, bool job_devices = false);
+// Pure but for its reads below `root` (the job's root, /proc/<pid>/root):
+// the first of `inodes` (a path, and the inode the policy's walk found
+// there: common/grant_path.h) that, opened from `root` with no link
+// followed, is missing or another inode, said in one line; or nullopt.
+std::optional<std::string> CheckMountedInodes(int root, const std::map<std::string, FileId>& inodes);
+
+// What the gate expects of a launcher, from the plan.
+struct GateExpectations {
+  std::string cgroup_line;               // "0::/path/of/leaf", or "" when the job has no leaf
+  std::vector<std::string> fresh;        // namespaces that must differ from the supervisor's ("user", "pid", ...)
+  std::vector<std::string> noexec;       // writable grants that must be mounted noexec
+  std::vector<std::string> read_only;    // carve-outs that must be mounted read-only
+  std::map<std::string, FileId> inodes;  // writable grants and carve-outs: the inode each must be
+  bool root_etc_idmapped = false;        // a root job's /etc must be the idmapped view (root_etc.h)
+  // The job's own /dev/pts and /dev/shm on top (job_devices.h): writable
+  // where every host mount is read-only, /dev/shm noexec.
+  bool job_devices = false;
+};
+
+// Reads /proc/<pid>/{status,cgroup,ns/*,mountinfo,root} and checks them
+// against `want`: the reading, the cgroup line, the fresh namespaces, the
+// read-only /, the noexec and read-only mounts, the inode under each grant
+// and carve-out as the job sees it, the idmapped /etc, the job's devices.
+GateCheck VerifyConfined(pid_t pid, pid_t parent, const GateExpectations& want);
 
 }  // namespace oarbank

@@ -1,0 +1,181 @@
+// The verification gate: a launcher that skipped a step is killed before
+// exec (through the test-only agent), and the pure checks of what the gate
+// reads in /proc.
+#include "sandbox/common/unique_fd.h"
+#include "sandbox/supervise/supervisor_test_support.h"
+#include "sandbox/supervise/verify.h"
+
+namespace oarbank {
+namespace {
+
+// ---- the verification gate, with a launcher that skips a step ----------
+
+#ifdef OARBANK_AGENT_FAULTY
+struct CliRun {
+  int status = -1;
+  nlohmann::json result;
+  std::string raw;
+};
+
+// `oarbank-agent-faulty run --json` as `uid`, with OARBANK_FAULT_SKIP_STEP.
+CliRun RunFaultyAgent(uid_t uid, const std::string& policy, const std::string& skip, const std::string& command) {
+  const auto child = ExecInChild(
+      {OARBANK_AGENT_FAULTY, "run", "--unproven", "--json", policy, "--", "/bin/sh", "-c", command}, uid, [&] {
+        if (skip.empty())
+          unsetenv("OARBANK_FAULT_SKIP_STEP");
+        else
+          setenv("OARBANK_FAULT_SKIP_STEP", skip.c_str(), 1);
+      });
+  CliRun run;
+  run.raw = child.text;
+  run.status = child.status;
+  run.result = nlohmann::json::parse(run.raw, nullptr, false);
+  return run;
+}
+
+class GateTest : public ::testing::TestWithParam<uid_t> {
+ protected:
+  void SetUp() override {
+    if (GetParam() != getuid() && getuid() != 0) GTEST_SKIP() << "switching to uid " << GetParam() << " needs root";
+    const auto a = cage::CheckAvailability();
+    if (!a.available) GTEST_SKIP() << "the cage is not available here: " << a.reason;
+    policy_ = tree_.Path("policy.json");
+    tree_.Write("policy.json", tree_.RunnerJson(), 0644);
+  }
+  TempTree tree_;
+  std::string policy_;
+};
+
+TEST_P(GateTest, ALauncherThatSkippedAStepIsKilledBeforeExec) {
+  const std::string marker = tree_.Path("work/ran");
+  const std::string command = "touch " + marker;
+  // Positive control: the faulty build with no fault runs the module.
+  const CliRun ok = RunFaultyAgent(GetParam(), policy_, "", command);
+  ASSERT_FALSE(ok.result.is_discarded()) << ok.raw;
+  EXPECT_EQ(ok.result["fault"], "none") << ok.raw;
+  EXPECT_TRUE(std::filesystem::exists(marker));
+  std::filesystem::remove(marker);
+
+  // A core limit the launcher would inherit and must lower: a hard limit
+  // already 0 here would let a skipped no-core-dumps step pass unseen.
+  const rlimit core_allowed{0, RLIM_INFINITY};
+  if (getuid() == 0) {
+    ASSERT_EQ(setrlimit(RLIMIT_CORE, &core_allowed), 0) << strerror(errno);
+  }
+
+  // Each skipped step, and what refuses the launcher before its exec.
+  const std::pair<const char*, std::string> cases[] = {
+      // The gate reads Seccomp 0 in /proc/<pid>/status.
+      {"seccomp", "gate: the launcher is not confined: Seccomp is 0 (want 2: a filter)"},
+      // In its user namespace the launcher holds every capability until
+      // this step drops them: the gate reads CapEff (the full set).
+      {"drop-capabilities", "gate: the launcher is not confined: CapEff is "},
+      // The gate reads /proc/<pid>/mountinfo: / is not read-only.
+      {"mount-namespace", "gate: the launcher is not confined: / is not mounted read-only"},
+      // The gate reads mountinfo: the job's /dev/pts is the host's (read-only).
+      {"job-devices", "gate: the launcher is not confined: /dev/pts is not the job's own"},
+      // The gate reads the launcher's limits with prlimit(2).
+      {"no-core-dumps", "gate: the launcher is not confined: RLIMIT_CORE is "},
+      // Without no_new_privs the kernel itself refuses Landlock (and seccomp)
+      // to a process without CAP_SYS_ADMIN: the launcher stops there.
+      {"no-new-privs", std::string("landlock: restrict_self : ") + strerror(EPERM)},
+  };
+  for (const auto& [step, reason_prefix] : cases) {
+    const CliRun run = RunFaultyAgent(GetParam(), policy_, step, command);
+    ASSERT_FALSE(run.result.is_discarded()) << step << ": " << run.raw;
+    EXPECT_EQ(run.result["refused"], true) << step;
+    EXPECT_EQ(run.result["fault"], "refused") << step;
+    const std::string reason = run.result["reason"];
+    EXPECT_EQ(reason.substr(0, reason_prefix.size()), reason_prefix) << step << ": " << reason;
+    EXPECT_EQ(WIFEXITED(run.status) ? WEXITSTATUS(run.status) : -1, kExitNotEnforced) << step;
+    EXPECT_FALSE(std::filesystem::exists(marker)) << step << ": the module ran";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AsRootAndNobody, GateTest, ::testing::Values(uid_t{0}, kNobody), [](const auto& info) {
+  return info.param == 0 ? std::string("root") : std::string("nobody");
+});
+#endif
+
+// ---- pure parts ----------------------------------------------------------
+
+constexpr char kConfinedStatus[] =
+    "Name:\tsh\nPPid:\t42\nCapInh:\t0000000000000000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
+    "CapBnd:\t0000000000000000\nCapAmb:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\nSeccomp_filters:\t1\n";
+
+TEST(GateReadingTest, AConfinedLauncherPasses) {
+  EXPECT_EQ(CheckGateReading(ParseProcStatus(kConfinedStatus), 42), std::nullopt);
+}
+
+TEST(GateReadingTest, EachMissingStepIsNamed) {
+  auto with = [](const std::string& from, const std::string& to) {
+    std::string s = kConfinedStatus;
+    s.replace(s.find(from), from.size(), to);
+    return ParseProcStatus(s);
+  };
+  EXPECT_EQ(CheckGateReading(with("NoNewPrivs:\t1", "NoNewPrivs:\t0"), 42), "NoNewPrivs is 0 (want 1)");
+  EXPECT_EQ(CheckGateReading(with("Seccomp:\t2", "Seccomp:\t0"), 42), "Seccomp is 0 (want 2: a filter)");
+  EXPECT_EQ(CheckGateReading(with("Seccomp_filters:\t1", "Seccomp_filters:\t0"), 42),
+            "Seccomp_filters is 0 (want at least 1)");
+  EXPECT_EQ(CheckGateReading(with("Seccomp_filters:\t1\n", ""), 42), "Seccomp_filters is absent (want at least 1)");
+  EXPECT_EQ(CheckGateReading(with("CapEff:\t0000000000000000", "CapEff:\t0000000000200000"), 42),
+            "CapEff is 0000000000200000 (want 0)");
+  // capset could raise a permitted capability again: CapPrm must be empty too.
+  EXPECT_EQ(CheckGateReading(with("CapPrm:\t0000000000000000", "CapPrm:\t0000000000000001"), 42),
+            "CapPrm is 0000000000000001 (want 0)");
+  EXPECT_EQ(CheckGateReading(with("CapAmb:\t0000000000000000", "CapAmb:\t0000000000000400"), 42),
+            "CapAmb is 0000000000000400 (want 0)");
+  // A recycled pid: another parent.
+  EXPECT_EQ(CheckGateReading(ParseProcStatus(kConfinedStatus), 43), "PPid is 42, not the job's init 43");
+  EXPECT_EQ(CheckGateReading(ParseProcStatus(""), 43), "PPid is absent, not the job's init 43");
+}
+
+TEST(GateReadingTest, WritableGrantsMustBeMountedNoexec) {
+  const std::string info =
+      "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
+      "90 22 8:1 /srv/w /srv/w rw,relatime - ext4 /dev/vda rw\n"
+      "91 90 8:1 /srv/w /srv/w rw,nosuid,nodev,noexec,relatime - ext4 /dev/vda rw\n"
+      "92 22 8:1 /srv/a\\040b /srv/a\\040b rw,noexec - ext4 /dev/vda rw\n";
+  EXPECT_EQ(CheckNoexecMounts(info, {"/srv/w", "/srv/a b"}), std::nullopt);
+  EXPECT_EQ(CheckNoexecMounts(info, {"/srv/w", "/srv/x"}), "/srv/x");
+  // The last mount on a path wins: a later exec mount over the noexec one.
+  EXPECT_EQ(CheckNoexecMounts(info + "93 91 8:1 /srv/w /srv/w rw - ext4 /dev/vda rw\n", {"/srv/w"}), "/srv/w");
+}
+
+TEST(GateReadingTest, EachGrantMustBeTheInodeThePolicyNamed) {
+  TempTree tree;
+  const std::string a = tree.Path("work"), b = tree.Path("data"), link = tree.Path("link");
+  ASSERT_EQ(symlink(a.c_str(), link.c_str()), 0);
+  auto inode = [](const std::string& path) {
+    struct stat st {};
+    EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+    return FileId{st.st_dev, st.st_ino};
+  };
+  const UniqueFd root(open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(root.valid());
+  EXPECT_EQ(CheckMountedInodes(root.get(), {{a, inode(a)}, {b, inode(b)}, {"/", inode("/")}}), std::nullopt);
+  // Another directory where the policy named `a` (it was swapped, or the bind is of something else).
+  const auto swapped = CheckMountedInodes(root.get(), {{a, inode(b)}});
+  ASSERT_TRUE(swapped.has_value());
+  EXPECT_EQ(swapped->rfind(a + " in the job's view is another directory or file than the policy named", 0), 0u)
+      << *swapped;
+  // A link is never followed, even to the right inode.
+  const auto linked = CheckMountedInodes(root.get(), {{link, inode(a)}});
+  ASSERT_TRUE(linked.has_value());
+  EXPECT_NE(linked->find("without following a link"), std::string::npos) << *linked;
+  // Missing: said, never passed.
+  EXPECT_TRUE(CheckMountedInodes(root.get(), {{tree.Path("gone"), inode(a)}}).has_value());
+  // An inode the walk did not record (a test build's plan) is not checked.
+  EXPECT_EQ(CheckMountedInodes(root.get(), {{link, FileId{}}}), std::nullopt);
+}
+
+TEST(GateReadingTest, ARootJobsEtcMustBeIdmapped) {
+  const std::string info = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/vda rw\n";
+  EXPECT_EQ(CheckMountOption(info, {"/etc"}, "idmapped"), "/etc");
+  EXPECT_EQ(CheckMountOption(info + "42 22 8:1 /etc /etc ro,nosuid,nodev,relatime,idmapped - ext4 /dev/vda rw\n",
+                             {"/etc"}, "idmapped"),
+            std::nullopt);
+}
+
+}  // namespace
+}  // namespace oarbank
