@@ -1,11 +1,11 @@
 #include "sandbox/broker/container_runtime.h"
 
 #include "sandbox/broker/subid_ranges.h"
+#include "sandbox/common/open_no_symlinks.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -79,11 +79,10 @@ void KeepTail(std::string& tail, const char* buf, size_t n) {
 }
 
 // A directory below `base` reached without following any symlink.
-int OpenBeneath(int base_fd, const std::string& rel, uint64_t flags) {
-  open_how how{};
-  how.flags = flags | O_CLOEXEC;  // RESOLVE_NO_SYMLINKS covers the last component
-  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
-  return static_cast<int>(syscall(SYS_openat2, base_fd, rel.c_str(), &how, sizeof how));
+// openat2(RESOLVE_BENEATH | NO_SYMLINKS | NO_MAGICLINKS | NO_XDEV), or the
+// equivalent walk where the kernel has no openat2 (common/open_no_symlinks.h).
+int OpenBeneath(int base_fd, const std::string& rel, int flags) {
+  return OpenNoSymlinksAt(base_fd, rel.c_str(), flags, /*no_xdev=*/true, /*beneath=*/true);
 }
 
 // <work>/.oarbank-broker/<name>.<stream>, created for the job (never an

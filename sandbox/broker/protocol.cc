@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
@@ -13,6 +12,7 @@
 #include <set>
 
 #include "sandbox/common/json_formats.h"
+#include "sandbox/common/open_no_symlinks.h"
 
 namespace oarbank::broker {
 namespace {
@@ -373,10 +373,9 @@ std::variant<Mount, Refused> ResolveMountSource(const std::string& src, const st
   if (dir < 0) return BadMount(field + ": " + base + ": " + strerror(errno));
   int fd = dir;
   if (!rel.empty()) {
-    open_how how{};
-    how.flags = O_PATH | O_CLOEXEC;  // RESOLVE_NO_SYMLINKS refuses a trailing symlink too (ELOOP)
-    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV;
-    fd = static_cast<int>(syscall(SYS_openat2, dir, rel.c_str(), &how, sizeof how));
+    // No link followed, the last component's included (ELOOP), never out of
+    // `dir`, never across a mount; openat2 or the walk that stands for it.
+    fd = OpenNoSymlinksAt(dir, rel.c_str(), O_PATH, /*no_xdev=*/true, /*beneath=*/true);
     const int err = errno;
     close(dir);
     if (fd < 0) {

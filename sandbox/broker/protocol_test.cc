@@ -3,6 +3,7 @@
 // try to leave the work directory by '..', an absolute path or a symlink,
 // and malformed or oversized lines.
 #include "sandbox/broker/protocol.h"
+#include "sandbox/common/fault_hooks.h"
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -129,6 +130,21 @@ TEST_F(BrokerProtocol, BadMountSources) {
 TEST_F(BrokerProtocol, SymlinkEscapeIsNamed) {
   const Refused r = Refusal(Run(Mounts("etc-link")));
   EXPECT_NE(r.detail.find("symlink"), std::string::npos) << r.detail;
+}
+
+// The same sources where the kernel has no openat2 (Linux < 5.6): the
+// walk that stands for it refuses the same ones and accepts the same ones.
+TEST_F(BrokerProtocol, MountSourcesAreJudgedAlikeWithoutOpenat2) {
+  fault_hooks.skip_step = [](const char* step) { return strcmp(step, "openat2") == 0; };
+  for (const std::string& src :
+       std::vector<std::string>{"..", "../outside", "out/../../outside", "etc-link", "etc-link/passwd", "inner-link",
+                                "data:escape", "data:escape/secret", "fifo", "missing"})
+    EXPECT_EQ(Refusal(Run(Mounts(src))).error, Refusal::kBadMount) << src;
+  EXPECT_NE(Refusal(Run(Mounts("etc-link"))).detail.find("symlink"), std::string::npos);
+  const RunRequest ok = Accepted(Run(Mounts("out/deeper")));
+  fault_hooks.skip_step = nullptr;
+  ASSERT_FALSE(ok.mounts.empty());
+  EXPECT_EQ(ok.mounts.back().source, tree_.Path("work/out/deeper"));
 }
 
 TEST_F(BrokerProtocol, DataSourcesNeedADataDirectory) {

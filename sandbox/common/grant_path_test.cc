@@ -87,6 +87,22 @@ TEST_P(WithWalk, RelativeToADirectory) {
   EXPECT_EQ(errno, ELOOP);
 }
 
+TEST_P(WithWalk, BeneathNeverLeavesTheDirectory) {
+  const UniqueFd dir(open((root_ + "/a").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  auto beneath = [&](const char* path) {
+    const UniqueFd fd(OpenNoSymlinksAt(dir.get(), path, O_PATH, /*no_xdev=*/true, /*beneath=*/true));
+    return fd.valid() ? 0 : errno;
+  };
+  EXPECT_EQ(beneath("b/file"), 0);  // positive control
+  EXPECT_EQ(beneath("../a/b/file"), EXDEV);
+  EXPECT_EQ(beneath("b/../../a"), EXDEV);
+  EXPECT_EQ(beneath((root_ + "/a/b/file").c_str()), EXDEV);  // absolute
+  EXPECT_EQ(beneath("file-link"), ELOOP);
+  // Without `beneath` the same ".." is only a path (the caller's choice).
+  const UniqueFd up(OpenNoSymlinksAt(dir.get(), "../a/b/file", O_PATH));
+  EXPECT_TRUE(up.valid());
+}
+
 TEST_P(WithWalk, NoXdevRefusesAMountPointAndAllowsTheRest) {
   EXPECT_EQ(Open("/proc/sys", O_PATH | O_DIRECTORY, /*no_xdev=*/true), EXDEV);
   EXPECT_EQ(Open("/proc/sys", O_PATH | O_DIRECTORY), 0);  // positive control

@@ -16,14 +16,15 @@
 namespace oarbank {
 namespace {
 
-int OpenAt2(int dirfd, const char* path, int flags, bool no_xdev) {
+int OpenAt2(int dirfd, const char* path, int flags, bool no_xdev, bool beneath) {
   if (FaultSkipStep("openat2")) {
     errno = ENOSYS;
     return -1;
   }
   open_how how{};
   how.flags = static_cast<uint64_t>(flags) | O_CLOEXEC;
-  how.resolve = RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | (no_xdev ? RESOLVE_NO_XDEV : 0);
+  how.resolve =
+      RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | (no_xdev ? RESOLVE_NO_XDEV : 0) | (beneath ? RESOLVE_BENEATH : 0);
   return static_cast<int>(syscall(SYS_openat2, dirfd, path, &how, sizeof how));
 }
 
@@ -65,7 +66,11 @@ int StepInto(int dir, const char* name, bool last, int flags, bool no_xdev) {
 }
 
 // The walk openat2 stands for, where the kernel lacks it.
-int WalkNoSymlinks(int dirfd, const char* path, int flags, bool no_xdev) {
+int WalkNoSymlinks(int dirfd, const char* path, int flags, bool no_xdev, bool beneath) {
+  if (beneath && path[0] == '/') {
+    errno = EXDEV;
+    return -1;
+  }
   int dir = path[0] == '/'      ? open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)
             : dirfd == AT_FDCWD ? open(".", O_PATH | O_DIRECTORY | O_CLOEXEC)
                                 : fcntl(dirfd, F_DUPFD_CLOEXEC, 0);
@@ -81,6 +86,7 @@ int WalkNoSymlinks(int dirfd, const char* path, int flags, bool no_xdev) {
     const bool last = *rest == '\0';
     if (len == 0) break;  // "/" alone, or trailing slashes
     if (len > NAME_MAX) return Refuse(dir, -1, ENAMETOOLONG);
+    if (beneath && len == 2 && p[0] == '.' && p[1] == '.') return Refuse(dir, -1, EXDEV);
     memcpy(name, p, len);
     name[len] = '\0';
     dir = StepInto(dir, name, last, flags, no_xdev);
@@ -98,15 +104,15 @@ int WalkNoSymlinks(int dirfd, const char* path, int flags, bool no_xdev) {
 
 }  // namespace
 
-int OpenNoSymlinksAt(int dirfd, const char* path, int flags, bool no_xdev) {
+int OpenNoSymlinksAt(int dirfd, const char* path, int flags, bool no_xdev, bool beneath) {
   if (path == nullptr || path[0] == '\0') {
     errno = ENOENT;
     return -1;
   }
-  if (FaultSkipStep("grant-links")) return openat(dirfd, path, flags | O_CLOEXEC);
-  const int fd = OpenAt2(dirfd, path, flags, no_xdev);
+  if (!beneath && FaultSkipStep("grant-links")) return openat(dirfd, path, flags | O_CLOEXEC);
+  const int fd = OpenAt2(dirfd, path, flags, no_xdev, beneath);
   if (fd >= 0 || errno != ENOSYS) return fd;
-  return WalkNoSymlinks(dirfd, path, flags, no_xdev);
+  return WalkNoSymlinks(dirfd, path, flags, no_xdev, beneath);
 }
 
 }  // namespace oarbank
