@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <deque>
+#include <vector>
 
 #include "sandbox/common/fault_hooks.h"
 #include "sandbox/common/open_no_symlinks.h"
@@ -45,10 +46,10 @@ std::string Join(const std::string& dir, const std::string& name) { return dir =
 
 bool RootsAlone(const struct stat& st) { return st.st_uid == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0; }
 
-// Appends the components of `path` that name something ("" and "." do not)
-// in front of `pending`.
-void PushFront(const std::string& path, std::deque<std::string>& pending) {
-  std::deque<std::string> parts;
+// The components of `path` that name something ("" and "." do not), ".."
+// kept as it is.
+std::vector<std::string> Components(const std::string& path) {
+  std::vector<std::string> parts;
   size_t i = 0;
   while (i <= path.size()) {
     size_t slash = path.find('/', i);
@@ -57,6 +58,12 @@ void PushFront(const std::string& path, std::deque<std::string>& pending) {
     if (!part.empty() && part != ".") parts.push_back(std::move(part));
     i = slash + 1;
   }
+  return parts;
+}
+
+// Puts the components of `path` in front of `pending`.
+void PushFront(const std::string& path, std::deque<std::string>& pending) {
+  const auto parts = Components(path);
   pending.insert(pending.begin(), parts.begin(), parts.end());
 }
 
@@ -91,17 +98,11 @@ bool IsTrustedLinkDirectory(const std::string& dir) {
 
 std::string NormalizePath(const std::string& absolute) {
   std::vector<std::string> parts;
-  size_t i = 0;
-  while (i <= absolute.size()) {
-    size_t slash = absolute.find('/', i);
-    if (slash == std::string::npos) slash = absolute.size();
-    const std::string part = absolute.substr(i, slash - i);
-    if (part == "..") {
-      if (!parts.empty()) parts.pop_back();
-    } else if (!part.empty() && part != ".") {
-      parts.push_back(part);
-    }
-    i = slash + 1;
+  for (auto& part : Components(absolute)) {
+    if (part != "..")
+      parts.push_back(std::move(part));
+    else if (!parts.empty())
+      parts.pop_back();
   }
   std::string out;
   for (const auto& p : parts) out += "/" + p;

@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/mount.h>
-#include <linux/openat2.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -22,13 +21,6 @@
 #include "sandbox/common/unique_fd.h"
 
 namespace oarbank {
-namespace {
-
-int OpenNoSymlinks(int dirfd, const std::string& path, int flags) {
-  return OpenNoSymlinksAt(dirfd, path.c_str(), flags);
-}
-
-}  // namespace
 
 std::vector<std::string> AncestorsWithin(const std::string& grant, const std::string& path) {
   std::vector<std::string> out;
@@ -52,7 +44,7 @@ namespace {
 // same inode on the new mount.
 std::optional<StepFailure> BindOntoItself(const std::string& path, bool read_only, FileId expected) {
   const char* what = read_only ? "read-only carve-out" : "pin the carve-out's ancestor";
-  UniqueFd fd(OpenNoSymlinks(AT_FDCWD, path, O_PATH));
+  UniqueFd fd(OpenNoSymlinksAt(AT_FDCWD, path.c_str(), O_PATH));
   if (!fd.valid()) return StepFailed(LaunchStep::kMountNamespace, errno, "%s %s", what, path.c_str());
   if (!IsInode(fd.get(), expected))
     return StepFailed(LaunchStep::kMountNamespace, 0, "%s %s: %s", what, path.c_str(), kNotTheInode);
@@ -70,7 +62,7 @@ std::optional<StepFailure> BindOntoItself(const std::string& path, bool read_onl
   }
   if (syscall(SYS_move_mount, tree.get(), "", fd.get(), "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
     return StepFailed(LaunchStep::kMountNamespace, errno, "%s %s: bind", what, path.c_str());
-  UniqueFd after(OpenNoSymlinks(AT_FDCWD, path, O_PATH));
+  UniqueFd after(OpenNoSymlinksAt(AT_FDCWD, path.c_str(), O_PATH));
   struct stat st {};
   struct statfs fs {};
   if (!after.valid() || fstat(after.get(), &st) != 0 || fstatfs(after.get(), &fs) != 0)
