@@ -15,9 +15,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "harness/world.h"
+#include "sandbox/common/subprocess.h"
 
 namespace oarbank {
 namespace {
@@ -38,37 +40,18 @@ const char* IpTool() {
 // `ip -batch -` fed `script`, in the network namespace `netns` (-1: this
 // process's). "" when it succeeded, else ip's first line of complaint.
 std::string RunIp(const char* ip, const std::string& script, int netns) {
-  // The script goes into the pipe before the fork (a few hundred bytes:
-  // never a full pipe): no write to a reader that may be gone, no SIGPIPE.
-  int in[2], out[2];
-  if (pipe2(in, O_CLOEXEC) != 0) return Errno("pipe");
-  const bool written = write(in[1], script.data(), script.size()) == static_cast<ssize_t>(script.size());
-  close(in[1]);
-  if (!written || pipe2(out, O_CLOEXEC) != 0) {
-    close(in[0]);
-    return Errno(written ? "pipe" : "write the ip script");
-  }
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if ((netns >= 0 && setns(netns, CLONE_NEWNET) != 0) || dup2(in[0], 0) != 0 || dup2(out[1], 1) != 1 ||
-        dup2(out[1], 2) != 2)
-      _exit(126);
-    execl(ip, "ip", "-batch", "-", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  std::string said;
-  char buf[512];
-  for (ssize_t n; pid > 0 && (n = read(out[0], buf, sizeof buf)) > 0;) said.append(buf, static_cast<size_t>(n));
-  close(out[0]);
-  if (pid < 0) return Errno("fork");
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  SubprocessSpec spec;
+  spec.argv = {ip, "-batch", "-"};
+  spec.input = script;
+  if (netns >= 0) spec.namespaces = {{netns, CLONE_NEWNET}};
+  CaptureLimits limits;
+  limits.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const CapturedRun run = RunCaptured(spec, limits);
+  if (!run.started) return run.error;
+  if (run.ExitCode() == 0) return "";
+  const std::string said = run.err.empty() ? run.out : run.err;
   const std::string first = said.substr(0, said.find('\n'));
-  const std::string how = WIFSIGNALED(status) ? "killed by signal " + std::to_string(WTERMSIG(status))
-                                              : "exit " + std::to_string(WEXITSTATUS(status));
+  const std::string how = run.timed_out ? "no answer in 30 s" : "exit " + std::to_string(run.ExitCode());
   return std::string(ip) + " -batch: " + (first.empty() ? how : first);
 }
 

@@ -13,6 +13,7 @@
 
 #include "sandbox/common/json_formats.h"
 #include "sandbox/common/open_no_symlinks.h"
+#include "sandbox/common/unique_fd.h"
 
 namespace oarbank::broker {
 namespace {
@@ -369,16 +370,15 @@ std::variant<Mount, Refused> ResolveMountSource(const std::string& src, const st
   }
   if (auto why = CheckPortablePath(rel)) return BadMount(field + ": " + src.substr(0, 256) + " " + *why);
   if (rel == ".") rel.clear();
-  const int dir = open(base.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return BadMount(field + ": " + base + ": " + strerror(errno));
-  int fd = dir;
+  UniqueFd fd(open(base.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!fd.valid()) return BadMount(field + ": " + base + ": " + strerror(errno));
   if (!rel.empty()) {
     // No link followed, the last component's included (ELOOP), never out of
-    // `dir`, never across a mount; openat2 or the walk that stands for it.
-    fd = OpenNoSymlinksAt(dir, rel.c_str(), O_PATH, /*no_xdev=*/true, /*beneath=*/true);
+    // `base`, never across a mount; openat2 or the walk that stands for it.
+    const int below = OpenNoSymlinksAt(fd.get(), rel.c_str(), O_PATH, /*no_xdev=*/true, /*beneath=*/true);
     const int err = errno;
-    close(dir);
-    if (fd < 0) {
+    fd.Reset(below);
+    if (!fd.valid()) {
       if (err == ELOOP || err == EXDEV)
         return BadMount(field + ": " + src.substr(0, 256) +
                         " goes through a symlink or another mount: sources "
@@ -387,9 +387,8 @@ std::variant<Mount, Refused> ResolveMountSource(const std::string& src, const st
     }
   }
   struct stat st {};
-  const int rc = fstat(fd, &st);
+  const int rc = fstat(fd.get(), &st);
   const int err = errno;
-  close(fd);
   if (rc != 0) return BadMount(field + ": " + strerror(err));
   if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))
     return BadMount(field + ": " + src.substr(0, 256) + " is neither a directory nor a regular file");

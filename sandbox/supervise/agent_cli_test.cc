@@ -1,6 +1,6 @@
 // The CLI around the supervisor: `oarbank-agent run` and `sandbox-exec
 // --gate-fd`, run as programs.
-#include "sandbox/supervise/supervisor_test_support.h"
+#include "sandbox/supervise/supervisor_test.h"
 
 namespace oarbank {
 namespace {

@@ -1,6 +1,6 @@
 // Whether the cage is available here and what a job's namespaces are:
 // pure, from host facts.
-#include "sandbox/supervise/supervisor_test_support.h"
+#include "sandbox/supervise/supervisor_test.h"
 
 namespace oarbank {
 namespace {

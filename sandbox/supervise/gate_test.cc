@@ -2,7 +2,7 @@
 // exec (through the test-only agent), and the pure checks of what the gate
 // reads in /proc.
 #include "sandbox/common/unique_fd.h"
-#include "sandbox/supervise/supervisor_test_support.h"
+#include "sandbox/supervise/supervisor_test.h"
 #include "sandbox/supervise/verify.h"
 
 namespace oarbank {

@@ -20,6 +20,7 @@
 
 #include "sandbox/common/fault_hooks.h"
 #include "sandbox/common/install_paths.h"
+#include "sandbox/common/subprocess.h"
 #include "sandbox/common/trust_file.h"
 #include "sandbox/egress/job_ruleset.h"
 #include "sandbox/supervise/namespaces.h"
@@ -83,73 +84,21 @@ void Reap(pid_t pid, std::chrono::milliseconds grace) {
 // stdin; its stdout, or an Error with its stderr line.
 Expected<std::string> RunHelper(const std::string& helper, const char* mode, int userns, int netns,
                                 const std::string& input, Clock::time_point deadline) {
-  int in[2], out[2], err[2];
-  // stdin is a socket, not a pipe: a helper that ended before reading it
-  // must not take the agent with it through SIGPIPE (send's MSG_NOSIGNAL).
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0)
-    return Error{"nftables", std::string("socketpair: ") + strerror(errno)};
-  if (pipe2(out, O_CLOEXEC) != 0) {
-    close(in[0]), close(in[1]);
-    return Error{"nftables", std::string("pipe: ") + strerror(errno)};
-  }
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    for (int fd : {in[0], in[1], out[0], out[1]}) close(fd);
-    return Error{"nftables", std::string("pipe: ") + strerror(errno)};
-  }
-  std::string path = helper;
-  std::string mode_arg = mode;
-  char* argv[] = {path.data(), mode_arg.data(), nullptr};
-  const pid_t pid = fork();
-  if (pid == 0) ExecWithFds(path.c_str(), argv, {{in[1], 0}, {out[1], 1}, {err[1], 2}, {userns, 3}, {netns, 4}}, 4);
-  const int fork_err = errno;
-  for (int fd : {in[1], out[1], err[1]}) close(fd);
-  UniqueFd to(in[0]), from(out[0]), errs(err[0]);
-  if (pid < 0) return Error{"nftables", std::string("fork: ") + strerror(fork_err)};
-  for (int fd : {to.get(), from.get(), errs.get()}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-  std::string stdout_text, stderr_text;
-  size_t written = 0;
-  if (input.empty()) to.Reset();
-  bool timed_out = false;
-  while (from.valid() || errs.valid()) {
-    pollfd p[3];
-    int n = 0;
-    if (to.valid()) p[n++] = {to.get(), POLLOUT, 0};
-    if (from.valid()) p[n++] = {from.get(), POLLIN, 0};
-    if (errs.valid()) p[n++] = {errs.get(), POLLIN, 0};
-    const int ready = poll(p, n, MillisLeft(deadline));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) {
-      timed_out = true;
-      break;
-    }
-    for (int i = 0; i < n; ++i) {
-      if (p[i].revents == 0) continue;
-      if (p[i].fd == to.get()) {
-        const ssize_t w = send(to.get(), input.data() + written, input.size() - written, MSG_NOSIGNAL);
-        if (w > 0) written += static_cast<size_t>(w);
-        if ((w < 0 && errno != EAGAIN && errno != EINTR) || written == input.size()) to.Reset();
-        continue;
-      }
-      UniqueFd& fd = p[i].fd == from.get() ? from : errs;
-      std::string& text = p[i].fd == from.get() ? stdout_text : stderr_text;
-      char buf[16384];
-      const ssize_t r = read(fd.get(), buf, sizeof buf);
-      if (r > 0 && text.size() < kMaxHelperOutput)
-        text.append(buf, static_cast<size_t>(r));
-      else if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
-        fd.Reset();
-    }
-  }
-  if (timed_out) kill(pid, SIGKILL);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out) return Error{"nftables", helper + " " + mode + ": no answer in time"};
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && stderr_text.empty())
-    return Error{"nftables", "cannot execute " + helper};
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-    return Error{"nftables", stderr_text.empty() ? helper + " " + mode + " failed" : OneLine(stderr_text)};
-  return stdout_text;
+  SubprocessSpec spec;
+  spec.argv = {helper, mode};
+  spec.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
+  spec.input = input;
+  spec.fds = {{userns, 3}, {netns, 4}};
+  CaptureLimits limits;
+  limits.deadline = deadline;
+  limits.max_bytes = kMaxHelperOutput;
+  const CapturedRun run = RunCaptured(spec, limits);
+  if (!run.started) return Error{"nftables", run.error};
+  if (run.timed_out) return Error{"nftables", helper + " " + mode + ": no answer in time"};
+  const int code = run.ExitCode();
+  if (code == 127 && run.err.empty()) return Error{"nftables", "cannot execute " + helper};
+  if (code != 0) return Error{"nftables", run.err.empty() ? helper + " " + mode + " failed" : OneLine(run.err)};
+  return run.out;
 }
 
 // A file the supervisor runs with its own privilege must be one only root

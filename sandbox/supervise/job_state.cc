@@ -139,18 +139,18 @@ void Job::State::UnpublishNetns() {
 
 void Job::State::OnJobNetwork() {
   char c = 0;
-  const ssize_t n = recv(net, &c, 1, MSG_DONTWAIT);
+  const ssize_t n = recv(net.get(), &c, 1, MSG_DONTWAIT);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-  if (n != 1 || c != 'N') return CloseFd(net);  // init ended; the status pipe says why
-  while (init <= 0 && status >= 0 && !aborted) AwaitStatus();
+  if (n != 1 || c != 'N') return net.Reset();  // init ended; the status pipe says why
+  while (init <= 0 && status.valid() && !aborted) AwaitStatus();
   if (init <= 0) return Refuse("network: the job's init never reported");
   auto started = JobNetwork::Start(init, network_settings, start + kSetupDeadline);
   if (!started.ok())
     return Refuse("sandbox: CAPABILITY_NOT_ENFORCED: net.egress-any (" + started.error().where + ": " +
                   started.error().what + ")");
   network = std::move(started).value();
-  if (send(net, "G", 1, MSG_NOSIGNAL) != 1) return Refuse("network: release init" + ErrnoText(errno));
-  CloseFd(net);
+  if (send(net.get(), "G", 1, MSG_NOSIGNAL) != 1) return Refuse("network: release init" + ErrnoText(errno));
+  net.Reset();
 }
 
 void Job::State::StopNetwork() {
@@ -168,8 +168,8 @@ void Job::State::StopProxy() {
 
 void Job::State::ServeEgress() {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(start + kSetupDeadline - Clock::now());
-  auto listener = ReceiveListenerFromChild(egress, left);
-  CloseFd(egress);
+  auto listener = ReceiveListenerFromChild(egress.get(), left);
+  egress.Reset();
   if (!listener.ok()) return Refuse(listener.error().where + ": " + listener.error().what);
   auto served = ServeJobEgress(egress_allow, listener.value(), egress_options);
   if (!served.ok()) return Refuse("egress: the job's proxy: " + served.error().where + ": " + served.error().what);
@@ -191,17 +191,12 @@ void Job::State::Abort() {
   if (leaf) leaf->Kill();
 }
 
-void Job::State::CloseFd(int& fd) {
-  if (fd >= 0) close(fd);
-  fd = -1;
-}
-
 void Job::State::OnStatus() {
   StatusRecord r{};
-  const ssize_t n = read(status, &r, sizeof r);
+  const ssize_t n = read(status.get(), &r, sizeof r);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (n != static_cast<ssize_t>(sizeof r)) {
-    CloseFd(status);  // EOF: keeper and init are both gone
+    status.Reset();  // EOF: keeper and init are both gone
     return;
   }
   switch (r.kind) {
@@ -220,7 +215,7 @@ void Job::State::OnStatus() {
 }
 
 void Job::State::AwaitStatus() {
-  pollfd p{status, POLLIN, 0};
+  pollfd p{status.get(), POLLIN, 0};
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(start + kSetupDeadline - Clock::now());
   if (poll(&p, 1, static_cast<int>(std::max<long long>(0, left.count()))) == 0)
     return Refuse("setup took longer than 60 s");
@@ -229,7 +224,7 @@ void Job::State::AwaitStatus() {
 
 void Job::State::Verify(pid_t launcher) {
   // init's pid was sent before init was released, so it is in the pipe.
-  while (init <= 0 && status >= 0 && !aborted) AwaitStatus();
+  while (init <= 0 && status.valid() && !aborted) AwaitStatus();
   if (init <= 0) return Refuse("gate: the job's init never reported");
   // The keeper made the leaf before it cloned init.
   if (leaf) {
@@ -242,18 +237,18 @@ void Job::State::Verify(pid_t launcher) {
   const GateCheck check = VerifyConfined(launcher, init, gate_wants);
   result.container.verified = check.reading;
   if (!check.ok) return Refuse("gate: the launcher is not confined: " + check.reason);
-  if (want_pty && pty < 0) return Refuse("terminal: the launcher did not hand over the job's terminal");
+  if (want_pty && !pty.valid()) return Refuse("terminal: the launcher did not hand over the job's terminal");
   if (job_network) {
     const std::string why = network ? network->Verify() : "not set up";
     if (!why.empty()) return Refuse("gate: the job's network: " + why);
   }
-  if (egress >= 0) {
+  if (egress.valid()) {
     ServeEgress();
     if (aborted) return;
   }
   PublishNetns();
   if (aborted) return;
-  if (send(gate, &kGateGo, 1, MSG_NOSIGNAL) != 1) return Refuse("gate: release" + ErrnoText(errno));
+  if (send(gate.get(), &kGateGo, 1, MSG_NOSIGNAL) != 1) return Refuse("gate: release" + ErrnoText(errno));
   phase = Phase::kAwaitExec;
 }
 
@@ -266,15 +261,15 @@ void Job::State::OnGate() {
   msg.msg_iovlen = 1;
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
-  const ssize_t n = recvmsg(gate, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+  const ssize_t n = recvmsg(gate.get(), &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (n <= 0) {
     // EOF. Before the gate: the launcher died. After it: exec succeeded
     // (the socket is close-on-exec).
-    CloseFd(gate);
+    gate.Reset();
     if (phase == Phase::kAwaitReady) {
       // A setup failure the keeper or init reported explains it better.
-      while (status >= 0 && !module_exited && result.fault == Fault::kNone) AwaitStatus();
+      while (status.valid() && !module_exited && result.fault == Fault::kNone) AwaitStatus();
       Refuse("gate: the launcher ended before it reached the gate");
     }
     if (phase == Phase::kAwaitExec) phase = Phase::kRunning;
@@ -287,12 +282,12 @@ void Job::State::OnGate() {
       if (passed >= 0) close(passed);
       memcpy(&passed, CMSG_DATA(c), sizeof passed);
     }
-  if (tag == kGateTerminal && n == 1 && passed >= 0 && want_pty && pty < 0 && phase == Phase::kAwaitReady) {
-    pty = passed;
-    fcntl(pty, F_SETFL, fcntl(pty, F_GETFL) | O_NONBLOCK);
-    CopyWindowSize(terminal, pty, window);
+  if (tag == kGateTerminal && n == 1 && passed >= 0 && want_pty && !pty.valid() && phase == Phase::kAwaitReady) {
+    pty.Reset(passed);
+    fcntl(pty.get(), F_SETFL, fcntl(pty.get(), F_GETFL) | O_NONBLOCK);
+    CopyWindowSize(terminal, pty.get(), window);
     next_window_check = Clock::now() + kWindowPoll;
-    to_job.fd = pty;
+    to_job.fd = pty.get();
     return;
   }
   if (passed >= 0) close(passed);
@@ -322,12 +317,12 @@ void Job::State::OnGate() {
   Refuse("gate: unexpected message from the launcher");
 }
 
-void Job::State::OnOutput(int& fd, Capture& cap, Outbox& stream) {
+void Job::State::OnOutput(UniqueFd& fd, Capture& cap, Outbox& stream) {
   char buf[65536];
-  const ssize_t n = read(fd, buf, sizeof buf);
+  const ssize_t n = read(fd.get(), buf, sizeof buf);
   if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (n <= 0) {
-    CloseFd(fd);
+    fd.Reset();
     return;
   }
   cap.Take(buf, static_cast<size_t>(n));
@@ -342,15 +337,15 @@ void Job::State::OnInput() {
   in_src = -1;
   // The master's own settings do not hold the job's EOF character: ^D,
   // the default, which a terminal in canonical mode reads as EOF.
-  if (pty >= 0) to_job.Add("\x04", 1);
+  if (pty.valid()) to_job.Add("\x04", 1);
   OnJobInputWritable();
 }
 
 void Job::State::OnJobInputWritable() {
   if (to_job.Busy()) to_job.Flush();
   // Nobody reads it any more, or everything arrived: the job sees EOF.
-  if (stdin_w >= 0 && (to_job.failed || (in_src < 0 && to_job.pending.empty()))) {
-    CloseFd(stdin_w);
+  if (stdin_w.valid() && (to_job.failed || (in_src < 0 && to_job.pending.empty()))) {
+    stdin_w.Reset();
     to_job.fd = -1;
   }
 }
@@ -362,15 +357,15 @@ Job::State::PollSet Job::State::Wanted() const {
     set.fds[set.n] = {fd, what, 0};
     set.events[set.n++] = e;
   };
-  want(gate, POLLIN, PumpEvent::kGate);
-  want(status, POLLIN, PumpEvent::kStatus);
-  want(net, POLLIN, PumpEvent::kNet);  // egress-any's job network (job_network.h)
+  want(gate.get(), POLLIN, PumpEvent::kGate);
+  want(status.get(), POLLIN, PumpEvent::kStatus);
+  want(net.get(), POLLIN, PumpEvent::kNet);  // egress-any's job network (job_network.h)
   // A stream the caller is slow to take holds its source back.
   if (!out_stream.Busy()) {
-    want(out, POLLIN, PumpEvent::kOut);
-    want(pty, POLLIN, PumpEvent::kPty);
+    want(out.get(), POLLIN, PumpEvent::kOut);
+    want(pty.get(), POLLIN, PumpEvent::kPty);
   }
-  if (!err_stream.Busy()) want(err, POLLIN, PumpEvent::kErr);
+  if (!err_stream.Busy()) want(err.get(), POLLIN, PumpEvent::kErr);
   if (to_job.fd >= 0 && !to_job.failed && to_job.pending.empty()) want(in_src, POLLIN, PumpEvent::kIn);
   if (to_job.Busy()) want(to_job.fd, POLLOUT, PumpEvent::kToJob);
   if (out_stream.Busy()) want(out_stream.fd, POLLOUT, PumpEvent::kOutStream);
@@ -389,7 +384,7 @@ int Job::State::WaitMs(Clock::time_point now) const {
   };
   if (InSetup() && !aborted) consider(start + kSetupDeadline);
   if (deadline && !aborted) consider(*deadline);
-  if (pty >= 0 && terminal >= 0) consider(next_window_check);
+  if (pty.valid() && terminal >= 0) consider(next_window_check);
   return wait_ms;
 }
 
@@ -403,8 +398,8 @@ void Job::State::OnTimers(bool was_in_setup, Clock::time_point now) {
     result.reason = text;
     Abort();
   }
-  if (pty >= 0 && terminal >= 0 && now >= next_window_check) {
-    CopyWindowSize(terminal, pty, window);
+  if (pty.valid() && terminal >= 0 && now >= next_window_check) {
+    CopyWindowSize(terminal, pty.get(), window);
     next_window_check = now + kWindowPoll;
   }
 }
@@ -419,7 +414,7 @@ void Job::State::Dispatch(PumpEvent event) {
     case PumpEvent::kPty:
       // The pty is also the job's stdin: it goes with its output.
       OnOutput(pty, out_cap, out_stream);
-      if (pty < 0) to_job.fd = -1;
+      if (!pty.valid()) to_job.fd = -1;
       break;
     case PumpEvent::kIn: OnInput(); break;
     case PumpEvent::kToJob: OnJobInputWritable(); break;
@@ -429,8 +424,8 @@ void Job::State::Dispatch(PumpEvent event) {
 }
 
 void Job::State::Pump(const std::function<bool()>& done) {
-  while (!done() &&
-         (gate >= 0 || status >= 0 || out >= 0 || err >= 0 || pty >= 0 || out_stream.Busy() || err_stream.Busy())) {
+  while (!done() && (gate.valid() || status.valid() || out.valid() || err.valid() || pty.valid() || out_stream.Busy() ||
+                     err_stream.Busy())) {
     PollSet set = Wanted();
     const bool was_in_setup = InSetup();
     const int ready = poll(set.fds, set.n, WaitMs(Clock::now()));
@@ -454,8 +449,8 @@ const Result& Job::State::Finish() {
   }
   // Nothing of the job is left to connect to the proxy.
   StopProxy();
-  CloseFd(egress);
-  CloseFd(net);
+  egress.Reset();
+  net.Reset();
   UnpublishNetns();
   StopNetwork();
   // A keeper that died without closing the container: clean up here.

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "sandbox/common/unique_fd.h"
 #include "sandbox/supervise/cgroup.h"
 #include "sandbox/supervise/job_egress.h"
 #include "sandbox/supervise/job_network.h"
@@ -69,10 +70,12 @@ struct Job::State {
   std::atomic<Phase> phase{Phase::kAwaitReady};  // Freeze and Thaw may read it from another thread
   pid_t keeper = -1;
   pid_t init = -1;
-  int gate = -1;
-  int status = -1;
-  int out = -1;
-  int err = -1;
+  // The supervisor's ends of the job's channels, each closed by its owner
+  // however the job ends.
+  UniqueFd gate;
+  UniqueFd status;
+  UniqueFd out;
+  UniqueFd err;
   std::optional<CgroupLeaf> leaf;
   GateExpectations gate_wants;  // what the gate checks of the launcher (verify.h)
   Capture out_cap, err_cap;
@@ -81,9 +84,9 @@ struct Job::State {
   Outbox out_stream, err_stream;
   int in_src = -1;  // the caller's fd (not owned); -1 once it reached EOF
   Outbox to_job;    // into the stdin pipe (owned: stdin_w) or the pty
-  int stdin_w = -1;
+  UniqueFd stdin_w;
   bool want_pty = false;
-  int pty = -1;       // the job's terminal's master, from the launcher
+  UniqueFd pty;       // the job's terminal's master, from the launcher
   int terminal = -1;  // the caller's terminal (not owned): window size
   winsize window{};
   Clock::time_point next_window_check;
@@ -95,13 +98,13 @@ struct Job::State {
   bool exec_failed = false;
   // egress-allowlist: the channel init sends the job's listener on, and the
   // proxy serving it until the job has ended (job_egress.h).
-  int egress = -1;
+  UniqueFd egress;
   std::vector<std::string> egress_allow;
   JobEgressOptions egress_options;
   std::unique_ptr<egress::EgressProxy> proxy;
   // egress-any: init's channel, and the stack and ruleset of the job's
   // network namespace (job_network.h), stopped when the job has ended.
-  int net = -1;
+  UniqueFd net;
   bool job_network = false;
   JobNetworkSettings network_settings;
   std::unique_ptr<JobNetwork> network;
@@ -114,11 +117,7 @@ struct Job::State {
 
   void UnpublishNetns();
 
-  ~State() {
-    StopProxy();
-    for (int fd : {gate, status, out, err, egress, net, stdin_w, pty})
-      if (fd >= 0) close(fd);
-  }
+  ~State() { StopProxy(); }
 
   // init's namespaces exist: rules, then the stack, then init may fork
   // the launcher.
@@ -140,8 +139,6 @@ struct Job::State {
   // namespace); the cgroup leaf is killed at once as well.
   void Abort();
 
-  void CloseFd(int& fd);
-
   // Takes one record if there is one (the fd is non-blocking).
   void OnStatus();
 
@@ -154,7 +151,7 @@ struct Job::State {
 
   // The job's output: kept up to the cap, streamed whole. A terminal's
   // master reads EIO once nothing of the job holds the terminal: its end.
-  void OnOutput(int& fd, Capture& cap, Outbox& stream);
+  void OnOutput(UniqueFd& fd, Capture& cap, Outbox& stream);
 
   // The caller's input, relayed while the job may take it. At EOF the stdin
   // pipe is closed once drained; a terminal gets its EOF character.

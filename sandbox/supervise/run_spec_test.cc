@@ -1,13 +1,13 @@
 // cage::Run(Spec): the coding-agent cage's API under the supervisor, as root
 // and as uid 65534, run twice where the first run may plant what the second
-// must refuse (supervisor_test_support.h).
-#include "sandbox/supervise/supervisor_test_support.h"
+// must refuse (supervisor_test.h).
+#include "sandbox/supervise/supervisor_test.h"
 
 namespace oarbank {
 namespace {
 
 TEST_P(SupervisorTest, RunSpecWorktreeReadOnlyScratchWritable) {
-  // The Go seed's Spec: a read-only worktree, a writable scratch (HOME).
+  // The basic Spec: a read-only worktree, a writable scratch (HOME).
   tree_.Write("bundle/src.txt", "source\n", 0644);
   cage::Spec spec;
   spec.worktree = tree_.Path("bundle");

@@ -334,17 +334,17 @@ int OpenChannels(JobChannels& c, const NamespacePlan& ns, bool stdin_relay) {
 // says when to read, and a read never blocks the supervisor (the module
 // could not drain its output while it did).
 void HandOver(Job::State& s, JobChannels& c, const RunOptions& options, bool stdin_relay) {
-  s.status = c.status.Release();
-  s.out = c.out.Release();
-  s.err = c.err.Release();
-  s.gate = c.gate.Release();
-  s.egress = c.egress.Release();
-  s.net = c.net.Release();
-  s.stdin_w = c.stdin_w.Release();
-  s.to_job.fd = s.stdin_w;  // the pty, once the launcher sends it
+  s.status = std::move(c.status);
+  s.out = std::move(c.out);
+  s.err = std::move(c.err);
+  s.gate = std::move(c.gate);
+  s.egress = std::move(c.egress);
+  s.net = std::move(c.net);
+  s.stdin_w = std::move(c.stdin_w);
+  s.to_job.fd = s.stdin_w.get();  // the pty, once the launcher sends it
   s.in_src = options.stdin_fd >= 0 && (stdin_relay || options.pty) ? options.stdin_fd : -1;
-  if (s.stdin_w >= 0) fcntl(s.stdin_w, F_SETFL, fcntl(s.stdin_w, F_GETFL) | O_NONBLOCK);
-  for (int fd : {s.status, s.out, s.err}) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+  for (const UniqueFd* fd : {&s.stdin_w, &s.status, &s.out, &s.err})
+    if (fd->valid()) fcntl(fd->get(), F_SETFL, fcntl(fd->get(), F_GETFL) | O_NONBLOCK);
 }
 
 // Forks the keeper, closes the job's ends here, and pumps up to the exec

@@ -1,6 +1,6 @@
-// The supervisor: the agent's side of the cage, and the C++ form of the
-// cage package's API (the Go cage package): Available(), Run(Spec) ->
-// Result, plus RunPolicy for the DESIGN policy with a timeout and output
+// The supervisor: the agent's side of the cage, and the cage's C++ API
+// (include/oarbank/cage.h): Available(), Run(Spec) ->
+// Result, plus RunPolicy for a policy (policy/policy.h) with a timeout and output
 // caps, and Start/Job for a job that is frozen or thawed while it runs.
 //
 // Every job is spawned the same way (process names say which runs what):
@@ -104,7 +104,7 @@ class Job {
 
 [[nodiscard]] Result RunPolicy(const Policy& policy, const std::vector<std::string>& argv, const RunOptions& options);
 
-// The Spec as a DESIGN policy (role runner): a read-only worktree is the
+// The Spec as a policy (policy/policy.h; role runner): a read-only worktree is the
 // bundle and scratch the work directory; a writable worktree is work and
 // scratch data; state_dirs are state; read_dirs and read_files are tools;
 // exec_writable as the Spec says (default: a writable worktree's); allow is

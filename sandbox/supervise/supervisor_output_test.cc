@@ -1,7 +1,7 @@
 // The module's output and terminal under the supervisor: the cap, the
 // caller's spool file, text that is not UTF-8, streaming and the job's pty;
-// as root and as uid 65534 (supervisor_test_support.h).
-#include "sandbox/supervise/supervisor_test_support.h"
+// as root and as uid 65534 (supervisor_test.h).
+#include "sandbox/supervise/supervisor_test.h"
 
 namespace oarbank {
 namespace {

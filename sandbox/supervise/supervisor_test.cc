@@ -5,7 +5,7 @@
 // exactly (a named fault, a signal, an errno's text), next to a positive
 // control that shows the test can see the thing it says is absent; what
 // must not survive is looked for from outside, in /proc.
-#include "sandbox/supervise/supervisor_test_support.h"
+#include "sandbox/supervise/supervisor_test.h"
 
 namespace {
 
