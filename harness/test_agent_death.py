@@ -10,7 +10,6 @@ agent): this host's pid 1 reaps no orphans, and a zombie still holds its
 user namespace."""
 import ctypes
 import glob
-import json
 import os
 import random
 import signal
@@ -21,10 +20,9 @@ import pytest
 
 from job_tree import make_tree, remove_tree, write_policy
 
-BUILD = os.environ.get("OARBANK_BUILD", os.path.join(os.path.dirname(__file__), "..", "build"))
-AGENT = os.path.realpath(os.path.join(BUILD, "sandbox", "oarbank-agent"))
-FAULTY = os.path.realpath(os.path.join(BUILD, "sandbox", "oarbank-agent-faulty"))
-NOBODY = 65534
+from testlib import AGENT, FAULTY, NOBODY
+
+AGENT, FAULTY = os.path.realpath(AGENT), os.path.realpath(FAULTY)  # as /proc/PID/exe names them
 # The command that starts a job, and its flags: every job these tests start goes through it.
 RUN = ("run", "--unproven")  # these test the cage and the agent, not the proof gate
 PR_SET_CHILD_SUBREAPER = 36

@@ -25,7 +25,7 @@ import time
 
 import pytest
 
-from testlib import AGENT, NOBODY, landlock_abi
+from testlib import AGENT, NOBODY, eventually, landlock_abi
 
 PLATFORM = {"x86_64": "linux/amd64", "aarch64": "linux/arm64"}.get(os.uname().machine, "linux/" + os.uname().machine)
 OTHER_PLATFORM = "linux/s390x" if PLATFORM != "linux/s390x" else "linux/amd64"
@@ -615,13 +615,12 @@ def test_the_reservation_is_the_jobs_not_each_connections(store, job):
             assert a["detail"].startswith("cpus: "), a
         assert b.request({"op": "status"})["reserved"] == {"cpus": 1, "mem_gb": 0.5}
         holder.close()
-        deadline = time.time() + 30
-        while b.request({"op": "status"})["reserved"]["cpus"] != 0 and time.time() < deadline:
-            time.sleep(0.2)
+        assert eventually(lambda: b.request({"op": "status"})["reserved"]["cpus"] == 0, timeout=30)
         assert store.job_containers("broker-reservation") == []
         # Halves fit side by side; a third half does not.
         halves = [send(b, run_request(store, ["sleep", "3"], cpus=0.5, mem_gb=0.25)) for _ in range(2)]
-        time.sleep(0.5)
+        # Both reservations are in before the third is asked for.
+        assert eventually(lambda: b.request({"op": "status"})["reserved"] == {"cpus": 1, "mem_gb": 0.5})
         a = b.request(run_request(store, ["true"], cpus=0.5, mem_gb=0.25))
         assert a["ok"] is False and a["error"] == "reservation_exhausted", a
         for s in halves:
@@ -639,16 +638,11 @@ def test_a_broker_killed_by_sigkill_leaves_no_container_and_no_lease(store, job,
     _, pid = running(store, "broker-sigkill", conn=s)
     assert leases("broker-sigkill")
     b.proc.kill()
-    t0 = time.time()
-    while (store.job_containers("broker-sigkill") or os.path.exists(f"/proc/{pid}")) and time.time() < t0 + 20:
-        time.sleep(0.1)
-    elapsed = time.time() - t0
+    # However long Podman takes (bench/ measures it), nothing is left.
+    eventually(lambda: not store.job_containers("broker-sigkill") and not os.path.exists(f"/proc/{pid}"), timeout=20)
     assert store.job_containers("broker-sigkill") == []
     assert not os.path.exists(f"/proc/{pid}")
-    assert elapsed < 5, elapsed
-    while leases("broker-sigkill") and time.time() < t0 + 20:
-        time.sleep(0.1)
-    assert leases("broker-sigkill") == []
+    assert eventually(lambda: leases("broker-sigkill") == [], timeout=20), leases("broker-sigkill")
     s.close()
     b.proc.communicate(timeout=60)
 

@@ -30,17 +30,13 @@ import json
 import os
 import pathlib
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-BUILD = os.environ.get("OARBANK_BUILD", os.path.join(ROOT, "build"))
-AGENT = os.path.join(BUILD, "sandbox", "oarbank-agent")
-FAULTY = os.path.join(BUILD, "sandbox", "oarbank-agent-faulty")
+from testlib import AGENT, FAULTY
 UPSTREAM = os.path.join(os.path.dirname(__file__), "egress_upstream.py")
 
 if os.geteuid() != 0:
@@ -245,8 +241,8 @@ class Tree:
             assert r.returncode == 0, f"git {args}: {r.stderr}"
         return r
 
-    def cage(self, *args, cwd=None, env=None, timeout=120):
-        return subprocess.run(as_user(self.uid, [AGENT, "cage", "--unproven", *args]), cwd=cwd,
+    def cage(self, *args, cwd=None, env=None, timeout=120, agent=AGENT):
+        return subprocess.run(as_user(self.uid, [agent, "cage", "--unproven", *args]), cwd=cwd,
                               env=env if env is not None else {"PATH": "/usr/bin:/bin"}, capture_output=True,
                               text=True, timeout=timeout)
 
@@ -572,7 +568,7 @@ def test_an_allowed_host_is_reached_through_the_proxy_and_nothing_else(tree, net
     before_unlisted = len(accepts(net_world["log"], f"{UNLISTED}:443"))
     r = t.cage("--worktree", str(t.repos["dir"][0]), "--allow", "allowed.test", "--egress-test-public-range",
                f"{SUBNET}.0/24", "--egress-test-resolver", str(net_world["resolver"]), "--",
-               "/usr/bin/python3", "-c", CLIENT, ALLOWED)
+               "/usr/bin/python3", "-c", CLIENT, ALLOWED, agent=FAULTY)  # a resolver file: the test-only build's
     assert r.returncode == 0, r.stdout + r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["allowed"] == f"HTTP/1.1 200 Connection established | BANNER {ALLOWED}:443", out

@@ -4,14 +4,12 @@ one-line errors, and the enforcement report."""
 import json
 import os
 import subprocess
-import socket
 
 import pytest
 
 from job_tree import write_policy
 
-BUILD = os.environ.get("OARBANK_BUILD", os.path.join(os.path.dirname(__file__), "..", "build"))
-AGENT = os.path.join(BUILD, "sandbox", "oarbank-agent")
+from testlib import AGENT
 
 
 def run(*args, **kw):

@@ -14,10 +14,7 @@ import zlib
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-BUILD = os.environ.get("OARBANK_BUILD", os.path.join(ROOT, "build"))
-CONFORM = os.path.join(BUILD, "harness", "oarbank-conform")
-FAULTY = os.path.join(BUILD, "sandbox", "oarbank-agent-faulty")
+from testlib import BUILD, CONFORM, FAULTY, ROOT
 BATTERY_POLICIES = {"runner_strict", "runner_exec_writable", "runner_egress", "runner_agent", "runner_broker", "runner_gpu",
                     "runner_egress_any", "coordinator", "service", "probe_role"}
 

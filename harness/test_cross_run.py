@@ -28,9 +28,8 @@ import tempfile
 
 import pytest
 
-from testlib import AGENT, BUILD, NOBODY
+from testlib import AGENT, FAULTY, NOBODY
 
-FAULTY = os.path.join(BUILD, "sandbox", "oarbank-agent-faulty")
 KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\ncross-run\n"
 BASHRC = "# the caller's\n"
 

@@ -29,9 +29,7 @@ import time
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-BUILD = os.environ.get("OARBANK_BUILD", os.path.join(ROOT, "build"))
-AGENT = os.path.join(BUILD, "sandbox", "oarbank-agent")
+from testlib import AGENT, BUILD, FAULTY
 PEERS = os.path.join(os.path.dirname(__file__), "egress_any_peers.py")
 DNS_SERVER = os.path.join(os.path.dirname(__file__), "egress_dns.py")
 
@@ -439,7 +437,6 @@ def test_no_stack_outlives_the_job_nor_a_killed_agent(world):
     assert stacks_in_up() == []
 
 
-FAULTY = os.path.join(BUILD, "sandbox", "oarbank-agent-faulty")
 
 
 @pytest.mark.skipif(not os.path.exists(FAULTY), reason="no oarbank-agent-faulty (OARBANK_TEST_HOOKS=OFF)")
@@ -642,7 +639,7 @@ def test_an_allowlist_jobs_container_sees_only_the_jobs_proxy(world, image_store
     started, stop = world["work"] / "work" / "started-allow", world["work"] / "work" / "stop-allow"
     started.unlink(missing_ok=True)
     stop.unlink(missing_ok=True)
-    job = subprocess.Popen(in_up([AGENT, "run", "--unproven", "--egress-test-public-range", PUBLIC_RANGE,
+    job = subprocess.Popen(in_up([FAULTY, "run", "--unproven", "--egress-test-public-range", PUBLIC_RANGE,
                                   "--egress-test-resolver", str(resolver), "--publish-netns", str(link), str(policy),
                                   "--", "/bin/sh", "-c", f"touch {started}; while [ ! -e {stop} ]; do sleep 0.05; done"],
                                  0), stderr=subprocess.DEVNULL)

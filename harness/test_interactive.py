@@ -14,9 +14,7 @@ import pytest
 
 from job_tree import make_tree, remove_tree, write_policy
 
-BUILD = os.environ.get("OARBANK_BUILD", os.path.join(os.path.dirname(__file__), "..", "build"))
-AGENT = os.path.join(BUILD, "sandbox", "oarbank-agent")
-NOBODY = 65534
+from testlib import AGENT, NOBODY
 UIDS = pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nobody"])
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="runs the agent as root and as uid 65534: needs root")

@@ -43,11 +43,10 @@ import test_kernel_matrix as matrix_tests
 import test_module_conform as module_tests
 from job_tree import make_tree, remove_tree, write_policy
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-BUILD = pathlib.Path(os.environ.get("OARBANK_BUILD", ROOT / "build"))
-AGENT = str(BUILD / "sandbox" / "oarbank-agent")
-CONFORM = str(BUILD / "harness" / "oarbank-conform")
-NOBODY = 65534
+import testlib
+from testlib import AGENT, CONFORM, NOBODY
+
+ROOT, BUILD = pathlib.Path(testlib.ROOT), pathlib.Path(testlib.BUILD)
 UIDS = [0, NOBODY]
 KINDS = ["report", "run", "battery", "attestation", "matrix", "module", "manifest-check", "approvals", "tools",
          "broker-reply"]

@@ -17,10 +17,10 @@ import tempfile
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-BUILD = pathlib.Path(os.environ.get("OARBANK_BUILD", ROOT / "build"))
-CONFORM = BUILD / "harness" / "oarbank-conform"
-AGENT = BUILD / "sandbox" / "oarbank-agent"
+import testlib
+
+ROOT, BUILD = pathlib.Path(testlib.ROOT), pathlib.Path(testlib.BUILD)
+CONFORM, AGENT = pathlib.Path(testlib.CONFORM), pathlib.Path(testlib.AGENT)
 MODULES = ROOT / "fixtures" / "modules"
 SAMPLES = ["well-behaved", "writes-outside", "reads-home", "unrequested-tool"]
 UIDS = [0, 65534]

@@ -19,11 +19,10 @@ import pytest
 import json_docs
 from job_tree import make_tree, remove_tree, write_policy
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-BUILD = pathlib.Path(os.environ.get("OARBANK_BUILD", ROOT / "build"))
-AGENT = str(BUILD / "sandbox" / "oarbank-agent")
-CONFORM = str(BUILD / "harness" / "oarbank-conform")
-NOBODY = 65534
+import testlib
+from testlib import AGENT, CONFORM, NOBODY
+
+ROOT, BUILD = pathlib.Path(testlib.ROOT), pathlib.Path(testlib.BUILD)
 PROVEN = "runner net=none exec_writable=false gpu=none broker=no"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root: the battery and the uid switches")

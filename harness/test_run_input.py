@@ -16,11 +16,9 @@ import pytest
 
 from job_tree import make_tree, remove_tree, write_policy
 
-BUILD = os.environ.get("OARBANK_BUILD", os.path.join(os.path.dirname(__file__), "..", "build"))
-AGENT = os.path.join(BUILD, "sandbox", "oarbank-agent")
-FAULTY = os.path.join(BUILD, "sandbox", "oarbank-agent-faulty")
-MANIFEST = os.path.join(os.path.dirname(__file__), "..", "fixtures", "manifests", "valid", "full.toml")
-NOBODY = 65534
+from testlib import AGENT, FAULTY, NOBODY, ROOT
+
+MANIFEST = os.path.join(ROOT, "fixtures", "manifests", "valid", "full.toml")
 # The command that starts a job, and its flags: every job these tests start goes through it.
 RUN = ("run", "--unproven")  # these test the cage and the agent, not the proof gate
 UIDS = pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nobody"])

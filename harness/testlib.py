@@ -5,10 +5,14 @@ import json
 import os
 import socket
 import subprocess
+import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BUILD = os.path.abspath(os.environ.get("OARBANK_BUILD", os.path.join(ROOT, "build")))
 AGENT = os.path.join(BUILD, "sandbox", "oarbank-agent")
+# The test-only build: fault hooks, and the egress proxy's resolver file.
+FAULTY = os.path.join(BUILD, "sandbox", "oarbank-agent-faulty")
+CONFORM = os.path.join(BUILD, "harness", "oarbank-conform")
 NOBODY = 65534
 
 
@@ -28,3 +32,15 @@ def landlock_abi():
     """The Landlock ABI the launcher would use on this host (sandbox-report)."""
     report = subprocess.run([AGENT, "sandbox-report"], capture_output=True, text=True, timeout=60, check=True)
     return json.loads(report.stdout)["landlock"]["abi"]
+
+
+def eventually(condition, timeout=10, interval=0.05):
+    """Polls `condition` until it returns something true or `timeout`
+    seconds pass, and returns its last value: a test waits for what it
+    needs, never for a fixed time."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value or time.monotonic() >= deadline:
+            return value
+        time.sleep(interval)

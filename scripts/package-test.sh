@@ -88,6 +88,12 @@ before=$(ls -d /var/lib/oarbank /etc/oarbank 2>/dev/null || true)
 installed=1
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${debs[@]}" >/dev/null
 dpkg -L oarbank-sandbox liboarbank-sandbox-dev | sort >"$out/installed-files"
+# Neither the test-only launcher nor the stub library (which runs nothing)
+# is ever part of a package.
+! grep -q 'oarbank-agent-faulty' "$out/installed-files" || fail "the package ships oarbank-agent-faulty"
+for lib in $(grep '\.a$' "$out/installed-files"); do
+  ! nm "$lib" 2>/dev/null | grep -q oarbank_sandbox_stub_build || fail "the package ships the stub library: $lib"
+done
 
 work=$(mktemp -d /tmp/oarbank-installed.XXXXXX)
 cp -r "$src/tests/consumer" "$work/consumer-src"

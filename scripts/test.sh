@@ -2,7 +2,8 @@
 # Every test: installs and builds (scripts/setup.sh), the C++ sources against
 # the house style (scripts/check-format.sh), a bounded fuzz run of
 # each parser (policy, egress request, broker request, manifest), the GoogleTest and rapidcheck suites under CTest
-# (confinement tests run the confined side as root and as uid 65534), and the
+# (confinement tests run the confined side as root and as uid 65534), the
+# stub library for other systems (built and tested on its own), and the
 # pytest suites (the CLI end to end, the escape battery with its
 # reports, every JSON document against its page in docs/json/), the Debian
 # package (scripts/package-test.sh: built, installed, used from the installed
@@ -10,12 +11,30 @@
 # kernel matrix: the battery inside nine Debian kernels booted in QEMU and
 # at every capped Landlock ABI of this host. Needs root (packages, uid
 # switching).
+#
+# --quick: the inner loop (CONTRIBUTING.md): build, format, the GoogleTest
+# and rapidcheck suites and the battery on this host; no fuzzers, pytest,
+# package or kernel matrix.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=0
+case "${1:-}" in
+  "") ;;
+  --quick) quick=1 ;;
+  *) echo "usage: scripts/test.sh [--quick]" >&2; exit 64 ;;
+esac
 scripts/setup.sh
 
 echo "== format (.clang-format)"
 scripts/check-format.sh
+
+if [ "$quick" = 1 ]; then
+  echo "== ctest"
+  ctest --test-dir build --output-on-failure -j2
+  echo "== battery (this host)"
+  build/harness/oarbank-conform --out build/quick-battery
+  exit 0
+fi
 
 for parser in policy egress broker manifest; do  # scripts/fuzz-<parser>.sh
   echo "== fuzz ($parser parser, ${OARBANK_FUZZ_SECONDS:-60} s)"
@@ -25,6 +44,11 @@ done
 
 echo "== ctest"
 ctest --test-dir build --output-on-failure -j2
+
+echo "== stub build (-DOARBANK_STUB=ON: the library for systems other than Linux)"
+cmake -S . -B build-stub -G Ninja -DOARBANK_STUB=ON >/dev/null
+ninja -C build-stub
+ctest --test-dir build-stub --output-on-failure
 
 echo "== pytest"
 /usr/bin/python3 -m pytest -q harness

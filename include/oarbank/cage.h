@@ -8,7 +8,7 @@
 //   spec.worktree = "/srv/checkout";
 //   spec.scratch = "/srv/scratch";
 //   oarbank::cage::Result r = oarbank::cage::Run(spec);
-//   if (r.fault == oarbank::cage::Fault::kRefused) ...  // r.reason says why
+//   if (r.refused()) ...  // nothing ran; r.reason says why
 //
 // Cage-before-capability: a job runs only when the battery attestation
 // (written by `oarbank-conform`) proves its policy class for this kernel,
@@ -123,7 +123,9 @@ struct Result {
   std::string stderr_text;
   int exit_code = -1;  // the module's exit status, -1 when it did not exit by itself
   int signal = 0;      // the signal that killed it (SIGSYS from a seccomp kill; SIGKILL at a timeout or OOM)
-  bool refused = false;
+  // Refused: the cage could not be set up (or the gate refused the
+  // launcher) and nothing of the job ran; `reason` says why.
+  bool refused() const { return fault == Fault::kRefused; }
   Fault fault = Fault::kNone;
   std::string reason;             // for a fault: what, naming the step, capability or file
   bool stdout_truncated = false;  // output beyond the cap is read and dropped, never kept
@@ -163,8 +165,11 @@ struct RunOptions {
   // Root only: the job's uid and gid (mapped into its user namespace).
   std::optional<uid_t> run_as_uid;
   std::optional<gid_t> run_as_gid;
-  int abi_floor = 0;          // refused below this Landlock ABI
-  int landlock_abi_cap = -1;  // testing: lower the Landlock ABI used
+  int abi_floor = 0;  // refused below this Landlock ABI
+  // Use at most this Landlock ABI (-1: what the kernel offers): what the
+  // cage would be on an older kernel. It can only lower, never raise, and a
+  // policy that needs more is refused.
+  int landlock_abi_max = -1;
   // egress-allowlist: the proxy the supervisor serves as the only listener
   // of the job's network namespace (job_egress.h), for the job's lifetime.
   // Null: the system's resolver, a line on stderr per event.

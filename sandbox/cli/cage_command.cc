@@ -217,12 +217,11 @@ CageCommand::CageCommand(CLI::App& app) : o_(std::make_shared<Options>()) {
                  "says \"unproven (operator override)\")");
   AddLandlockAbiMax(sub_, o.abi_cap);
   sub_->add_option("--egress-test-public-range", o.test_public,
-                   "TEST ONLY: the job's egress proxy treats this CIDR (inside 198.18.0.0/15) as public (repeatable)")
-      ->allow_extra_args(false)
-      ->group("");
-  sub_->add_option("--egress-test-resolver", o.test_resolver,
-                   "TEST ONLY: the job's egress proxy answers lookups from this file")
-      ->group("");
+                   "The job's egress proxy treats this CIDR as public; it must lie inside 198.18.0.0/15, the "
+                   "benchmarking range no real host uses (the battery's test hosts; repeatable)")
+      ->allow_extra_args(false);
+  AddTestResolver(sub_, "--egress-test-resolver", o.test_resolver,
+                  "The job's egress proxy answers lookups from this file");
   sub_->add_option("argv", s.argv, "Command to run in the cage (after --)")->required();
 }
 
@@ -244,7 +243,7 @@ std::optional<int> CageCommand::Run() const {
     if (auto why = AddEnv(entry, options.env)) return UsageLine(*why);
   options.timeout = std::chrono::milliseconds(std::llround(o.timeout_s * 1000));
   options.unproven = o.unproven;
-  options.landlock_abi_cap = o.abi_cap;
+  options.landlock_abi_max = o.abi_cap;
   // Every path and host is checked before anything runs: bad input is 64,
   // a history that cannot be carved out safely is a refusal (70).
   auto policy = cage::PolicyForSpec(spec);

@@ -145,11 +145,10 @@ EgressProxyCommand::EgressProxyCommand(CLI::App& app) : o_(std::make_shared<egre
       ->check(CLI::Range(0.0, 1e6));
   sub_->add_option("--max-header-bytes", o.max_header_bytes, "Largest request head")->check(CLI::Range(256, 1 << 20));
   sub_->add_option("--test-public-range", o.test_public_ranges,
-                   "TEST ONLY: treat this CIDR (inside 198.18.0.0/15) as public (repeatable)")
-      ->group("");
-  sub_->add_option("--test-resolver", o.test_resolver,
-                   "TEST ONLY: answer lookups from this file (NAME ADDR[,ADDR] [next answer...])")
-      ->group("");
+                   "Treat this CIDR as public; it must lie inside 198.18.0.0/15, the benchmarking range no real host "
+                   "uses (test hosts; repeatable)");
+  AddTestResolver(sub_, "--test-resolver", o.test_resolver,
+                  "Answer lookups from this file (NAME ADDR[,ADDR] [next answer...])");
 }
 
 std::optional<int> EgressProxyCommand::Run() const {

@@ -72,7 +72,11 @@ int AgentMain(int argc, char** argv) {
       for (const auto* sub : app.get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
       fprintf(stderr, "usage: unknown command %s (one of: %s)\n", first.c_str(), names.c_str());
     } else {
-      fprintf(stderr, "usage: %s\n", e.what());
+      // CLI11 prefixes an option callback's error with a name it does not
+      // always have (": --option: why"): one line, without the empty part.
+      std::string what = e.what();
+      if (what.rfind(": ", 0) == 0) what.erase(0, 2);
+      fprintf(stderr, "usage: %s\n", what.c_str());
     }
     return kExitUsage;
   }

@@ -190,8 +190,8 @@ void SetInput(bool relay_stdin, cage::RunOptions& options) {
   }
 }
 
-// The job's egress proxy: the TEST ONLY public ranges and resolver. False
-// after one line.
+// The job's egress proxy: the public test ranges and (the test-only build's)
+// resolver file. False after one line.
 bool SetEgress(JobEgressOptions egress, const std::vector<std::string>& test_public, const std::string& test_resolver,
                cage::RunOptions& options) {
   for (const auto& r : test_public) {
@@ -242,12 +242,11 @@ RunCommand::RunCommand(CLI::App& app) : o_(std::make_shared<Options>()) {
   sub_->add_option("--env", o.env, "NAME=VALUE for the job's environment (repeatable)")->allow_extra_args(false);
   AddLandlockAbiMax(sub_, o.abi_cap);
   sub_->add_option("--egress-test-public-range", o.egress_public,
-                   "TEST ONLY: the job's egress proxy treats this CIDR (inside 198.18.0.0/15) as public (repeatable)")
-      ->allow_extra_args(false)
-      ->group("");  // TEST ONLY options work but are not listed by --help
-  sub_->add_option("--egress-test-resolver", o.egress_resolver,
-                   "TEST ONLY: the job's egress proxy answers lookups from this file")
-      ->group("");
+                   "The job's egress proxy treats this CIDR as public; it must lie inside 198.18.0.0/15, the "
+                   "benchmarking range no real host uses (the battery's test hosts; repeatable)")
+      ->allow_extra_args(false);
+  AddTestResolver(sub_, "--egress-test-resolver", o.egress_resolver,
+                  "The job's egress proxy answers lookups from this file");
   sub_->add_option("--publish-netns", o.run.publish_netns,
                    "Make a symlink at PATH to the job's network namespace while it runs (for broker --job-netns)");
   sub_->add_option("--egress-max-connections", o.egress.max_connections,
@@ -262,7 +261,7 @@ std::optional<int> RunCommand::Run() const {
   const Options& o = *o_;
   cage::RunOptions options = o.run;
   options.timeout = std::chrono::milliseconds(std::llround(o.timeout_s * 1000));
-  options.landlock_abi_cap = o.abi_cap;
+  options.landlock_abi_max = o.abi_cap;
   if (!SetByteCaps(o.stdout_max, o.stderr_max, o.spool, options)) return kExitUsage;
   if (!OpenSpoolFiles(o.spool, options)) return kExitUsage;
   if (!ParseEnvOptions(o.env, options.env)) return kExitUsage;

@@ -1,5 +1,5 @@
 // Command-line pieces that more than one of oarbank-agent's subcommands
-// takes: --landlock-abi-max and --env NAME=VALUE.
+// takes: --landlock-abi-max, --env NAME=VALUE and the test resolver file.
 #pragma once
 
 #include <cstdio>
@@ -31,6 +31,22 @@ inline CLI::Option* AddLandlockAbiMax(CLI::App* sub, int& abi_cap) {
       ->add_option("--landlock-abi-max", abi_cap,
                    "Use at most this Landlock ABI (testing: can only lower what the kernel offers)")
       ->check(CLI::Range(0, 1000));
+}
+
+// A resolver file for an egress proxy (--egress-test-resolver, egress-proxy's
+// --test-resolver): it decides where an allowed name leads, so only the
+// test-only build, oarbank-agent-faulty, takes one; the installed agent
+// refuses it with one line (exit 64), unlisted in --help.
+inline CLI::Option* AddTestResolver(CLI::App* sub, const char* name, std::string& file, const char* help) {
+#ifdef OARBANK_FAULT_INJECTION
+  return sub->add_option(name, file, help);
+#else
+  (void)help;
+  const std::string option = name;
+  return sub->add_option(name, file)->group("")->each([option](const std::string&) {
+    throw CLI::ValidationError(option, "a resolver file is taken by the test-only build (oarbank-agent-faulty) alone");
+  });
+#endif
 }
 
 // NAME=VALUE options (--env) into the variables the job's environment

@@ -114,7 +114,7 @@ Expected<std::string> ParseAllow(const toml::node& v, const std::string& where) 
   if (entry.find('/') != std::string::npos) return Bad(where, "expected host[:port], not a URL or a path");
   std::transform(entry.begin(), entry.end(), entry.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (auto why = CheckNetAllowEntry(entry)) return Bad(where, *why);
+  if (auto why = CheckAllowEntry(entry)) return Bad(where, *why);
   if (entry.find(':') == std::string::npos) entry += ":443";
   // "host:0443" and "host:443" are one request.
   const auto colon = entry.rfind(':');

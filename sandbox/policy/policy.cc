@@ -618,6 +618,4 @@ Expected<Policy> LoadPolicyFile(const std::string& path) {
   return ParsePolicy(*text);
 }
 
-std::optional<std::string> CheckNetAllowEntry(const std::string& entry) { return CheckAllowEntry(entry); }
-
 }  // namespace oarbank

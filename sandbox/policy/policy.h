@@ -130,16 +130,12 @@ std::string PolicyErrorLine(const Error& error);
 // Checks one net.allow entry, "host[:port]" with an optional leading "*."
 // label, lower-case; nullopt if valid, else what is wrong. Never an IP
 // address in any spelling inet_aton reads. The egress proxy checks request
-// hosts with the same function (sandbox/egress/allowlist.h).
+// hosts with the same function (sandbox/egress/allowlist.h), and the
+// manifest parser its entries (manifest.h), so a manifest accepts exactly
+// the entries a Policy does.
 std::optional<std::string> CheckAllowEntry(const std::string& entry);
 
 const char* RoleName(Role role);
 const char* NetModeName(NetMode mode);
-
-// The check ParsePolicy applies to one lower-case net.allow entry
-// ("host[:port]", optional leading "*." label, never an IP address): why it
-// is refused, or nothing. Shared with the manifest parser (manifest.h), so a
-// manifest accepts exactly the entries a Policy does.
-std::optional<std::string> CheckNetAllowEntry(const std::string& entry);
 
 }  // namespace oarbank

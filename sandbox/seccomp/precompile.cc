@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
     return 64;
   }
   std::string out =
-      "// Generated at build time by seccomp_precompile from the rows of seccomp_rules.cc. Do not edit.\n\n";
+      "// Generated at build time by seccomp_precompile from the rows of sandbox/seccomp/rules.cc. Do not edit.\n\n";
   std::string entries;
   const auto sets = SeccompRowSets();
   for (size_t i = 0; i < sets.size(); ++i) {

@@ -71,6 +71,7 @@ __attribute__((constructor)) void CgroupTestHelper() {
 namespace oarbank {
 namespace {
 
+using testing::Eventually;
 using testing::TempTree;
 using testing::UnprovenOptions;
 using namespace std::chrono_literals;
@@ -90,15 +91,6 @@ std::string Exe() { return std::filesystem::read_symlink("/proc/self/exe"); }
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-bool Eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = 5s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return done();
 }
 
 class CgroupTest : public ::testing::Test {
@@ -313,7 +305,7 @@ TEST_F(CgroupTest, HardLimitsWithoutTheControllersAreRefused) {
   o.cwd = tree_.Path("work");
   o.hard_limits = true;
   const auto r = cage::RunPolicy(tree_.Runner(R"("limits": {"mem_gb": 1})"), {"/bin/sh", "-c", "touch " + marker}, o);
-  EXPECT_TRUE(r.refused);
+  EXPECT_TRUE(r.refused());
   EXPECT_EQ(
       r.reason.rfind("sandbox: CAPABILITY_NOT_ENFORCED: limits.memory (memory.max needs the memory controller", 0), 0u)
       << r.reason;
@@ -337,7 +329,7 @@ TEST_F(CgroupTest, AHardPidsLimitWithoutTheControllerIsRefused) {
   o.cwd = tree_.Path("work");
   o.hard_limits = true;
   const auto r = cage::RunPolicy(tree_.Runner(R"("limits": {"pids": 64})"), {"/bin/sh", "-c", "touch " + marker}, o);
-  EXPECT_TRUE(r.refused);
+  EXPECT_TRUE(r.refused());
   EXPECT_EQ(r.reason.rfind("sandbox: CAPABILITY_NOT_ENFORCED: limits.pids (pids.max needs the pids controller", 0), 0u)
       << r.reason;
   EXPECT_FALSE(std::filesystem::exists(marker));
@@ -384,7 +376,7 @@ TEST_F(CgroupTest, AllocatingPastMemoryMaxIsTheFaultOom) {
   o.hard_limits = true;
   const auto r = cage::RunPolicy(policy, {Exe()}, o);
   EXPECT_EQ(r.fault, cage::Fault::kOom) << r.reason << " " << r.stderr_text;
-  EXPECT_FALSE(r.refused);
+  EXPECT_FALSE(r.refused());
   EXPECT_EQ(r.signal, SIGKILL);
   EXPECT_EQ(r.reason.rfind("killed by the kernel at memory.max", 0), 0u) << r.reason;
   EXPECT_EQ(r.container.limits, "memory.max=67108864");

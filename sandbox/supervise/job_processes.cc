@@ -310,11 +310,8 @@ void KeeperAbort(int) {
   if (dumpable != 1) prctl(PR_SET_DUMPABLE, dumpable);
   if (init < 0) {
     if (cp.leaf != nullptr) cp.leaf->Remove();
-    char detail[160];
-    snprintf(detail, sizeof detail, "clone(%s): user namespaces refused here",
-             (cp.clone_flags & CLONE_NEWNET) ? "NEWUSER|NEWPID|NEWIPC|NEWUTS|NEWNS|NEWNET"
-                                             : "NEWUSER|NEWPID|NEWIPC|NEWUTS|NEWNS");
-    SendRecord(f.status_w, Record::kSetupFailed, 0, clone_err, "namespaces", detail);
+    SendRecord(f.status_w, Record::kSetupFailed, 0, clone_err, "namespaces",
+               "clone(NEWUSER|NEWPID|NEWIPC|NEWUTS|NEWNS|NEWNET): user namespaces refused here");
     _exit(1);
   }
   g_keeper_init = init;

@@ -1,46 +1,24 @@
 #include "sandbox/supervise/job_state.h"
 
-#include "sandbox/host/root_etc.h"
-#include "sandbox/launch/carve_out.h"
-
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <sys/ioctl.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <mutex>
 
-#include "sandbox/common/exit_codes.h"
 #include "sandbox/common/fault_hooks.h"
-#include "sandbox/common/json_formats.h"
-#include "sandbox/common/text_encoding.h"
-#include "sandbox/launch/broker_handoff.h"
 #include "sandbox/launch/enforce.h"
 #include "sandbox/launch/job_devices.h"
-#include "sandbox/plan/attestation.h"
-#include "sandbox/plan/capabilities.h"
-#include "sandbox/plan/plan.h"
 #include "sandbox/supervise/cgroup.h"
-#include "sandbox/supervise/environment.h"
 #include "sandbox/supervise/job_egress.h"
 #include "sandbox/supervise/job_network.h"
-#include "sandbox/supervise/job_processes.h"
-#include "sandbox/supervise/namespaces.h"
-
 #include "sandbox/supervise/job_processes.h"
 #include "sandbox/supervise/verify.h"
 
@@ -179,7 +157,6 @@ void Job::State::ServeEgress() {
 void Job::State::Refuse(const std::string& reason) {
   Abort();
   if (result.fault != Fault::kNone) return;  // the first fault wins (a timeout during setup stays one)
-  result.refused = true;
   result.fault = Fault::kRefused;
   result.reason = reason;
 }

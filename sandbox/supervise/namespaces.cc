@@ -19,7 +19,7 @@
 namespace oarbank {
 namespace {
 
-constexpr int kBaseFlags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNS;
+constexpr int kBaseFlags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNS | CLONE_NEWNET;
 constexpr char kHostname[] = "oarbank";
 constexpr uint64_t kCloneIntoCgroup = 0x200000000ULL;  // CLONE_INTO_CGROUP, linux/sched.h (Linux 5.7)
 
@@ -31,25 +31,17 @@ int WriteProcFile(pid_t pid, const char* name, const char* text) {
 
 }  // namespace
 
-std::string NamespacePlan::Names() const {
-  std::string names = "user,pid,ipc,uts,mnt";
-  if (net) names += ",net";
-  return names;
-}
+std::string NamespacePlan::Names() const { return "user,pid,ipc,uts,mnt,net"; }
 
 NamespacePlan PlanJobNamespaces(const Policy& policy) {
   NamespacePlan plan;
   plan.clone_flags = kBaseFlags;
   switch (policy.net().mode) {
     case NetMode::kNone:
-      plan.net = true;
-      plan.clone_flags |= CLONE_NEWNET;
       plan.net_detail = "empty network namespace (net none), on top of the seccomp socket rules";
       break;
     case NetMode::kEgressAllowlist:
-      plan.net = true;
       plan.egress_listener = true;
-      plan.clone_flags |= CLONE_NEWNET;
       plan.net_detail =
           "network namespace of its own (egress-allowlist): lo only, no route out; its one listener, "
           "127.0.0.1:" +
@@ -58,9 +50,7 @@ NamespacePlan PlanJobNamespaces(const Policy& policy) {
           "namespace; Landlock limits TCP to that port";
       break;
     case NetMode::kEgressAny:
-      plan.net = true;
       plan.job_network = true;
-      plan.clone_flags |= CLONE_NEWNET;
       plan.net_detail =
           "network namespace of its own (egress-any): its only way out is slirp4netns, run by the "
           "agent; an nftables ruleset installed before the launcher drops every destination that is "
@@ -155,7 +145,7 @@ const NamespaceProbe& ProbeJobNamespaces() {
       Report report{};
       int sync[2];
       if (pipe2(sync, O_CLOEXEC) != 0) _exit(1);
-      const pid_t init = CloneIntoNamespaces(kBaseFlags | CLONE_NEWNET);
+      const pid_t init = CloneIntoNamespaces(kBaseFlags);
       if (init == 0) {
         // The job's init: wait until the maps are written, then set up.
         close(sync[1]);

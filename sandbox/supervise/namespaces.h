@@ -24,12 +24,13 @@
 
 namespace oarbank {
 
+// Every job gets fresh user, pid, ipc, uts, mount and network namespaces;
+// what its network namespace holds depends on net.mode.
 struct NamespacePlan {
   int clone_flags = 0;           // CLONE_NEW* for clone(2)
-  bool net = false;              // a fresh network namespace
   bool egress_listener = false;  // in it, init listens on 127.0.0.1:<net.proxy_port> for the agent's proxy
   bool job_network = false;      // egress-any: the agent's stack and ruleset on it (job_network.h)
-  std::string net_detail;        // why the network namespace is or is not fresh
+  std::string net_detail;        // what the network namespace holds, and why
   std::string Names() const;     // "user,pid,ipc,uts,mnt,net"
 };
 

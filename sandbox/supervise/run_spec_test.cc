@@ -34,12 +34,12 @@ TEST_P(SupervisorTest, RunSpecRefusesBelowTheAbiFloorAndBadPaths) {
   spec.argv = {"/bin/true"};
   spec.abi_floor = 99;
   auto r = RunAs(GetParam(), [&] { return cage::Run(spec, UnprovenOptions()); });
-  EXPECT_TRUE(r.refused);
+  EXPECT_TRUE(r.refused());
   EXPECT_EQ(r.reason.rfind("abi_floor: ", 0), 0u) << r.reason;
   spec.abi_floor = 1;
   spec.read_dirs = {"relative/dir"};
   r = RunAs(GetParam(), [&] { return cage::Run(spec, UnprovenOptions()); });
-  EXPECT_TRUE(r.refused);
+  EXPECT_TRUE(r.refused());
   EXPECT_EQ(r.reason, "policy: read_dirs[0]: expected an absolute path, got \"relative/dir\"");
 }
 
@@ -69,7 +69,7 @@ TEST_P(SupervisorTest, RunSpecTwiceTheSecondRefusesWhatTheFirstPlanted) {
   ASSERT_TRUE(std::filesystem::is_symlink(wt));  // run 1 could plant it: the attack is real
   spec.argv = {"/bin/sh", "-c", "cat secret; echo planted >> secret"};
   r = RunAs(GetParam(), [&] { return cage::Run(spec, UnprovenOptions()); });
-  EXPECT_TRUE(r.refused);
+  EXPECT_TRUE(r.refused());
   EXPECT_EQ(r.reason.rfind("policy: worktree: " + wt + " is a symbolic link (to " + home + "), refused: ", 0), 0u)
       << r.reason;
   EXPECT_EQ(ReadFileUpTo(home + "/secret", 1 << 10).value_or(""), "ssh private key\n");
@@ -81,7 +81,7 @@ TEST_P(SupervisorTest, RunSpecTwiceTheSecondRefusesWhatTheFirstPlanted) {
   ASSERT_EQ(RunAs(GetParam(), [&] { return cage::Run(spec, UnprovenOptions()); }).exit_code, 0);
   spec.argv = {"/bin/cat", home + "/secret"};
   r = RunAs(GetParam(), [&] { return cage::Run(spec, UnprovenOptions()); });
-  EXPECT_TRUE(r.refused);
+  EXPECT_TRUE(r.refused());
   EXPECT_NE(r.reason.find("which is not a git directory that lists this worktree"), std::string::npos) << r.reason;
   EXPECT_EQ(r.stdout_text, "");
 }

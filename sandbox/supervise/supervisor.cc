@@ -50,17 +50,6 @@ std::once_flag g_collect_once;
 
 }  // namespace
 
-const char* FaultName(Fault fault) {
-  switch (fault) {
-    case Fault::kNone: return "none";
-    case Fault::kRefused: return "refused";
-    case Fault::kExec: return "exec";
-    case Fault::kTimeout: return "timeout";
-    case Fault::kOom: return "oom";
-  }
-  return "?";
-}
-
 Job::Job(std::unique_ptr<State> state) : state_(std::move(state)) {}
 Job::Job(Job&&) noexcept = default;
 Job& Job::operator=(Job&&) noexcept = default;
@@ -71,7 +60,7 @@ Job::~Job() {
   }
 }
 
-bool Job::refused() const { return state_->result.refused; }
+bool Job::refused() const { return state_->result.refused(); }
 
 std::string Job::Freeze() {
   if (!state_->leaf) return "cgroup.freeze unavailable: " + state_->result.container.cgroup_detail;
@@ -105,7 +94,6 @@ namespace {
 
 // Ends a job before anything was spawned: refused, with `reason`.
 void RefuseBeforeSpawn(Job::State& s, const std::string& reason) {
-  s.result.refused = true;
   s.result.fault = Fault::kRefused;
   s.result.reason = reason;
   s.result.seconds = std::chrono::duration<double>(Clock::now() - s.start).count();
@@ -129,7 +117,7 @@ void TakeOptions(Job::State& s, const RunOptions& options) {
 // The host as the job meets it, or why no job can run here: the Landlock
 // floor, user namespaces, run_as.
 Expected<HostFacts> ProbeJobHost(const Policy& policy, const RunOptions& options) {
-  HostFacts host = ProbeHost(options.landlock_abi_cap);
+  HostFacts host = ProbeHost(options.landlock_abi_max);
   host.job_network = SupervisedJobNetworkFacts(policy.net().mode == NetMode::kEgressAny, /*trial=*/false);
   ProbeRootEtc(host);
   host.etc_view.proof_tree.reset();  // the keeper makes each job's copy (MakeRootEtcTree)
@@ -164,8 +152,7 @@ void ExpectAtTheGate(Job::State& s, const Plan& plan, const NamespacePlan& ns, c
   box.namespaces = ns.Names();
   box.net = ns.net_detail;
   GateExpectations& want = s.gate_wants;
-  want.fresh = {"user", "pid", "ipc", "uts", "mnt"};
-  if (ns.net) want.fresh.push_back("net");
+  want.fresh = {"user", "pid", "ipc", "uts", "mnt", "net"};
   if (plan.writable_noexec) want.noexec = plan.writable_binds;
   want.read_only = plan.read_only_binds;
   for (const auto* binds : {&plan.writable_binds, &plan.read_only_binds})
@@ -518,7 +505,6 @@ Result Run(const Spec& spec, const RunOptions& options) {
   auto policy = PolicyForSpec(spec);
   if (!policy.ok()) {
     Result r;
-    r.refused = true;
     r.fault = Fault::kRefused;
     r.reason = PolicyErrorLine(policy.error());
     return r;
@@ -586,7 +572,7 @@ nlohmann::ordered_json ResultReport(const Result& r) {
       {"format", kRunFormat},
       {"exit_code", r.exit_code},
       {"signal", r.signal},
-      {"refused", r.refused},
+      {"refused", r.refused()},
       {"fault", FaultName(r.fault)},
       {"reason", r.reason},
       {"stdout", text(r.stdout_text)},

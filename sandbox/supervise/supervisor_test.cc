@@ -31,7 +31,7 @@ TEST_P(SupervisorTest, ExitCodeAndOutputOfTheModule) {
   const auto r = Run({"/bin/sh", "-c", "echo out; echo err >&2; exit 7"});
   EXPECT_EQ(r.reason, "");
   EXPECT_EQ(r.fault, cage::Fault::kNone);
-  EXPECT_FALSE(r.refused);
+  EXPECT_FALSE(r.refused());
   EXPECT_EQ(r.exit_code, 7);
   EXPECT_EQ(r.signal, 0);
   EXPECT_EQ(r.stdout_text, "out\n");
@@ -48,7 +48,7 @@ TEST_P(SupervisorTest, ProofGateRefusesWithoutAnAttestation) {
   const std::string marker = tree_.Path("work/ran");
   const auto r = RunGated({"/bin/sh", "-c", "touch " + marker}, o);
   EXPECT_EQ(r.fault, cage::Fault::kRefused);
-  EXPECT_TRUE(r.refused);
+  EXPECT_TRUE(r.refused());
   EXPECT_NE(r.reason.find("battery.proven"), std::string::npos) << r.reason;
   EXPECT_NE(r.reason.find(PolicyClass(tree_.Runner())), std::string::npos) << r.reason;
   EXPECT_NE(r.reason.find("run oarbank-conform"), std::string::npos) << r.reason;
@@ -123,7 +123,7 @@ TEST_P(SupervisorTest, ExitSeventyFromTheModuleIsNotRefused) {
   // The launcher's own "not enforced" status, from a module that ran.
   const auto r = Run({"/bin/sh", "-c", "exit 70"});
   EXPECT_EQ(r.fault, cage::Fault::kNone);
-  EXPECT_FALSE(r.refused);
+  EXPECT_FALSE(r.refused());
   EXPECT_EQ(r.exit_code, kExitNotEnforced);
 }
 
@@ -155,7 +155,7 @@ TEST_P(SupervisorTest, SeccompKillIsSigsys) {
 TEST_P(SupervisorTest, ExecFailureIsAFaultOfItsOwn) {
   const auto r = Run({tree_.Path("work/no-such-binary")});
   EXPECT_EQ(r.fault, cage::Fault::kExec);
-  EXPECT_FALSE(r.refused);
+  EXPECT_FALSE(r.refused());
   EXPECT_EQ(r.exit_code, kExitExecFailed);
   EXPECT_EQ(r.reason, "exec: " + tree_.Path("work/no-such-binary") + ": " + strerror(ENOENT));
 }
@@ -165,7 +165,7 @@ TEST_P(SupervisorTest, RefusedIsNeverARun) {
   cage::RunOptions floor = UnprovenOptions();
   floor.abi_floor = 99;
   const auto r = Run({"/bin/sh", "-c", "touch " + marker}, floor);
-  EXPECT_TRUE(r.refused);
+  EXPECT_TRUE(r.refused());
   EXPECT_EQ(r.fault, cage::Fault::kRefused);
   EXPECT_EQ(r.exit_code, -1);
   EXPECT_EQ(r.reason, "abi_floor: this host's Landlock ABI is " + std::to_string(ProbeHost().landlock_abi) +
@@ -185,7 +185,7 @@ TEST_P(SupervisorTest, RunAsNeedsARootSupervisor) {
     EXPECT_EQ(r.fault, cage::Fault::kNone) << r.reason;
     EXPECT_EQ(r.stdout_text, "65534\n");
   } else {
-    EXPECT_TRUE(r.refused);
+    EXPECT_TRUE(r.refused());
     EXPECT_EQ(r.reason, "run_as: needs a root supervisor");
   }
 }
@@ -374,7 +374,7 @@ TEST_P(SupervisorTest, TimeoutKillsTheContainer) {
   o.timeout = 300ms;
   const auto r = Run({"/bin/sh", "-c", "(setsid /bin/sleep " + marker + " &); /bin/sleep " + marker}, o);
   EXPECT_EQ(r.fault, cage::Fault::kTimeout);
-  EXPECT_FALSE(r.refused);
+  EXPECT_FALSE(r.refused());
   EXPECT_EQ(r.signal, SIGKILL);
   EXPECT_EQ(r.reason, "killed at the timeout of 0.3 s");
   EXPECT_LT(r.seconds, 10.0);

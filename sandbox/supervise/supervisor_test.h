@@ -46,6 +46,7 @@
 namespace oarbank {
 
 using testing::BecomeUser;
+using testing::Eventually;
 using testing::ExecInChild;
 using testing::ReadAll;
 using testing::RunInChild;
@@ -73,12 +74,12 @@ inline cage::Result FromReport(const nlohmann::json& j) {
   cage::Result r;
   r.exit_code = j.at("exit_code");
   r.signal = j.at("signal");
-  r.refused = j.at("refused");
   const std::string fault = j.at("fault");
   for (auto f :
        {cage::Fault::kNone, cage::Fault::kRefused, cage::Fault::kExec, cage::Fault::kTimeout, cage::Fault::kOom})
     if (fault == cage::FaultName(f)) r.fault = f;
   r.reason = j.at("reason");
+  if (j.at("refused").get<bool>() != r.refused()) r.reason += " [the JSON's refused disagrees with its fault]";
   r.stdout_text = Decoded(j.at("stdout"), j.at("stdout_encoding"));
   r.stderr_text = Decoded(j.at("stderr"), j.at("stderr_encoding"));
   r.stdout_bytes = j.at("stdout_bytes");
@@ -137,16 +138,6 @@ inline std::vector<pid_t> ProcessesWithCmdline(const std::string& token) {
 // Live `/bin/sleep <marker>` processes (the marker is a job's sleep time).
 inline std::vector<pid_t> Sleepers(const std::string& marker) {
   return ProcessesWithCmdline(std::string("/bin/sleep") + '\0' + marker + '\0');
-}
-
-// Waits up to `limit` for `done`.
-inline bool Eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = 5s) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < end) {
-    if (done()) return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return done();
 }
 
 // A unique marker per test run, so concurrent test binaries never meet.

@@ -9,9 +9,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
+#include <thread>
 
 #include "sandbox/host/host_facts.h"
 #include "sandbox/policy/policy.h"
@@ -98,6 +101,18 @@ inline HostFacts FakeHost(int abi) {
   h.user_namespaces = true;
   h.user_namespaces_detail = "available";
   return h;
+}
+
+// Polls `done` until it holds or `limit` passes: a test waits for what it
+// needs, never for a fixed time.
+inline bool Eventually(const std::function<bool()>& done,
+                       std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return done();
 }
 
 }  // namespace oarbank::testing

@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   options.unproven = true;
   const cage::Result r = cage::Run(spec, options);
   Check(r.fault == cage::Fault::kNone, "the job ran", r);
-  Check(!r.refused, "not refused", r);
+  Check(!r.refused(), "not refused", r);
   Check(r.exit_code == 3, "the job's own exit status (3)", r);
   Check(r.stdout_text == "hello from the cage\n", "its stdout", r);
   Check(r.container.proof == "unproven (operator override)", "the result says unproven (operator override)", r);
@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
     cage::RunOptions proven;
     proven.attestation_path = argv[2];
     const cage::Result refused = cage::Run(spec, proven);
-    Check(refused.fault == cage::Fault::kRefused && refused.refused, "refused without the override", refused);
+    Check(refused.fault == cage::Fault::kRefused && refused.refused(), "refused without the override", refused);
     Check(refused.reason.find("battery.proven") != std::string::npos, "the refusal names battery.proven", refused);
     Check(refused.reason.find("launcher") != std::string::npos, "the refusal names the launcher", refused);
     Check(refused.stdout_text.empty(), "nothing of a refused job ran", refused);
