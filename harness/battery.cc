@@ -81,6 +81,71 @@ void ResolveSent(ProbeRun& run, SignalSinks& sinks, uid_t uid, const std::vector
 // Compares one confined run with its row (and what the world saw).
 // `unenforceable` names what this host lacks for the policy (egress-any's
 // job network): then, as below its Landlock ABI, the launcher must refuse.
+// A run the launcher had to refuse: egress-any where this host cannot
+// enforce it (`unenforceable` says why), or a policy below its Landlock
+// ABI. Whether it was such a run (then judged).
+bool JudgeRequiredRefusal(Cell& cell, int min_abi, int abi, const std::string& unenforceable) {
+  const ProbeRun& r = cell.run;
+  const bool refused = r.exit_code == kExitNotEnforced && r.verdict.empty();
+  if (!unenforceable.empty() && abi >= min_abi) {
+    cell.expected = "refused (exit 70)";
+    const bool named = r.stderr_text.find("net.egress-any") != std::string::npos;
+    cell.outcome = refused && named ? Outcome::kPass : Outcome::kUnexpected;
+    cell.why = refused && named
+                   ? unenforceable + ": the launcher must refuse, and did: " + r.stderr_text
+                   : unenforceable + ", yet the launcher did not refuse naming net.egress-any: " + r.Summary() + " " +
+                         r.stderr_text;
+    return true;
+  }
+  if (abi >= min_abi) return false;
+  cell.outcome = refused ? Outcome::kPass : Outcome::kUnexpected;
+  cell.why = refused ? "the policy needs Landlock ABI " + std::to_string(min_abi) + ": " + r.stderr_text
+                     : "the launcher ran the probe on Landlock ABI " + std::to_string(abi) + " < " +
+                           std::to_string(min_abi) + ": " + r.Summary();
+  return true;
+}
+
+// A row that expects the probe to get through, or to be refused: allowed,
+// gap, contained, refused. Whether the row was one (then judged).
+bool JudgeOtherThanBlocked(Cell& cell, const Expectation& row, const std::vector<std::string>& evidence) {
+  const ProbeRun& r = cell.run;
+  const bool got_through = r.verdict == "escaped";
+  switch (row.expect) {
+    case Expect::kRefused: {
+      const bool match = r.verdict.empty() && std::to_string(r.exit_code) == row.code;
+      cell.outcome = match ? Outcome::kPass : got_through ? Outcome::kEscaped : Outcome::kUnexpected;
+      cell.why = match ? row.why + ": " + r.stderr_text : r.Summary() + " " + r.detail + r.stderr_text;
+      return true;
+    }
+    case Expect::kAllowed:
+      cell.outcome = got_through ? Outcome::kPass : Outcome::kUnexpected;
+      if (!got_through) cell.why = "a granted operation was refused: " + r.Summary() + " " + r.detail;
+      return true;
+    case Expect::kGap:
+      // Amber only while the gap shows: a gap that closed makes its row stale.
+      cell.outcome = got_through ? Outcome::kGap : Outcome::kUnexpected;
+      if (!got_through)
+        cell.why = "the known gap did not show (" + r.Summary() + "): update its row in expectations.tsv";
+      return true;
+    case Expect::kContained:
+      // The probe's verdict says only that it started; what outlived the
+      // job is seen from outside.
+      if (!evidence.empty()) {
+        cell.outcome = Outcome::kEscaped;
+        cell.why = "seen from outside: " + evidence.front();
+      } else if (!got_through) {
+        cell.outcome = Outcome::kUnexpected;
+        cell.why = "the probe did not start what the supervisor must contain: " + r.Summary() + " " + r.detail;
+      } else {
+        cell.why = "nothing of it was left when the job ended (checked from outside): " + row.why;
+      }
+      return true;
+    case Expect::kBlocked:
+    case Expect::kKilled: return false;
+  }
+  return false;
+}
+
 void Judge(Cell& cell, const Expectation* row, int policy_min_abi, int abi, const std::vector<std::string>& evidence,
            const std::string& unenforceable) {
   const ProbeRun& r = cell.run;
@@ -92,72 +157,18 @@ void Judge(Cell& cell, const Expectation* row, int policy_min_abi, int abi, cons
   const int min_abi = std::max(row->min_abi, policy_min_abi);
   cell.expected = ExpectedText(*row, abi, min_abi);
   cell.why = row->why;
-  const bool refused = r.exit_code == kExitNotEnforced && r.verdict.empty();
-  if (!unenforceable.empty() && abi >= min_abi) {
-    cell.expected = "refused (exit 70)";
-    const bool named = r.stderr_text.find("net.egress-any") != std::string::npos;
-    cell.outcome = refused && named ? Outcome::kPass : Outcome::kUnexpected;
-    cell.why = refused && named
-                   ? unenforceable + ": the launcher must refuse, and did: " + r.stderr_text
-                   : unenforceable + ", yet the launcher did not refuse naming net.egress-any: " + r.Summary() + " " +
-                         r.stderr_text;
-    return;
-  }
-  if (abi < min_abi) {
-    cell.outcome = refused ? Outcome::kPass : Outcome::kUnexpected;
-    cell.why = refused ? "the policy needs Landlock ABI " + std::to_string(min_abi) + ": " + r.stderr_text
-                       : "the launcher ran the probe on Landlock ABI " + std::to_string(abi) + " < " +
-                             std::to_string(min_abi) + ": " + r.Summary();
-    return;
-  }
-  const bool got_through = r.verdict == "escaped";
-  if (row->expect == Expect::kRefused) {
-    const bool match = r.verdict.empty() && std::to_string(r.exit_code) == row->code;
-    cell.outcome = match ? Outcome::kPass : got_through ? Outcome::kEscaped : Outcome::kUnexpected;
-    cell.why = match ? row->why + ": " + r.stderr_text : r.Summary() + " " + r.detail + r.stderr_text;
-    return;
-  }
-  if (refused) {
+  if (JudgeRequiredRefusal(cell, min_abi, abi, unenforceable)) return;
+  if (row->expect != Expect::kRefused && r.exit_code == kExitNotEnforced && r.verdict.empty()) {
     cell.outcome = Outcome::kUnexpected;
     cell.why = "refused by the launcher: " + r.stderr_text;
     return;
   }
-  switch (row->expect) {
-    case Expect::kAllowed:
-      cell.outcome = got_through ? Outcome::kPass : Outcome::kUnexpected;
-      if (!got_through) cell.why = "a granted operation was refused: " + r.Summary() + " " + r.detail;
-      return;
-    case Expect::kGap:
-      // Amber only while the gap shows: a gap that closed makes its row stale.
-      cell.outcome = got_through ? Outcome::kGap : Outcome::kUnexpected;
-      if (!got_through)
-        cell.why = "the known gap did not show (" + r.Summary() + "): update its row in expectations.tsv";
-      return;
-    case Expect::kContained:
-      // The probe's verdict says only that it started; what outlived the
-      // job is seen from outside.
-      if (!evidence.empty()) {
-        cell.outcome = Outcome::kEscaped;
-        cell.why = "seen from outside: " + evidence.front();
-      } else if (!got_through) {
-        cell.outcome = Outcome::kUnexpected;
-        cell.why = "the probe did not start what the supervisor must contain: " + r.Summary() + " " + r.detail;
-      } else {
-        cell.why = "nothing of it was left when the job ended (checked from outside): " + row->why;
-      }
-      return;
-    case Expect::kBlocked:
-    case Expect::kKilled:
-    case Expect::kRefused: break;
-  }
-  if (got_through) {
+  if (JudgeOtherThanBlocked(cell, *row, evidence)) return;
+  // Blocked or killed: anything that got through, or was seen from outside,
+  // escaped.
+  if (r.verdict == "escaped" || !evidence.empty()) {
     cell.outcome = Outcome::kEscaped;
-    cell.why = r.detail;
-    return;
-  }
-  if (!evidence.empty()) {
-    cell.outcome = Outcome::kEscaped;
-    cell.why = "seen from outside: " + evidence.front();
+    cell.why = r.verdict == "escaped" ? r.detail : "seen from outside: " + evidence.front();
     return;
   }
   if (r.verdict == "unsupported") {

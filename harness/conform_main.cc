@@ -88,38 +88,18 @@ std::string PartialRun(const CLI::App& app, const BatteryOptions& o, const std::
   return "";
 }
 
-int ConformMain(int argc, char** argv) {
-  const Layout layout = FindLayout(fs::canonical("/proc/self/exe").parent_path());
-  BatteryOptions o;
-  o.agent = layout.agent;
-  o.probe_dir = layout.probes;
-  o.policy_dir = layout.policies;
-  o.expectations = layout.expectations;
+// The command line: the battery's options, and `module`'s.
+struct ConformArgs {
+  BatteryOptions battery;
+  ModuleConformOptions module;
   std::string out = "conform-report";
   std::string attest = AttestationPath();
   std::vector<int> uids = {0, 65534};
+};
 
-  CLI::App app{"oarbank-conform: the escape battery on this host"};
-  app.set_version_flag(
-      "--version", [&o] { return VersionText("oarbank-conform", o.agent); },
-      "Print the version, the SHA-256 of the oarbank-agent it drives and of the battery");
-  app.add_option("--agent", o.agent, "oarbank-agent to test")->check(CLI::ExistingFile);
-  app.add_option("--probes", o.probe_dir, "Directory of built probes")->check(CLI::ExistingDirectory);
-  app.add_option("--policies", o.policy_dir, "Directory of battery policy fixtures")->check(CLI::ExistingDirectory);
-  app.add_option("--expectations", o.expectations, "expectations.tsv")->check(CLI::ExistingFile);
-  app.add_option("--out", out, "Directory for battery.json, battery.xml, battery.md, battery.html");
-  app.add_option("--landlock-abi-max", o.abi_cap, "Run the launcher at most at this Landlock ABI (can only lower)");
-  o.jobs = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-  app.add_option("--jobs", o.jobs, "Probes run at once (default: the number of CPUs)")->check(CLI::Range(1, 64));
-  app.add_option("--uids", uids, "Identities the confined side runs as")->delimiter(',');
-  app.add_option("--attest", attest,
-                 "Where a complete, uncapped run records the policy classes it proved (cage-before-capability)");
-  app.add_option("--probe", o.only_probes, "Only these probes")->delimiter(',');
-  app.add_option("--policy", o.only_policies, "Only these policies")->delimiter(',');
+CLI::App* AddModuleCommand(CLI::App& app, ModuleConformOptions& mo) {
   // oarbank-conform module MANIFEST -- SUITE: a module's runner suite under
   // its declared grants, with its denials explained (module_conform.h).
-  ModuleConformOptions mo;
-  mo.agent = o.agent;
   auto* module =
       app.add_subcommand("module", "Run a module's runner suite under its manifest's grants; explain denials");
   module->add_option("manifest", mo.manifest, "The module's manifest (TOML)")->required()->check(CLI::ExistingFile);
@@ -130,8 +110,82 @@ int ConformMain(int argc, char** argv) {
   module->add_option("--out", mo.out, "Directory for module.json");
   module->add_option("--timeout", mo.timeout_s, "Kill the suite after S seconds")->check(CLI::Range(1.0, 86400.0));
   module->add_flag("--keep", mo.keep, "Keep the job tree");
-  app.require_subcommand(0, 1);
+  return module;
+}
 
+void AddBatteryOptions(CLI::App& app, ConformArgs& a) {
+  BatteryOptions& o = a.battery;
+  app.set_version_flag(
+      "--version", [&o] { return VersionText("oarbank-conform", o.agent); },
+      "Print the version, the SHA-256 of the oarbank-agent it drives and of the battery");
+  app.add_option("--agent", o.agent, "oarbank-agent to test")->check(CLI::ExistingFile);
+  app.add_option("--probes", o.probe_dir, "Directory of built probes")->check(CLI::ExistingDirectory);
+  app.add_option("--policies", o.policy_dir, "Directory of battery policy fixtures")->check(CLI::ExistingDirectory);
+  app.add_option("--expectations", o.expectations, "expectations.tsv")->check(CLI::ExistingFile);
+  app.add_option("--out", a.out, "Directory for battery.json, battery.xml, battery.md, battery.html");
+  app.add_option("--landlock-abi-max", o.abi_cap, "Run the launcher at most at this Landlock ABI (can only lower)");
+  o.jobs = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  app.add_option("--jobs", o.jobs, "Probes run at once (default: the number of CPUs)")->check(CLI::Range(1, 64));
+  app.add_option("--uids", a.uids, "Identities the confined side runs as")->delimiter(',');
+  app.add_option("--attest", a.attest,
+                 "Where a complete, uncapped run records the policy classes it proved (cage-before-capability)");
+  app.add_option("--probe", o.only_probes, "Only these probes")->delimiter(',');
+  app.add_option("--policy", o.only_policies, "Only these policies")->delimiter(',');
+}
+
+// Every report, or false after a line for each that did not land: nobody
+// may sign off a report they cannot read.
+bool WriteReports(const std::string& out, const BatteryResult& result) {
+  const std::vector<std::pair<std::string, std::string>> reports = {
+      {"battery.json", BatteryJson(result).dump(2) + "\n"},
+      {"battery.xml", BatteryJunit(result)},
+      {"battery.md", BatteryMarkdown(result)},
+      {"battery.html", BatteryHtml(result)},
+  };
+  bool written = true;
+  for (const auto& [name, text] : reports) {
+    if (auto why = WriteReportFile(out + "/" + name, text); !why.empty()) {
+      std::cerr << "oarbank-conform: cannot write " << why << "\n";
+      written = false;
+    }
+  }
+  return written;
+}
+
+// The attestation of a complete run: a class is proven when every cell of
+// its policies passed (ProvenClasses). False after one line.
+bool Attest(const std::string& path, const BatteryResult& result, const std::string& agent) {
+  Attestation a;
+  // The job network the agent's egress-any jobs ran (job_network.h).
+  HostFacts host = result.host;
+  NameJobNetworkParts(host.job_network, agent);
+  a.binding = BindingFor(host, agent);
+  a.proven_classes = ProvenClasses(result);
+  if (a.binding.launcher_sha256.empty()) {
+    std::cerr << "oarbank-conform: cannot read " << agent << " to hash it: no attestation written\n";
+    return false;
+  }
+  if (auto why = WriteAttestation(path, a); !why.empty()) {
+    std::cerr << "oarbank-conform: cannot write the attestation " << path << ": " << why << "\n";
+    return false;
+  }
+  std::cout << "attestation: " << path << " (" << a.proven_classes.size() << " policy classes proven)\n";
+  return true;
+}
+
+int ConformMain(int argc, char** argv) {
+  const Layout layout = FindLayout(fs::canonical("/proc/self/exe").parent_path());
+  ConformArgs a;
+  BatteryOptions& o = a.battery;
+  o.agent = layout.agent;
+  o.probe_dir = layout.probes;
+  o.policy_dir = layout.policies;
+  o.expectations = layout.expectations;
+  a.module.agent = o.agent;
+  CLI::App app{"oarbank-conform: the escape battery on this host"};
+  AddBatteryOptions(app, a);
+  CLI::App* module = AddModuleCommand(app, a.module);
+  app.require_subcommand(0, 1);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -143,60 +197,29 @@ int ConformMain(int argc, char** argv) {
     return kExitUsage;
   }
   if (module->parsed()) {
-    if (app.get_option("--agent")->count() > 0) mo.agent = o.agent;
-    return RunModuleConform(mo);
+    if (app.get_option("--agent")->count() > 0) a.module.agent = o.agent;
+    return RunModuleConform(a.module);
   }
-  o.uids.assign(uids.begin(), uids.end());
-  if (auto why = PrepareReportDir(out); !why.empty()) {
+  o.uids.assign(a.uids.begin(), a.uids.end());
+  if (auto why = PrepareReportDir(a.out); !why.empty()) {
     std::cerr << "oarbank-conform: --out " << why << "\n";
     return kExitUsage;
   }
-
   auto result = RunBattery(o);
   if (!result.ok()) {
     std::cerr << "oarbank-conform: " << result.error().where << ": " << result.error().what << "\n";
     return kExitUsage;
   }
-  // A report that did not land fails the run: nobody may sign off a report
-  // they cannot read.
-  const std::vector<std::pair<std::string, std::string>> reports = {
-      {"battery.json", BatteryJson(result.value()).dump(2) + "\n"},
-      {"battery.xml", BatteryJunit(result.value())},
-      {"battery.md", BatteryMarkdown(result.value())},
-      {"battery.html", BatteryHtml(result.value())},
-  };
-  bool written = true;
-  for (const auto& [name, text] : reports) {
-    if (auto why = WriteReportFile(out + "/" + name, text); !why.empty()) {
-      std::cerr << "oarbank-conform: cannot write " << why << "\n";
-      written = false;
-    }
-  }
+  const bool written = WriteReports(a.out, result.value());
   std::cout << BatterySummary(result.value());
   if (!written) return 1;
-  std::cout << "reports: " << out << "/battery.{json,xml,md,html}\n";
+  std::cout << "reports: " << a.out << "/battery.{json,xml,md,html}\n";
   // Only a complete run of the shipped battery, on the kernel as it is,
   // proves anything; any other run says why it wrote no attestation.
-  if (const std::string partial = PartialRun(app, o, uids, layout); !partial.empty()) {
+  if (const std::string partial = PartialRun(app, o, a.uids, layout); !partial.empty())
     std::cout << "attestation: not written: " << partial << "\n";
-  } else {
-    // A class is proven when every cell of its policies passed (ProvenClasses).
-    Attestation a;
-    // The job network the agent's egress-any jobs ran (job_network.h).
-    HostFacts host = result.value().host;
-    NameJobNetworkParts(host.job_network, o.agent);
-    a.binding = BindingFor(host, o.agent);
-    a.proven_classes = ProvenClasses(result.value());
-    if (a.binding.launcher_sha256.empty()) {
-      std::cerr << "oarbank-conform: cannot read " << o.agent << " to hash it: no attestation written\n";
-      return 1;
-    }
-    if (auto why = WriteAttestation(attest, a); !why.empty()) {
-      std::cerr << "oarbank-conform: cannot write the attestation " << attest << ": " << why << "\n";
-      return 1;
-    }
-    std::cout << "attestation: " << attest << " (" << a.proven_classes.size() << " policy classes proven)\n";
-  }
+  else if (!Attest(a.attest, result.value(), o.agent))
+    return 1;
   return result.value().passed ? 0 : 1;
 }
 

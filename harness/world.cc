@@ -30,6 +30,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -338,126 +339,134 @@ World::~World() {
   if (!root.empty()) fs::remove_all(root, ec);
 }
 
-Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std::vector<uid_t>& uids, bool network) {
-  if (geteuid() != 0)
-    return Error{"world", "needs root: it runs the confined side as uid 65534 and makes a setuid helper"};
-  auto w = std::make_unique<World>();
-  // The battery's own mount namespace, made before any thread: the world on
-  // a tmpfs there (its ~1,500 runs create and remove files without a disk
-  // journal, and none of it outlives this process), and the GPU stand-in
-  // below. Every run is spawned from here, so it sees the same world.
+namespace {
+
+// MakeWorld's stages, in order. Each fills its part of the world; what it
+// cannot make is a note (the report says it) or, where no run could be
+// judged without it, an Error.
+
+// The battery's own mount namespace, made before any thread: the world on
+// a tmpfs there (its ~2,500 runs create and remove files without a disk
+// journal, and none of it outlives this process), and the GPU stand-in.
+// Every run is spawned from here, so it sees the same world. Whether the
+// namespace is private.
+Expected<bool> MakeRoot(World& w) {
   const bool private_mounts =
       unshare(CLONE_NEWNS) == 0 && mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0;
-  if (!private_mounts) w->notes.push_back("private mount namespace: " + std::string(strerror(errno)));
+  if (!private_mounts) w.notes.push_back("private mount namespace: " + std::string(strerror(errno)));
   char tmpl[] = "/tmp/oarbank-conform-XXXXXX";
   if (mkdtemp(tmpl) == nullptr) return Error{"world", std::string("mkdtemp: ") + strerror(errno)};
-  w->root = tmpl;
+  w.root = tmpl;
   if (!private_mounts) {
-    w->notes.push_back("world on disk: no private mount namespace for its tmpfs");
+    w.notes.push_back("world on disk: no private mount namespace for its tmpfs");
   } else if (mount("tmpfs", tmpl, "tmpfs", 0, "mode=0755") == 0) {
-    w->root_is_tmpfs = true;
+    w.root_is_tmpfs = true;
   } else {
-    w->notes.push_back("world on disk: mount tmpfs: " + std::string(strerror(errno)));
+    w.notes.push_back("world on disk: mount tmpfs: " + std::string(strerror(errno)));
   }
-  chmod(w->root.c_str(), 0755);
-  w->bundle = w->root + "/bundle";
-  w->runtime = w->root + "/runtime";
-  w->work = w->root + "/work";
-  w->data = w->root + "/data";
-  w->outside = w->root + "/outside";
+  chmod(w.root.c_str(), 0755);
+  return private_mounts;
+}
+
+// The job's directories, the carve-out targets, the probes (with the
+// setuid helper, root's) and the secret.
+void MakeDirectories(World& w, const std::string& probe_dir) {
+  w.bundle = w.root + "/bundle";
+  w.runtime = w.root + "/runtime";
+  w.work = w.root + "/work";
+  w.data = w.root + "/data";
+  w.outside = w.root + "/outside";
   // work/agent/state: runner_agent's state directory, a grant nested two
   // levels down (an agent CLI's own state inside the worktree it works on).
-  for (const auto& d : {w->bundle, w->runtime, w->work, w->work + "/tmp", w->work + "/agent/state", w->data,
-                        w->data + "/tmp", w->outside, w->root + "/secret", w->root + "/policies"}) {
+  for (const auto& d : {w.bundle, w.runtime, w.work, w.work + "/tmp", w.work + "/agent/state", w.data, w.data + "/tmp",
+                        w.outside, w.root + "/secret", w.root + "/policies"}) {
     fs::create_directories(d);
     chmod(d.c_str(), 0755);
   }
   for (const auto& d :
-       {w->work, w->work + "/tmp", w->work + "/agent", w->work + "/agent/state", w->data, w->data + "/tmp", w->outside})
+       {w.work, w.work + "/tmp", w.work + "/agent", w.work + "/agent/state", w.data, w.data + "/tmp", w.outside})
     chmod(d.c_str(), 0777);
   // What a policy with read_only carves out of its writable grant (the
   // write_read_only_carve_out and rename_read_only_carve_out probes): a
   // directory with a file anyone may write, so only the carve-out refuses.
-  for (const auto& grant : {w->work, w->data}) {
+  for (const auto& grant : {w.work, w.data}) {
     fs::create_directories(grant + "/carved");
     chmod((grant + "/carved").c_str(), 0777);
     std::ofstream(grant + "/carved/victim") << "carved\n";
     chmod((grant + "/carved/victim").c_str(), 0666);
   }
-
   // The probes, read+execute for everyone; the setuid helper owned by root.
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(probe_dir, ec)) {
     if (!entry.is_regular_file()) continue;
-    const std::string dst = w->bundle + "/" + entry.path().filename().string();
+    const std::string dst = w.bundle + "/" + entry.path().filename().string();
     fs::copy_file(entry.path(), dst, fs::copy_options::overwrite_existing, ec);
     chmod(dst.c_str(), 0755);
   }
   const std::string helper = probe_dir + "/helpers/probe_capeff_helper";
   if (fs::exists(helper)) {
-    w->setuid_helper = w->bundle + "/probe_capeff_helper.setuid";
-    fs::copy_file(helper, w->setuid_helper, fs::copy_options::overwrite_existing, ec);
-    if (chown(w->setuid_helper.c_str(), 0, 0) != 0 || chmod(w->setuid_helper.c_str(), 04755) != 0)
-      w->notes.push_back("setuid helper: " + std::string(strerror(errno)));
+    w.setuid_helper = w.bundle + "/probe_capeff_helper.setuid";
+    fs::copy_file(helper, w.setuid_helper, fs::copy_options::overwrite_existing, ec);
+    if (chown(w.setuid_helper.c_str(), 0, 0) != 0 || chmod(w.setuid_helper.c_str(), 04755) != 0)
+      w.notes.push_back("setuid helper: " + std::string(strerror(errno)));
   } else {
-    w->notes.push_back("no probe_capeff_helper in " + probe_dir + "/helpers");
+    w.notes.push_back("no probe_capeff_helper in " + probe_dir + "/helpers");
   }
 
-  w->secret = w->root + "/secret/id_ed25519";
-  std::ofstream(w->secret) << "-----BEGIN OPENSSH PRIVATE KEY----- (oarbank battery secret)\n";
-  chmod(w->secret.c_str(), 0644);
+  w.secret = w.root + "/secret/id_ed25519";
+  std::ofstream(w.secret) << "-----BEGIN OPENSSH PRIVATE KEY----- (oarbank battery secret)\n";
+  chmod(w.secret.c_str(), 0644);
   // An extended attribute on it, for xattr_read_outside_grants (a
   // filesystem without user.* attributes: the probe says unsupported).
   static constexpr char kSecretXattr[] = "oarbank-battery-secret-attribute";
-  if (setxattr(w->secret.c_str(), "user.oarbank_secret", kSecretXattr, sizeof kSecretXattr - 1, 0) != 0 &&
+  if (setxattr(w.secret.c_str(), "user.oarbank_secret", kSecretXattr, sizeof kSecretXattr - 1, 0) != 0 &&
       errno != EOPNOTSUPP)
-    w->notes.push_back("secret's extended attribute: " + std::string(strerror(errno)));
+    w.notes.push_back("secret's extended attribute: " + std::string(strerror(errno)));
+}
 
-  // Host sockets: in the network world's up namespace where there is one.
-  w->listeners = std::make_unique<Listeners>();
+// Host sockets, in the network world's up namespace where there is one.
+std::optional<Error> MakeListeners(World& w, bool network, std::random_device& rd) {
+  w.listeners = std::make_unique<Listeners>();
   // Without it the battery still runs; only egress-any is not proven.
-  if (network && !w->root_is_tmpfs) {
-    w->notes.push_back("network world: needs the world's tmpfs for its tun stand-in: egress-any is not proven here");
+  if (network && !w.root_is_tmpfs) {
+    w.notes.push_back("network world: needs the world's tmpfs for its tun stand-in: egress-any is not proven here");
   } else if (network) {
-    auto net = EnterNetworkWorld(*w->listeners, w->root);
+    auto net = EnterNetworkWorld(*w.listeners, w.root);
     if (net.ok())
-      w->net = std::move(net).value();
+      w.net = std::move(net).value();
     else
-      w->notes.push_back("network world: " + net.error().what + ": egress-any is not proven here");
+      w.notes.push_back("network world: " + net.error().what + ": egress-any is not proven here");
   }
-  w->unix_socket = w->root + "/secret/host.sock";
-  w->broker_socket = w->root + "/broker.sock";
-  std::random_device rd;
-  w->abstract_name = "oarbank-battery-" + std::to_string(getpid()) + "-" + std::to_string(rd() % 100000);
-  if (!w->listeners->AddUnix("unix", w->unix_socket))
+  w.unix_socket = w.root + "/secret/host.sock";
+  w.broker_socket = w.root + "/broker.sock";
+  w.abstract_name = "oarbank-battery-" + std::to_string(getpid()) + "-" + std::to_string(rd() % 100000);
+  if (!w.listeners->AddUnix("unix", w.unix_socket))
     return Error{"world", "unix listener: " + std::string(strerror(errno))};
-  w->unix_dgram_socket = w->root + "/secret/host-dgram.sock";
-  if (!w->listeners->AddUnix("unix-dgram", w->unix_dgram_socket, SOCK_DGRAM))
+  w.unix_dgram_socket = w.root + "/secret/host-dgram.sock";
+  if (!w.listeners->AddUnix("unix-dgram", w.unix_dgram_socket, SOCK_DGRAM))
     return Error{"world", "unix datagram listener: " + std::string(strerror(errno))};
-  if (!w->listeners->AddUnix("broker", w->broker_socket))
+  if (!w.listeners->AddUnix("broker", w.broker_socket))
     return Error{"world", "broker listener: " + std::string(strerror(errno))};
-  if (!w->listeners->AddAbstract("abstract", w->abstract_name))
+  if (!w.listeners->AddAbstract("abstract", w.abstract_name))
     return Error{"world", "abstract listener: " + std::string(strerror(errno))};
-  w->tcp_port = w->listeners->AddTcp("tcp", 0);
-  w->proxy_port = w->listeners->AddTcp("proxy", 0);
-  w->udp_port = w->listeners->AddUdp("udp");
-  if (w->tcp_port < 0 || w->proxy_port < 0 || w->udp_port < 0)
+  w.tcp_port = w.listeners->AddTcp("tcp", 0);
+  w.proxy_port = w.listeners->AddTcp("proxy", 0);
+  w.udp_port = w.listeners->AddUdp("udp");
+  if (w.tcp_port < 0 || w.proxy_port < 0 || w.udp_port < 0)
     return Error{"world", "loopback listeners: " + std::string(strerror(errno))};
   // The proxy's port on another loopback address (tcp_proxy_port_other_address):
   // only a connection accepted there is that probe's escape.
-  if (w->listeners->AddAt("proxy-other", "127.0.0.2", w->proxy_port, SOCK_STREAM) < 0)
+  if (w.listeners->AddAt("proxy-other", "127.0.0.2", w.proxy_port, SOCK_STREAM) < 0)
     return Error{"world", "listener on 127.0.0.2: " + std::string(strerror(errno))};
+  return std::nullopt;
+}
 
-  for (uid_t uid : uids) {
-    const pid_t pid = StartOutsideProcess(uid);
-    if (pid < 0) return Error{"world", "outside process: fork: " + std::string(strerror(errno))};
-    w->outside_pid[uid] = pid;
-  }
-
-  // An fd the agent forgot to close, on the secret.
-  const int fd = open(w->secret.c_str(), O_RDONLY);
+// An fd the agent forgot to close, on the secret: a low one and one above
+// select()'s 1024.
+std::optional<Error> LeaveInheritedFds(World& w) {
+  const int fd = open(w.secret.c_str(), O_RDONLY);
   if (fd < 0 || dup2(fd, kInheritedFd) < 0) return Error{"world", "inherited fd: " + std::string(strerror(errno))};
-  w->inherited_fd = kInheritedFd;
+  w.inherited_fd = kInheritedFd;
   // The fd table must be allowed to reach it; the limit goes back after.
   rlimit files{};
   getrlimit(RLIMIT_NOFILE, &files);
@@ -472,83 +481,107 @@ Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const s
     return Error{"world", "inherited fd " + std::to_string(kInheritedHighFd) + ": " + std::string(strerror(err)) +
                               " (RLIMIT_NOFILE hard limit " + std::to_string(files.rlim_max) + ")"};
   }
-  w->inherited_high_fd = kInheritedHighFd;
+  w.inherited_high_fd = kInheritedHighFd;
   if (fd != kInheritedFd) close(fd);
+  return std::nullopt;
+}
 
-  w->env_secret = "oarbank-secret-" + std::to_string(rd());
-
-  // IPC the host's processes share by key or name, not by path.
-  w->sysv_msg_id = msgget(IPC_PRIVATE, IPC_CREAT | 0666);
-  if (w->sysv_msg_id < 0) w->notes.push_back("System V message queue: " + std::string(strerror(errno)));
-  w->mqueue_name = "/oarbank-battery-" + std::to_string(getpid());
+// IPC the host's processes share by key or name, not by path; the host's
+// shared memory and ptys, which a job's own /dev/shm and devpts must not
+// reach.
+void MakeHostIpc(World& w) {
+  w.sysv_msg_id = msgget(IPC_PRIVATE, IPC_CREAT | 0666);
+  if (w.sysv_msg_id < 0) w.notes.push_back("System V message queue: " + std::string(strerror(errno)));
+  w.mqueue_name = "/oarbank-battery-" + std::to_string(getpid());
   const mode_t old_mask = umask(0);
   mq_attr attr{};
   attr.mq_maxmsg = 8;
   attr.mq_msgsize = 64;
-  const mqd_t mq = mq_open(w->mqueue_name.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0666, &attr);
+  const mqd_t mq = mq_open(w.mqueue_name.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0666, &attr);
   umask(old_mask);
   if (mq == static_cast<mqd_t>(-1)) {
-    w->notes.push_back("POSIX message queue: " + std::string(strerror(errno)));
-    w->mqueue_name.clear();
+    w.notes.push_back("POSIX message queue: " + std::string(strerror(errno)));
+    w.mqueue_name.clear();
   } else {
     mq_close(mq);
   }
 
-  // The host's shared memory and ptys, which a job's own /dev/shm and
-  // devpts instance must not reach.
-  w->host_shm_file = "/dev/shm/oarbank-battery-" + std::to_string(getpid());
-  if (const int fd = open(w->host_shm_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
+  w.host_shm_file = "/dev/shm/oarbank-battery-" + std::to_string(getpid());
+  if (const int fd = open(w.host_shm_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0666);
       fd >= 0) {
     (void)!write(fd, "host\n", 5);
     fchmod(fd, 0666);
     close(fd);
   } else {
-    w->notes.push_back("host /dev/shm file: " + std::string(strerror(errno)));
-    w->host_shm_file.clear();
+    w.notes.push_back("host /dev/shm file: " + std::string(strerror(errno)));
+    w.host_shm_file.clear();
   }
-  w->host_pty_master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-  if (w->host_pty_master >= 0 && grantpt(w->host_pty_master) == 0 && unlockpt(w->host_pty_master) == 0 &&
-      ptsname(w->host_pty_master) != nullptr) {
-    w->host_pty = ptsname(w->host_pty_master);
-    chmod(w->host_pty.c_str(), 0666);  // only the cage may stop either identity
+  w.host_pty_master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (w.host_pty_master >= 0 && grantpt(w.host_pty_master) == 0 && unlockpt(w.host_pty_master) == 0 &&
+      ptsname(w.host_pty_master) != nullptr) {
+    w.host_pty = ptsname(w.host_pty_master);
+    chmod(w.host_pty.c_str(), 0666);  // only the cage may stop either identity
   } else {
-    w->notes.push_back("host pty: " + std::string(strerror(errno)));
+    w.notes.push_back("host pty: " + std::string(strerror(errno)));
   }
+}
 
-  // An outer cgroup a probe could move itself into.
+// An outer cgroup a probe could move itself into, and a GPU node: the
+// host's own, or a stand-in (a copy of /dev/null's device number) on a
+// tmpfs over /dev/dri in the battery's private mount namespace, so the
+// host's /dev is not touched.
+void MakeCgroupAndGpu(World& w, bool private_mounts) {
   const HostFacts host = ProbeHost();
   if (host.cgroup.v2_mounted) {
     const std::string dir = host.cgroup.mount_point + "/oarbank-battery-" + std::to_string(getpid());
     if (mkdir(dir.c_str(), 0755) == 0) {
-      w->cgroup_dir = dir;
+      w.cgroup_dir = dir;
       chmod((dir + "/cgroup.procs").c_str(), 0666);  // only the cage may stop either identity
     } else
-      w->notes.push_back("outer cgroup " + dir + ": " + strerror(errno));
+      w.notes.push_back("outer cgroup " + dir + ": " + strerror(errno));
   } else {
-    w->notes.push_back("no cgroup2 mounted: cgroup_escape has no target");
+    w.notes.push_back("no cgroup2 mounted: cgroup_escape has no target");
   }
-
-  // A GPU node: the host's own, or a stand-in (a copy of /dev/null's device
-  // number) on a tmpfs over /dev/dri in the battery's private mount
-  // namespace, so the host's /dev is not touched.
   if (!host.gpu_nodes.empty()) {
     for (const auto& n : host.gpu_nodes)
-      if (n != "/dev/dri") w->gpu_node = n;
+      if (n != "/dev/dri") w.gpu_node = n;
   }
-  if (w->gpu_node.empty()) {
+  if (w.gpu_node.empty()) {
     if (!private_mounts) {
-      w->notes.push_back("GPU stand-in: no private mount namespace");
+      w.notes.push_back("GPU stand-in: no private mount namespace");
     } else {
-      if (!fs::exists("/dev/dri") && mkdir("/dev/dri", 0755) == 0) w->created_dev_dri = "/dev/dri";
+      if (!fs::exists("/dev/dri") && mkdir("/dev/dri", 0755) == 0) w.created_dev_dri = "/dev/dri";
       if (mount("tmpfs", "/dev/dri", "tmpfs", MS_NOSUID, "mode=0755") == 0 &&
           mknod("/dev/dri/renderD128", S_IFCHR | 0666, makedev(1, 3)) == 0) {
         chmod("/dev/dri/renderD128", 0666);
-        w->gpu_node = "/dev/dri/renderD128";
+        w.gpu_node = "/dev/dri/renderD128";
       } else {
-        w->notes.push_back("GPU stand-in: " + std::string(strerror(errno)));
+        w.notes.push_back("GPU stand-in: " + std::string(strerror(errno)));
       }
     }
   }
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<World>> MakeWorld(const std::string& probe_dir, const std::vector<uid_t>& uids, bool network) {
+  if (geteuid() != 0)
+    return Error{"world", "needs root: it runs the confined side as uid 65534 and makes a setuid helper"};
+  auto w = std::make_unique<World>();
+  auto private_mounts = MakeRoot(*w);
+  if (!private_mounts.ok()) return private_mounts.error();
+  MakeDirectories(*w, probe_dir);
+  std::random_device rd;
+  if (auto e = MakeListeners(*w, network, rd)) return *e;
+  for (uid_t uid : uids) {
+    const pid_t pid = StartOutsideProcess(uid);
+    if (pid < 0) return Error{"world", "outside process: fork: " + std::string(strerror(errno))};
+    w->outside_pid[uid] = pid;
+  }
+  if (auto e = LeaveInheritedFds(*w)) return *e;
+  w->env_secret = "oarbank-secret-" + std::to_string(rd());
+  MakeHostIpc(*w);
+  MakeCgroupAndGpu(*w, private_mounts.value());
   return w;
 }
 

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -130,6 +131,61 @@ bool HungUp(int fd) {
   return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLERR));
 }
 
+// The podman client of one run, its output streamed into `files` (up to
+// kMaxOutputBytes each, the last kTailBytes kept as tails). At the deadline,
+// or when the client hangs up, the container goes, not only the client:
+// conmon keeps it alive otherwise, and it may not exist yet.
+struct ClientRun {
+  bool ran = false;
+  int status = -1;
+  bool timed_out = false;
+  bool hung_up = false;
+  bool removed = true;  // false: the container outlived every removal
+  std::string tails[2];
+  std::string error;  // it could not be started
+};
+
+ClientRun RunClient(const RuntimeConfig& rt, const RunRequest& req, const std::vector<std::string>& staged,
+                    const std::string& name, int client_fd, Clock::time_point deadline, std::array<int, 2> files) {
+  ClientRun run;
+  // The deadline and the hang-up count from the request's acceptance: a
+  // request whose time ran out while it was prepared never starts.
+  run.timed_out = Clock::now() >= deadline;
+  run.hung_up = HungUp(client_fd);
+  if (run.timed_out || run.hung_up) return run;
+  SubprocessSpec spec;
+  spec.argv = BuildRunArgv(rt, req, staged, name);
+  const char* path = getenv("PATH");
+  spec.env = PodmanEnvironment(rt, path ? path : "/usr/sbin:/usr/bin:/sbin:/bin");
+  spec.die_with_caller = true;
+  CaptureLimits limits;
+  limits.deadline = deadline;
+  limits.max_bytes = 0;  // kept as tails and in the output files instead
+  limits.hangup_fd = client_fd;
+  uint64_t written[2] = {0, 0};
+  limits.on_output = [&](int stream, std::string_view chunk) {
+    KeepTail(run.tails[stream], chunk.data(), chunk.size());
+    if (written[stream] >= kMaxOutputBytes) return;
+    const size_t keep = static_cast<size_t>(std::min<uint64_t>(kMaxOutputBytes - written[stream], chunk.size()));
+    if (write(files[stream], chunk.data(), keep) == static_cast<ssize_t>(keep)) written[stream] += keep;
+  };
+  limits.end = [&](pid_t pid) {
+    const Removal removal = RemoveContainer(rt, name, pid);
+    run.removed = removal.gone;
+    return removal.wait_status;
+  };
+  const CapturedRun client = RunCaptured(spec, limits);
+  if (!client.started) {
+    run.error = client.error;
+    return run;
+  }
+  run.ran = true;
+  run.timed_out = client.timed_out;
+  run.hung_up = client.hung_up;
+  run.status = client.ExitCode();
+  return run;
+}
+
 }  // namespace
 
 nlohmann::ordered_json RunContainer(const RuntimeConfig& rt, const BrokerConfig& config, const RunRequest& req,
@@ -160,47 +216,10 @@ nlohmann::ordered_json RunContainer(const RuntimeConfig& rt, const BrokerConfig&
   if (!error.empty()) return refuse(Refusal::kBadMount, error);
 
   const auto started = Clock::now();
-  // The deadline and the hang-up count from the request's acceptance: a
-  // request whose time ran out while it was prepared never starts.
-  bool timed_out = Clock::now() >= deadline, hung_up = HungUp(client_fd);
-  const int files[2] = {out_file.get(), err_file.get()};
-  std::string tails[2];
-  uint64_t written[2] = {0, 0};
-  int status = -1;
-  bool removed = true;  // false: the container outlived every removal
-  bool ran = false;
-  if (!timed_out && !hung_up) {
-    SubprocessSpec spec;
-    spec.argv = BuildRunArgv(rt, req, staged, name);
-    const char* path = getenv("PATH");
-    spec.env = PodmanEnvironment(rt, path ? path : "/usr/sbin:/usr/bin:/sbin:/bin");
-    spec.die_with_caller = true;
-    CaptureLimits limits;
-    limits.deadline = deadline;
-    limits.max_bytes = 0;  // kept as tails and in the output files instead
-    limits.hangup_fd = client_fd;
-    limits.on_output = [&](int stream, std::string_view chunk) {
-      KeepTail(tails[stream], chunk.data(), chunk.size());
-      if (written[stream] >= kMaxOutputBytes) return;
-      const size_t keep = static_cast<size_t>(std::min<uint64_t>(kMaxOutputBytes - written[stream], chunk.size()));
-      if (write(files[stream], chunk.data(), keep) == static_cast<ssize_t>(keep)) written[stream] += keep;
-    };
-    // The container, not only the podman client: conmon keeps it alive
-    // otherwise, and it may not exist yet.
-    limits.end = [&](pid_t pid) {
-      const Removal removal = RemoveContainer(rt, name, pid);
-      removed = removal.gone;
-      return removal.wait_status;
-    };
-    const CapturedRun run = RunCaptured(spec, limits);
-    if (!run.started) return refuse(Refusal::kRuntimeUnavailable, run.error);
-    ran = true;
-    timed_out = run.timed_out;
-    hung_up = run.hung_up;
-    status = run.ExitCode();
-  }
+  ClientRun run = RunClient(rt, req, staged, name, client_fd, deadline, {out_file.get(), err_file.get()});
+  if (!run.error.empty()) return refuse(Refusal::kRuntimeUnavailable, run.error);
   // The client is gone; with --rm the container should be too. Make sure.
-  if (ran && removed && !ContainerGone(rt, name)) removed = RemoveContainer(rt, name, -1).gone;
+  if (run.ran && run.removed && !ContainerGone(rt, name)) run.removed = RemoveContainer(rt, name, -1).gone;
   const double duration = std::chrono::duration<double>(Clock::now() - started).count();
   out_file.Reset();
   err_file.Reset();
@@ -208,15 +227,15 @@ nlohmann::ordered_json RunContainer(const RuntimeConfig& rt, const BrokerConfig&
 
   nlohmann::ordered_json answer;
   answer["ok"] = true;
-  answer["exit_code"] = status;
-  answer["timed_out"] = timed_out;
-  answer["stdout_tail"] = tails[0];
-  answer["stderr_tail"] = tails[1];
+  answer["exit_code"] = run.status;
+  answer["timed_out"] = run.timed_out;
+  answer["stdout_tail"] = run.tails[0];
+  answer["stderr_tail"] = run.tails[1];
   answer["stdout_path"] = config.work_dir + "/.oarbank-broker/" + name + ".stdout";
   answer["stderr_path"] = config.work_dir + "/.oarbank-broker/" + name + ".stderr";
   answer["duration_s"] = std::round(duration * 1000) / 1000;
   answer["container"] = name;
-  answer["container_removed"] = removed;
+  answer["container_removed"] = run.removed;
   answer["work_checked"] = unchecked.empty();
   if (!unchecked.empty()) answer["work_check"] = unchecked;
   return answer;

@@ -20,6 +20,7 @@
 #include <set>
 
 #include "sandbox/common/exit_codes.h"
+#include "sandbox/common/unique_fd.h"
 
 namespace oarbank::broker {
 namespace {
@@ -376,55 +377,65 @@ namespace {
 
 }  // namespace
 
-int BrokerMain(const BrokerArgs& args) {
-  auto made = MakeBroker(args);
-  if (auto* error = std::get_if<std::string>(&made)) {
-    fprintf(stderr, "broker: %s\n", error->c_str());
-    return kExitUsage;
-  }
-  Broker& broker = std::get<Broker>(made);
+namespace {
 
-  // The watchdog first, before any other fd exists: it must hold nothing
-  // but its end of this pipe.
-  int watch[2];
-  if (pipe2(watch, O_CLOEXEC) != 0) return kExitNotEnforced;
+int ExitStatusOf(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+// The watchdog first, before any other fd exists: it must hold nothing but
+// its end of a pipe whose other end (`watch`, the broker's) closes when the
+// broker ends, however it ends. Its pid, or -1.
+pid_t StartWatchdog(const Broker& broker, UniqueFd& watch) {
+  int ends[2];
+  if (pipe2(ends, O_CLOEXEC) != 0) return -1;
+  UniqueFd read_end(ends[0]);
+  watch.Reset(ends[1]);
   fflush(stdout);
   fflush(stderr);
   const pid_t watchdog = fork();
-  if (watchdog < 0) return kExitNotEnforced;
   if (watchdog == 0) {
-    close(watch[1]);
-    Watchdog(broker, watch[0]);
+    watch.Reset();
+    Watchdog(broker, read_end.get());
   }
-  close(watch[0]);
-  if (broker.probe.available) {
-    auto lease = AcquireSubids(broker.subid_registry, broker.runtime.job_id, watchdog);
-    if (lease.ok()) {
-      broker.runtime.subid_base = lease.value().base();
-      if (std::string failed = PrepareSlot(broker.runtime); !failed.empty()) {
-        broker.probe.available = false;
-        broker.probe.detail = "job storage: " + failed;
-      }
-    } else {
-      broker.probe.available = false;
-      broker.probe.detail = "subordinate ids: " + lease.error().where + ": " + lease.error().what;
-    }
-  }
-  broker.ledger = MakeLedger();
-  if (!broker.probe.available) fprintf(stderr, "broker: runtime_unavailable: %s\n", broker.probe.detail.c_str());
+  return watchdog;
+}
 
-  // The parent (the agent) dying stops the broker, and with it the containers.
+// The job's subordinate id range, leased in the watchdog's name (it frees
+// it), and the job's own storage; or the runtime is unavailable, and says why.
+void LeaseSubids(Broker& broker, pid_t watchdog) {
+  if (!broker.probe.available) return;
+  auto lease = AcquireSubids(broker.subid_registry, broker.runtime.job_id, watchdog);
+  if (!lease.ok()) {
+    broker.probe.available = false;
+    broker.probe.detail = "subordinate ids: " + lease.error().where + ": " + lease.error().what;
+    return;
+  }
+  broker.runtime.subid_base = lease.value().base();
+  if (std::string failed = PrepareSlot(broker.runtime); !failed.empty()) {
+    broker.probe.available = false;
+    broker.probe.detail = "job storage: " + failed;
+  }
+}
+
+// The parent (the agent) dying stops the broker, and with it the
+// containers; SIGTERM, SIGINT, SIGHUP and SIGCHLD arrive on `signals`.
+bool CatchSignals(UniqueFd& signals) {
   prctl(PR_SET_PDEATHSIG, SIGTERM);
-  int sig_pipe[2];
-  if (pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return kExitNotEnforced;
-  g_signal_pipe = sig_pipe[1];
+  int ends[2];
+  if (pipe2(ends, O_CLOEXEC | O_NONBLOCK) != 0) return false;
+  signals.Reset(ends[0]);
+  g_signal_pipe = ends[1];  // the handler's, for the broker's lifetime
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaction(sig, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
+  return true;
+}
 
-  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// The job's socket at --socket (0600, the job's own), listening; or the
+// exit status after one line.
+std::variant<UniqueFd, int> Listen(const BrokerArgs& args, const Broker& broker) {
+  UniqueFd listener(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   snprintf(addr.sun_path, sizeof addr.sun_path, "%s", args.socket_path.c_str());
@@ -437,41 +448,66 @@ int BrokerMain(const BrokerArgs& args) {
     unlink(args.socket_path.c_str());
   }
   const mode_t old_mask = umask(0177);
-  const bool bound = listener >= 0 && bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  const bool bound = listener.valid() && bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
   umask(old_mask);
   if (!bound || chown(args.socket_path.c_str(), broker.runtime.job_uid, broker.runtime.job_gid) != 0 ||
-      listen(listener, 64) != 0) {
+      listen(listener.get(), 64) != 0) {
     fprintf(stderr, "broker: socket %s: %s\n", args.socket_path.c_str(), strerror(errno));
     return kExitNotEnforced;
   }
+  return listener;
+}
 
-  // Before the job starts, so the banner is the first line of the output.
-  printf("broker: listening on %s for job %s\n", args.socket_path.c_str(), args.job_id.c_str());
-  fflush(stdout);
-  pid_t job = -1;
-  if (!args.job_argv.empty()) {
-    job = fork();
-    if (job == 0) {
-      close(listener);
-      for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) signal(sig, SIG_DFL);
-      signal(SIGPIPE, SIG_DFL);
-      std::vector<char*> argv;
-      for (const auto& a : args.job_argv) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execvp(argv[0], argv.data());
-      fprintf(stderr, "broker: %s: %s\n", argv[0], strerror(errno));
-      _exit(127);
-    }
+// The job's command, when one is given: its pid, or -1.
+pid_t StartJob(const BrokerArgs& args, int listener) {
+  if (args.job_argv.empty()) return -1;
+  const pid_t job = fork();
+  if (job == 0) {
+    close(listener);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) signal(sig, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    std::vector<char*> argv;
+    for (const auto& a : args.job_argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    fprintf(stderr, "broker: %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
   }
-  std::set<pid_t> handlers;
+  return job;
+}
+
+// One connection: a handler process of its own, or a refusal when
+// kMaxConnections are open.
+void Accept(Broker& broker, int listener, std::set<pid_t>& handlers) {
+  const UniqueFd client(accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
+  if (!client.valid()) return;
+  if (handlers.size() >= kMaxConnections) {
+    const std::string busy = AnswerLine(RefusalJson(
+        {Refusal::kBadRequest, "broker: " + std::to_string(kMaxConnections) + " connections already open"}));
+    (void)!send(client.get(), busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    return;
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(listener);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) signal(sig, SIG_DFL);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ServeConnection(broker, client.get());
+    _exit(0);
+  }
+  if (pid > 0) handlers.insert(pid);
+}
+
+// Serves connections until a signal to stop or the job's end; the job's
+// exit status (0 without a job), and `job` -1 once it was reaped.
+int Serve(Broker& broker, int listener, int signals, pid_t& job, std::set<pid_t>& handlers) {
   int job_status = 0;
-  bool stop = false;
-  while (!stop) {
-    pollfd p[2] = {{listener, POLLIN, 0}, {sig_pipe[0], POLLIN, 0}};
+  for (bool stop = false; !stop;) {
+    pollfd p[2] = {{listener, POLLIN, 0}, {signals, POLLIN, 0}};
     if (poll(p, 2, -1) < 0 && errno != EINTR) break;
     if (p[1].revents & POLLIN) {
       char sigs[64];
-      const ssize_t n = read(sig_pipe[0], sigs, sizeof sigs);
+      const ssize_t n = read(signals, sigs, sizeof sigs);
       for (ssize_t i = 0; i < n; ++i)
         if (sigs[i] != SIGCHLD) stop = true;
       int status = 0;
@@ -479,46 +515,31 @@ int BrokerMain(const BrokerArgs& args) {
         handlers.erase(pid);
         Release(broker.ledger, pid);
         if (pid == job) {
-          job_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+          job_status = ExitStatusOf(status);
           job = -1;
           stop = true;
         }
       }
     }
-    if (!stop && (p[0].revents & POLLIN)) {
-      const int client = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
-      if (client < 0) continue;
-      if (handlers.size() >= kMaxConnections) {
-        const std::string busy = AnswerLine(RefusalJson(
-            {Refusal::kBadRequest, "broker: " + std::to_string(kMaxConnections) + " connections already open"}));
-        (void)!send(client, busy.data(), busy.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-        close(client);
-        continue;
-      }
-      const pid_t pid = fork();
-      if (pid == 0) {
-        close(listener);
-        for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) signal(sig, SIG_DFL);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        ServeConnection(broker, client);
-        _exit(0);
-      }
-      if (pid > 0) handlers.insert(pid);
-      close(client);
-    }
+    if (!stop && (p[0].revents & POLLIN)) Accept(broker, listener, handlers);
   }
+  return job_status;
+}
 
-  // The job is over: nothing it started may outlive it.
-  close(listener);
+// The job is over: nothing it started may outlive it. Handlers first (their
+// podman clients die with them), so none starts a container after the
+// removal; then the staging points; then the watchdog, told by `watch`
+// closing, checks again and frees the job's subordinate ids, waited for
+// (bounded) so they are free on exit. The broker's exit status.
+int Shutdown(const BrokerArgs& args, Broker& broker, pid_t job, int job_status, const std::set<pid_t>& handlers,
+             UniqueFd& watch, pid_t watchdog) {
   unlink(args.socket_path.c_str());
   if (job > 0) {
     kill(job, SIGTERM);
     int status = 0;
-    if (waitpid(job, &status, 0) == job) job_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (waitpid(job, &status, 0) == job) job_status = ExitStatusOf(status);
   }
   int result = job_status;
-  // Handlers first (their podman clients die with them), so none starts a
-  // container after the removal below.
   for (pid_t pid : handlers) kill(pid, SIGKILL);
   for (pid_t pid : handlers) waitpid(pid, nullptr, 0);
   if (broker.probe.available) {
@@ -531,9 +552,7 @@ int BrokerMain(const BrokerArgs& args) {
   // own mount namespaces, so only empty directories and files remain here,
   // in this job's own staging directory.
   RemoveStaging(broker.runtime);
-  // The watchdog sees the pipe close, checks again, and frees the job's
-  // subordinate ids; waited for (bounded), so they are free on exit.
-  close(watch[1]);
+  watch.Reset();
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<long long>((kWatchdogGraceS + 30) * 1000));
   for (;;) {
@@ -546,6 +565,37 @@ int BrokerMain(const BrokerArgs& args) {
     usleep(20000);
   }
   return result;
+}
+
+}  // namespace
+
+int BrokerMain(const BrokerArgs& args) {
+  auto made = MakeBroker(args);
+  if (auto* error = std::get_if<std::string>(&made)) {
+    fprintf(stderr, "broker: %s\n", error->c_str());
+    return kExitUsage;
+  }
+  Broker& broker = std::get<Broker>(made);
+  UniqueFd watch;
+  const pid_t watchdog = StartWatchdog(broker, watch);
+  if (watchdog < 0) return kExitNotEnforced;
+  LeaseSubids(broker, watchdog);
+  broker.ledger = MakeLedger();
+  if (!broker.probe.available) fprintf(stderr, "broker: runtime_unavailable: %s\n", broker.probe.detail.c_str());
+  UniqueFd signals;
+  if (!CatchSignals(signals)) return kExitNotEnforced;
+  auto listening = Listen(args, broker);
+  if (auto* rc = std::get_if<int>(&listening)) return *rc;
+  UniqueFd listener = std::move(std::get<UniqueFd>(listening));
+
+  // Before the job starts, so the banner is the first line of the output.
+  printf("broker: listening on %s for job %s\n", args.socket_path.c_str(), args.job_id.c_str());
+  fflush(stdout);
+  pid_t job = StartJob(args, listener.get());
+  std::set<pid_t> handlers;
+  const int job_status = Serve(broker, listener.get(), signals.get(), job, handlers);
+  listener.Reset();
+  return Shutdown(args, broker, job, job_status, handlers, watch, watchdog);
 }
 
 nlohmann::ordered_json ContainerRuntimeReport() {

@@ -246,9 +246,14 @@ void KeeperAbort(int) {
 
 }  // namespace
 
-[[noreturn]] void KeeperMain(const ChildPlan& cp, const JobFds& f) {
-  // SIGTERM (from the supervisor, or as its parent-death signal) kills init.
-  sigset_t term;
+namespace {
+
+// The keeper's stages, in order. Each that fails says so on the status pipe
+// and ends the keeper.
+
+// SIGTERM (from the supervisor, or as the parent-death signal) kills init;
+// blocked in `term` until init exists. Only the job's descriptors stay.
+void ArmKeeper(const ChildPlan& cp, const JobFds& f, sigset_t& term) {
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
   sigprocmask(SIG_BLOCK, &term, nullptr);
@@ -262,43 +267,41 @@ void KeeperAbort(int) {
   setsid();
   CloseAllBut({f.status_w, f.gate_child, f.sync_r, f.sync_w, f.out_w, f.err_w, f.devnull, f.broker, f.egress_child,
                f.net_child, f.stdin_r, cp.plan->root_etc_idmap_fd});
+}
 
-  // The job's /proc files must belong to its uid for the maps to be
-  // written: an agent that changed uid without exec is not dumpable, and
-  // init would inherit that. Only init is made dumpable, not the keeper.
-  const int dumpable = prctl(PR_GET_DUMPABLE);
-  if (dumpable != 1) prctl(PR_SET_DUMPABLE, 1);
-  // Root's idmapped /etc can only be made here, in the initial user
-  // namespace; the launcher mounts it in the job's.
-  JobFds jf = f;
-  if (cp.plan->root_etc_idmap_fd >= 0 && !cp.run_as_uid) {
-    jf.root_etc_tree = MakeRootEtcTree(cp.plan->root_etc_idmap_fd);
-    if (jf.root_etc_tree < 0) {
-      SendRecord(f.status_w, Record::kSetupFailed, 0, -jf.root_etc_tree, "mount-namespace",
-                 "idmap a copy of /etc for root");
-      _exit(1);
-    }
+// Root's idmapped /etc can only be made here, in the initial user
+// namespace; the launcher mounts it in the job's.
+void PrepareRootEtcTree(const ChildPlan& cp, const JobFds& f, JobFds& jf) {
+  if (cp.plan->root_etc_idmap_fd < 0 || cp.run_as_uid) return;
+  jf.root_etc_tree = MakeRootEtcTree(cp.plan->root_etc_idmap_fd);
+  if (jf.root_etc_tree >= 0) return;
+  SendRecord(f.status_w, Record::kSetupFailed, 0, -jf.root_etc_tree, "mount-namespace",
+             "idmap a copy of /etc for root");
+  _exit(1);
+}
+
+// The job's cgroup leaf is made here, not in the supervisor: only once this
+// process's parent-death signal is armed (and its parent checked alive) is
+// there always a process that removes it, whenever the supervisor dies.
+void MakeLeaf(const ChildPlan& cp, const JobFds& f) {
+  if (cp.leaf == nullptr) return;
+  const char* field = "";
+  const char* file = "";
+  if (int err = cp.leaf->Make(&field, &file)) {
+    char detail[160];
+    if (*file == '\0')
+      snprintf(detail, sizeof detail, "mkdir %s", cp.leaf->path().c_str());
+    else
+      snprintf(detail, sizeof detail, "write %s/%s", cp.leaf->path().c_str(), file);
+    SendRecord(f.status_w, Record::kSetupFailed, 0, err, field, detail);
+    _exit(1);
   }
-  // The job's cgroup leaf is made here, not in the supervisor: only once
-  // this process's parent-death signal is armed (and its parent checked
-  // alive) is there always a process that removes it, whenever the
-  // supervisor dies.
-  if (cp.leaf != nullptr) {
-    const char* field = "";
-    const char* file = "";
-    if (int err = cp.leaf->Make(&field, &file)) {
-      char detail[160];
-      if (*file == '\0')
-        snprintf(detail, sizeof detail, "mkdir %s", cp.leaf->path().c_str());
-      else
-        snprintf(detail, sizeof detail, "write %s/%s", cp.leaf->path().c_str(), file);
-      SendRecord(f.status_w, Record::kSetupFailed, 0, err, field, detail);
-      _exit(1);
-    }
-  }
-  // init starts in the job's cgroup leaf where the kernel can place it so.
+}
+
+// init, in the job's namespaces and, where the kernel can place it so,
+// already in its cgroup leaf (`in_leaf`). The child runs InitMain.
+pid_t CloneInit(const ChildPlan& cp, const JobFds& f, JobFds& jf, bool& in_leaf) {
   const int leaf_dir = cp.leaf != nullptr ? open(cp.leaf->path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-  bool in_leaf = false;
   const pid_t init = CloneIntoNamespaces(cp.clone_flags, leaf_dir, &in_leaf);
   const int clone_err = errno;
   if (init == 0) {
@@ -307,19 +310,18 @@ void KeeperAbort(int) {
   }
   if (leaf_dir >= 0) close(leaf_dir);
   if (jf.root_etc_tree >= 0) close(jf.root_etc_tree);
-  if (dumpable != 1) prctl(PR_SET_DUMPABLE, dumpable);
   if (init < 0) {
     if (cp.leaf != nullptr) cp.leaf->Remove();
     SendRecord(f.status_w, Record::kSetupFailed, 0, clone_err, "namespaces",
                "clone(NEWUSER|NEWPID|NEWIPC|NEWUTS|NEWNS|NEWNET): user namespaces refused here");
     _exit(1);
   }
-  g_keeper_init = init;
-  sigprocmask(SIG_UNBLOCK, &term, nullptr);  // an abort already asked for kills init now
-  for (int fd : {f.sync_r, f.gate_child, f.out_w, f.err_w, f.devnull, f.broker, f.egress_child, f.net_child, f.stdin_r})
-    if (fd >= 0) close(fd);
-  SendRecord(f.status_w, Record::kInitPid, init, 0, "", "");
+  return init;
+}
 
+// init's id maps written and init in its leaf, then released (or killed,
+// with the reason on the status pipe).
+void ReleaseInit(const ChildPlan& cp, const JobFds& f, pid_t init, bool in_leaf) {
   const char* what = "";
   if (int err = WriteIdMapsFromParent(init, cp.maps, &what)) {
     char detail[160];
@@ -333,11 +335,14 @@ void KeeperAbort(int) {
     (void)!write(f.sync_w, "G", 1);
   }
   close(f.sync_w);
+}
 
+// Waits for init; with it goes every process of its pid namespace. Then
+// the leaf is read (OOM kills) and removed, and the supervisor told.
+[[noreturn]] void CloseContainer(const ChildPlan& cp, const JobFds& f, pid_t init) {
   int status = 0;
   while (waitpid(init, &status, __WALL) < 0 && errno == EINTR) {
   }
-  // init is gone, and with it every process of its pid namespace.
   long oom_kills = -1;
   int cleanup = 0;
   if (cp.leaf != nullptr) {
@@ -346,6 +351,32 @@ void KeeperAbort(int) {
   }
   SendRecord(f.status_w, Record::kClosed, static_cast<int>(oom_kills), cleanup, "cgroup", "");
   _exit(0);
+}
+
+}  // namespace
+
+[[noreturn]] void KeeperMain(const ChildPlan& cp, const JobFds& f) {
+  sigset_t term;
+  ArmKeeper(cp, f, term);
+  // The job's /proc files must belong to its uid for the maps to be
+  // written: an agent that changed uid without exec is not dumpable, and
+  // init would inherit that. Dumpable until init exists (the /etc idmap
+  // holder needs it too), then as it was: the keeper itself is not.
+  const int dumpable = prctl(PR_GET_DUMPABLE);
+  if (dumpable != 1) prctl(PR_SET_DUMPABLE, 1);
+  JobFds jf = f;
+  PrepareRootEtcTree(cp, f, jf);
+  MakeLeaf(cp, f);
+  bool in_leaf = false;
+  const pid_t init = CloneInit(cp, f, jf, in_leaf);
+  if (dumpable != 1) prctl(PR_SET_DUMPABLE, dumpable);
+  g_keeper_init = init;
+  sigprocmask(SIG_UNBLOCK, &term, nullptr);  // an abort already asked for kills init now
+  for (int fd : {f.sync_r, f.gate_child, f.out_w, f.err_w, f.devnull, f.broker, f.egress_child, f.net_child, f.stdin_r})
+    if (fd >= 0) close(fd);
+  SendRecord(f.status_w, Record::kInitPid, init, 0, "", "");
+  ReleaseInit(cp, f, init, in_leaf);
+  CloseContainer(cp, f, init);
 }
 
 }  // namespace oarbank::cage

@@ -139,97 +139,91 @@ std::optional<std::string> CheckMountedInodes(int root, const std::map<std::stri
   return std::nullopt;
 }
 
-GateCheck VerifyConfined(pid_t pid, pid_t parent, const GateExpectations& want) {
-  const auto& [cgroup_line, fresh, noexec, read_only, inodes, root_etc_idmapped, job_devices] = want;
-  GateCheck check;
-  const std::string p = std::to_string(pid);
+namespace {
+
+// The gate's stages, in order: each gives the first thing that failed, or
+// nothing.
+
+// /proc/<pid>/status (the reading is kept for the result) and the core limit.
+std::optional<std::string> CheckProcess(const std::string& p, pid_t pid, pid_t parent, GateReading& reading) {
   int err = 0;
   const std::string status = ReadSmallFile("/proc/" + p + "/status", &err);
-  if (err != 0) {
-    check.reason = "cannot read /proc/" + p + "/status: " + strerror(err);
-    return check;
-  }
-  check.reading = ParseProcStatus(status);
-  if (auto why = CheckGateReading(check.reading, parent)) {
-    check.reason = *why;
-    return check;
-  }
+  if (err != 0) return "cannot read /proc/" + p + "/status: " + strerror(err);
+  reading = ParseProcStatus(status);
+  if (auto why = CheckGateReading(reading, parent)) return why;
   rlimit core{};
-  if (prlimit(pid, RLIMIT_CORE, nullptr, &core) != 0) {
-    check.reason = std::string("cannot read its RLIMIT_CORE: ") + strerror(errno);
-    return check;
-  }
-  if (core.rlim_cur != 0 || core.rlim_max != 0) {
-    check.reason = "RLIMIT_CORE is " + std::to_string(core.rlim_cur) + "/" + std::to_string(core.rlim_max) +
-                   " (want 0/0: a crash would dump core)";
-    return check;
-  }
-  if (!cgroup_line.empty()) {
+  if (prlimit(pid, RLIMIT_CORE, nullptr, &core) != 0)
+    return std::string("cannot read its RLIMIT_CORE: ") + strerror(errno);
+  if (core.rlim_cur != 0 || core.rlim_max != 0)
+    return "RLIMIT_CORE is " + std::to_string(core.rlim_cur) + "/" + std::to_string(core.rlim_max) +
+           " (want 0/0: a crash would dump core)";
+  return std::nullopt;
+}
+
+// The job's cgroup leaf (when it has one) and its fresh namespaces.
+std::optional<std::string> CheckContainer(const std::string& p, const GateExpectations& want) {
+  if (!want.cgroup_line.empty()) {
+    int err = 0;
     const std::string cgroup = ReadSmallFile("/proc/" + p + "/cgroup", &err);
-    if (cgroup.find(cgroup_line + "\n") == std::string::npos) {
-      check.reason = "not in the job's cgroup leaf (" + cgroup_line + "): /proc/" + p + "/cgroup says " + cgroup;
-      return check;
-    }
+    if (cgroup.find(want.cgroup_line + "\n") == std::string::npos)
+      return "not in the job's cgroup leaf (" + want.cgroup_line + "): /proc/" + p + "/cgroup says " + cgroup;
   }
-  for (const auto& ns : fresh) {
-    // The supervisor's own namespaces never change: read once per process.
-    static const std::map<std::string, std::string> own = [] {
-      std::map<std::string, std::string> links;
-      for (const char* n : {"user", "pid", "ipc", "uts", "mnt", "net", "cgroup", "time"}) links[n] = NsLink("self", n);
-      return links;
-    }();
+  // The supervisor's own namespaces never change: read once per process.
+  static const std::map<std::string, std::string> own = [] {
+    std::map<std::string, std::string> links;
+    for (const char* n : {"user", "pid", "ipc", "uts", "mnt", "net", "cgroup", "time"}) links[n] = NsLink("self", n);
+    return links;
+  }();
+  for (const auto& ns : want.fresh) {
     const auto it = own.find(ns);
     const std::string mine = it != own.end() ? it->second : NsLink("self", ns);
     const std::string theirs = NsLink(p, ns);
-    if (theirs.empty() || theirs == mine) {
-      check.reason = "not in a fresh " + ns + " namespace (" + (theirs.empty() ? "unreadable" : theirs) + ")";
-      return check;
-    }
+    if (theirs.empty() || theirs == mine)
+      return "not in a fresh " + ns + " namespace (" + (theirs.empty() ? "unreadable" : theirs) + ")";
   }
-  {
-    const std::string mountinfo = ReadSmallFile("/proc/" + p + "/mountinfo", &err);
-    const std::string unreadable = err != 0 ? std::string(" (mountinfo: ") + strerror(err) + ")" : "";
-    if (CheckMountOption(mountinfo, {"/"}, "ro")) {
-      check.reason = "/ is not mounted read-only (filesystem.metadata)" + unreadable;
-      return check;
-    }
-    if (auto path = CheckNoexecMounts(mountinfo, noexec)) {
-      check.reason = "the writable grant " + *path + " is not mounted noexec" + unreadable;
-      return check;
-    }
-    if (auto path = CheckMountOption(mountinfo, read_only, "ro")) {
-      check.reason = "the read-only carve-out " + *path + " is not mounted read-only" + unreadable;
-      return check;
-    }
-    if (!inodes.empty()) {
-      const UniqueFd root(open(("/proc/" + p + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-      if (!root.valid()) {
-        check.reason = "cannot open /proc/" + p + "/root: " + strerror(errno);
-        return check;
-      }
-      if (auto why = CheckMountedInodes(root.get(), inodes)) {
-        check.reason = *why;
-        return check;
-      }
-    }
-    if (root_etc_idmapped && CheckMountOption(mountinfo, {"/etc"}, "idmapped")) {
-      check.reason = "a root job's /etc is not the idmapped view (root_etc.h)" + unreadable;
-      return check;
-    }
-    // Every mount the job inherited is read-only: a writable one on these
-    // paths is the job's own, mounted after.
-    if (job_devices) {
-      if (auto path = CheckMountOption(mountinfo, {"/dev/pts", "/dev/shm"}, "rw")) {
-        check.reason = *path + " is not the job's own (job_devices.h)" + unreadable;
-        return check;
-      }
-      if (CheckMountOption(mountinfo, {"/dev/shm"}, "noexec")) {
-        check.reason = "the job's /dev/shm is not mounted noexec" + unreadable;
-        return check;
-      }
-    }
+  return std::nullopt;
+}
+
+// What the job's mount namespace holds: read-only /, the noexec and
+// read-only binds, the inode under each grant (read through its root), a
+// root job's idmapped /etc, and the job's own devices on top.
+std::optional<std::string> CheckMounts(const std::string& p, const GateExpectations& want) {
+  int err = 0;
+  const std::string mountinfo = ReadSmallFile("/proc/" + p + "/mountinfo", &err);
+  const std::string unreadable = err != 0 ? std::string(" (mountinfo: ") + strerror(err) + ")" : "";
+  if (CheckMountOption(mountinfo, {"/"}, "ro")) return "/ is not mounted read-only (filesystem.metadata)" + unreadable;
+  if (auto path = CheckNoexecMounts(mountinfo, want.noexec))
+    return "the writable grant " + *path + " is not mounted noexec" + unreadable;
+  if (auto path = CheckMountOption(mountinfo, want.read_only, "ro"))
+    return "the read-only carve-out " + *path + " is not mounted read-only" + unreadable;
+  if (!want.inodes.empty()) {
+    const UniqueFd root(open(("/proc/" + p + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!root.valid()) return "cannot open /proc/" + p + "/root: " + strerror(errno);
+    if (auto why = CheckMountedInodes(root.get(), want.inodes)) return why;
   }
-  check.ok = true;
+  if (want.root_etc_idmapped && CheckMountOption(mountinfo, {"/etc"}, "idmapped"))
+    return "a root job's /etc is not the idmapped view (root_etc.h)" + unreadable;
+  // Every mount the job inherited is read-only: a writable one on these
+  // paths is the job's own, mounted after.
+  if (want.job_devices) {
+    if (auto path = CheckMountOption(mountinfo, {"/dev/pts", "/dev/shm"}, "rw"))
+      return *path + " is not the job's own (job_devices.h)" + unreadable;
+    if (CheckMountOption(mountinfo, {"/dev/shm"}, "noexec"))
+      return "the job's /dev/shm is not mounted noexec" + unreadable;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+GateCheck VerifyConfined(pid_t pid, pid_t parent, const GateExpectations& want) {
+  GateCheck check;
+  const std::string p = std::to_string(pid);
+  auto why = CheckProcess(p, pid, parent, check.reading);
+  if (!why) why = CheckContainer(p, want);
+  if (!why) why = CheckMounts(p, want);
+  check.ok = !why;
+  if (why) check.reason = *why;
   return check;
 }
 
