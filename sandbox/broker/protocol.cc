@@ -143,15 +143,8 @@ std::variant<Mount, Refused> ParseMount(const json& m, size_t i, const BrokerCon
   return mount;
 }
 
-std::variant<Request, Refused> ParseRun(const json& req, const BrokerConfig& config) {
-  if (auto r = CheckKeys(req,
-                         {"op", "image", "platform", "args", "entrypoint", "mounts", "env", "workdir", "network",
-                          "timeout_s", "cpus", "mem_gb"},
-                         ""))
-    return *r;
-  RunRequest run;
-  if (auto r = CheckImage(req, run.image, run.platform, config)) return *r;
-
+// What the container runs: args, entrypoint, env and workdir.
+std::optional<Refused> ParseCommand(const json& req, RunRequest& run) {
   if (req.contains("args")) {
     const auto& args = req["args"];
     if (!args.is_array()) return Bad("args: expected an array of strings");
@@ -180,20 +173,6 @@ std::variant<Request, Refused> ParseRun(const json& req, const BrokerConfig& con
     }
     run.entrypoint = std::move(parts);
   }
-  if (req.contains("mounts")) {
-    const auto& mounts = req["mounts"];
-    if (!mounts.is_array()) return Bad("mounts: expected an array");
-    if (mounts.size() > kMaxMounts) return Bad("mounts: more than " + std::to_string(kMaxMounts) + " entries");
-    std::set<std::string> destinations;
-    for (size_t i = 0; i < mounts.size(); ++i) {
-      auto m = ParseMount(mounts[i], i, config);
-      if (auto* refused = std::get_if<Refused>(&m)) return *refused;
-      Mount mount = std::get<Mount>(std::move(m));
-      if (!destinations.insert(mount.destination).second)
-        return BadMount("mounts[" + std::to_string(i) + "].dst: " + mount.destination + " is mounted twice");
-      run.mounts.push_back(std::move(mount));
-    }
-  }
   if (req.contains("env")) {
     const auto& env = req["env"];
     if (!env.is_object()) return Bad("env: expected an object of strings");
@@ -214,6 +193,30 @@ std::variant<Request, Refused> ParseRun(const json& req, const BrokerConfig& con
     if (!w || w->empty() || w->front() != '/') return Bad("workdir: expected a POSIX absolute path");
     run.workdir = *w;
   }
+  return std::nullopt;
+}
+
+// mounts: each below the work or data directory, each destination once.
+std::optional<Refused> ParseMounts(const json& req, const BrokerConfig& config, RunRequest& run) {
+  if (req.contains("mounts")) {
+    const auto& mounts = req["mounts"];
+    if (!mounts.is_array()) return Bad("mounts: expected an array");
+    if (mounts.size() > kMaxMounts) return Bad("mounts: more than " + std::to_string(kMaxMounts) + " entries");
+    std::set<std::string> destinations;
+    for (size_t i = 0; i < mounts.size(); ++i) {
+      auto m = ParseMount(mounts[i], i, config);
+      if (auto* refused = std::get_if<Refused>(&m)) return *refused;
+      Mount mount = std::get<Mount>(std::move(m));
+      if (!destinations.insert(mount.destination).second)
+        return BadMount("mounts[" + std::to_string(i) + "].dst: " + mount.destination + " is mounted twice");
+      run.mounts.push_back(std::move(mount));
+    }
+  }
+  return std::nullopt;
+}
+
+// network: none, or egress where the job has that grant; never the host's.
+std::optional<Refused> ParseNetwork(const json& req, const BrokerConfig& config, RunRequest& run) {
   if (req.contains("network") && !req["network"].is_null()) {
     const auto& n = req["network"];
     std::string mode;
@@ -229,6 +232,12 @@ std::variant<Request, Refused> ParseRun(const json& req, const BrokerConfig& con
       return Refused{Refusal::kNetworkNotGranted, "network: this job has no egress grant"};
     run.network = mode == "egress";
   }
+  return std::nullopt;
+}
+
+// timeout_s, cpus and mem_gb: within the job's reservation and what the
+// runtime can express.
+std::optional<Refused> ParseLimits(const json& req, const BrokerConfig& config, RunRequest& run) {
   if (!req.contains("timeout_s")) return Bad("timeout_s: required");
   auto t = Number(req["timeout_s"], "timeout_s", kMinTimeoutS, config.max_timeout_s, "the broker's maximum",
                   "the runtime's timeout counts whole seconds");
@@ -253,6 +262,21 @@ std::variant<Request, Refused> ParseRun(const json& req, const BrokerConfig& con
   // Never reached past the minimums above; a limit of 0 would be no limit.
   if (run.cpu_quota_us <= 0) return Bad("cpus: below the smallest allowed value 0.01");
   if (run.memory_bytes <= 0) return Bad("mem_gb: below the smallest allowed value (6 MiB)");
+  return std::nullopt;
+}
+
+std::variant<Request, Refused> ParseRun(const json& req, const BrokerConfig& config) {
+  if (auto r = CheckKeys(req,
+                         {"op", "image", "platform", "args", "entrypoint", "mounts", "env", "workdir", "network",
+                          "timeout_s", "cpus", "mem_gb"},
+                         ""))
+    return *r;
+  RunRequest run;
+  if (auto r = CheckImage(req, run.image, run.platform, config)) return *r;
+  if (auto r = ParseCommand(req, run)) return *r;
+  if (auto r = ParseMounts(req, config, run)) return *r;
+  if (auto r = ParseNetwork(req, config, run)) return *r;
+  if (auto r = ParseLimits(req, config, run)) return *r;
   return Request{std::move(run)};
 }
 

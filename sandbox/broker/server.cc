@@ -88,26 +88,11 @@ nlohmann::ordered_json Status(const Broker& broker) {
 
 }  // namespace
 
-std::variant<Broker, std::string> MakeBroker(const BrokerArgs& args) {
-  Broker b;
-  std::string error;
-  b.config.work_dir = Canonical(args.work_dir, "--work", &error);
-  if (!error.empty()) return error;
-  if (!args.data_dir.empty()) {
-    b.config.data_dir = Canonical(args.data_dir, "--data", &error);
-    if (!error.empty()) return error;
-  }
-  b.config.host_platform = HostPlatform();
-  for (const auto& spec : args.images) {
-    const auto eq = spec.rfind('=');
-    const std::string ref = spec.substr(0, eq);
-    const std::string platform = eq == std::string::npos ? "" : spec.substr(eq + 1);
-    if (!IsDigestPinned(ref))
-      return "--image: " + ref + ": expected a digest-pinned reference name@sha256:<64 lowercase hex>";
-    if (!IsPlatform(platform)) return "--image: " + spec + ": expected REF=os/arch, e.g. =linux/amd64";
-    b.config.images.push_back({ref, platform});
-  }
-  if (!IsJobId(args.job_id)) return "--job: expected 1 to 64 of [A-Za-z0-9_.-], got \"" + args.job_id + "\"";
+namespace {
+
+// The job's reservation (cpus, memory, the longest timeout) and its
+// network grant; "" or the option that is wrong.
+std::string CheckReservation(const BrokerArgs& args, Broker& b) {
   if (!(args.cpus >= kMinCpus && args.cpus <= 4096))
     return "--cpus: expected a number of CPUs from 0.01 (the smallest CFS quota) to 4096";
   if (!(args.mem_gb > 0 && args.mem_gb <= 1 << 20) || MemoryBytes(args.mem_gb) == 0)
@@ -128,12 +113,17 @@ std::variant<Broker, std::string> MakeBroker(const BrokerArgs& args) {
   if (args.job_proxy_port < 0 || args.job_proxy_port > 65535) return "--job-proxy-port: expected 1..65535";
   b.runtime.job_netns = args.job_netns;
   if (args.job_proxy_port > 0) b.runtime.job_proxy = "http://127.0.0.1:" + std::to_string(args.job_proxy_port);
+  return "";
+}
+
+// The broker's own socket: absolute, short enough, and never inside what a
+// container may mount.
+std::string CheckSocketPath(const BrokerArgs& args, Broker& b) {
   if (args.socket_path.empty() || args.socket_path.front() != '/' ||
       args.socket_path.size() >= sizeof(sockaddr_un::sun_path))
     return "--socket: expected an absolute path shorter than " + std::to_string(sizeof(sockaddr_un::sun_path)) +
            " bytes";
   {
-    // The broker's own socket is never inside what a container may mount.
     const auto slash = args.socket_path.rfind('/');
     char parent[PATH_MAX];
     const std::string dir = slash == 0 ? "/" : args.socket_path.substr(0, slash);
@@ -142,10 +132,15 @@ std::variant<Broker, std::string> MakeBroker(const BrokerArgs& args) {
     if (Inside(where, b.config.work_dir) || Inside(where, b.config.data_dir))
       return "--socket: " + where + " is inside the work or data directory, which containers may mount";
   }
+  return "";
+}
+
+// The job's identity, the state directory and the runtime (Podman and
+// runc on PATH, their configuration written).
+std::string PrepareRuntime(const BrokerArgs& args, Broker& b) {
   if (args.subid_registry.empty() || args.subid_registry.front() != '/')
     return "--subid-registry: expected an absolute path";
   b.subid_registry = args.subid_registry;
-
   struct stat work {};
   stat(b.config.work_dir.c_str(), &work);
   b.runtime.job_uid = args.job_uid >= 0 ? static_cast<uid_t>(args.job_uid) : work.st_uid;
@@ -153,6 +148,7 @@ std::variant<Broker, std::string> MakeBroker(const BrokerArgs& args) {
   b.runtime.job_id = args.job_id;
   if (args.state_dir.empty() || args.state_dir.front() != '/') return "--state-dir: expected an absolute path";
   mkdir(args.state_dir.c_str(), 0700);
+  std::string error;
   b.runtime.state_dir = Canonical(args.state_dir, "--state-dir", &error);
   if (!error.empty()) return error;
   // Podman refuses a runroot longer than 50 bytes (conmon's socket paths).
@@ -168,6 +164,33 @@ std::variant<Broker, std::string> MakeBroker(const BrokerArgs& args) {
       b.probe.detail = "state directory: " + failed;
     }
   }
+  return "";
+}
+
+}  // namespace
+
+std::variant<Broker, std::string> MakeBroker(const BrokerArgs& args) {
+  Broker b;
+  std::string error;
+  b.config.work_dir = Canonical(args.work_dir, "--work", &error);
+  if (!error.empty()) return error;
+  if (!args.data_dir.empty()) {
+    b.config.data_dir = Canonical(args.data_dir, "--data", &error);
+    if (!error.empty()) return error;
+  }
+  b.config.host_platform = HostPlatform();
+  for (const auto& spec : args.images) {
+    const auto eq = spec.rfind('=');
+    const std::string ref = spec.substr(0, eq);
+    const std::string platform = eq == std::string::npos ? "" : spec.substr(eq + 1);
+    if (!IsDigestPinned(ref))
+      return "--image: " + ref + ": expected a digest-pinned reference name@sha256:<64 lowercase hex>";
+    if (!IsPlatform(platform)) return "--image: " + spec + ": expected REF=os/arch, e.g. =linux/amd64";
+    b.config.images.push_back({ref, platform});
+  }
+  if (!IsJobId(args.job_id)) return "--job: expected 1 to 64 of [A-Za-z0-9_.-], got \"" + args.job_id + "\"";
+  for (auto* stage : {CheckReservation, CheckSocketPath, PrepareRuntime})
+    if (std::string why = stage(args, b); !why.empty()) return why;
   return b;
 }
 

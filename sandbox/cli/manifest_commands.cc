@@ -82,56 +82,51 @@ ManifestCommands::ManifestCommands(CLI::App& app) : o_(std::make_shared<Options>
   o.policy->add_option("-o,--out", o.out, "Write the Policy JSON here (default: stdout)");
 }
 
-std::optional<int> ManifestCommands::Run() const {
-  Options& o = *o_;
-  if (!o.check->parsed() && !o.approve->parsed() && !o.policy->parsed()) return std::nullopt;
-  auto manifest = LoadManifestFile(o.manifest);
-  if (!manifest.ok()) {
-    fprintf(stderr, "%s\n", ManifestErrorLine(manifest.error()).c_str());
+namespace {
+
+// manifest-check: the requests, their digest and flags, and portability.
+int RunCheck(const Manifest& m, bool json) {
+  const auto lint = LintPortability(m, ProbeHost());
+  if (json) {
+    nlohmann::ordered_json j = {
+        {"format", kManifestCheckFormat}, {"module", m.name},
+        {"version", m.version},           {"requests", nlohmann::json::parse(CanonicalRequests(m))},
+        {"digest", RequestsDigest(m)},    {"needs_approval", !m.RequestsNothing()},
+        {"flags", ApprovalFlags(m)},      {"portability", PortabilityJson(lint)}};
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << m.name << " " << m.version << "\nrequests: " << CanonicalRequests(m)
+              << "\ndigest: " << RequestsDigest(m)
+              << "\napproval: " << (m.RequestsNothing() ? "not needed (requests nothing)" : "needed") << "\n";
+    for (const auto& f : ApprovalFlags(m)) std::cout << "flag: " << f << "\n";
+    std::cout << PortabilityText(lint);
+  }
+  return 0;
+}
+
+// manifest-approve: an approval record of the requests' digest, appended.
+int RunApprove(const Manifest& m, const ManifestCommands::Options& o) {
+  if (m.RequestsNothing()) {
+    std::cout << m.name << " " << m.version << " requests nothing: it needs no approval\n";
+    return 0;
+  }
+  auto record = MakeApproval(m, o.by, UtcNow());
+  if (!record.ok()) {
+    fprintf(stderr, "%s\n", ErrorLineWithPrefix("approve", record.error()).c_str());
     return kExitUsage;
   }
-  const Manifest& m = manifest.value();
-
-  if (o.check->parsed()) {
-    const auto lint = LintPortability(m, ProbeHost());
-    if (o.json) {
-      nlohmann::ordered_json j = {
-          {"format", kManifestCheckFormat}, {"module", m.name},
-          {"version", m.version},           {"requests", nlohmann::json::parse(CanonicalRequests(m))},
-          {"digest", RequestsDigest(m)},    {"needs_approval", !m.RequestsNothing()},
-          {"flags", ApprovalFlags(m)},      {"portability", PortabilityJson(lint)}};
-      std::cout << j.dump(2) << "\n";
-    } else {
-      std::cout << m.name << " " << m.version << "\nrequests: " << CanonicalRequests(m)
-                << "\ndigest: " << RequestsDigest(m)
-                << "\napproval: " << (m.RequestsNothing() ? "not needed (requests nothing)" : "needed") << "\n";
-      for (const auto& f : ApprovalFlags(m)) std::cout << "flag: " << f << "\n";
-      std::cout << PortabilityText(lint);
-    }
-    return 0;
+  if (auto e = AppendApproval(o.approvals, record.value())) {
+    fprintf(stderr, "%s\n", ErrorLineWithPrefix("approve", *e).c_str());
+    return kExitUsage;
   }
+  std::cout << "approved " << m.name << " " << m.version << " " << record.value().digest << " by " << record.value().who
+            << " at " << record.value().when << "\nrequests: " << CanonicalRequests(m) << "\n";
+  for (const auto& f : ApprovalFlags(m)) std::cout << "flag: " << f << "\n";
+  return 0;
+}
 
-  if (o.approve->parsed()) {
-    if (m.RequestsNothing()) {
-      std::cout << m.name << " " << m.version << " requests nothing: it needs no approval\n";
-      return 0;
-    }
-    auto record = MakeApproval(m, o.by, UtcNow());
-    if (!record.ok()) {
-      fprintf(stderr, "%s\n", ErrorLineWithPrefix("approve", record.error()).c_str());
-      return kExitUsage;
-    }
-    if (auto e = AppendApproval(o.approvals, record.value())) {
-      fprintf(stderr, "%s\n", ErrorLineWithPrefix("approve", *e).c_str());
-      return kExitUsage;
-    }
-    std::cout << "approved " << m.name << " " << m.version << " " << record.value().digest << " by "
-              << record.value().who << " at " << record.value().when << "\nrequests: " << CanonicalRequests(m) << "\n";
-    for (const auto& f : ApprovalFlags(m)) std::cout << "flag: " << f << "\n";
-    return 0;
-  }
-
-  // manifest-policy
+// manifest-policy: the runner policy an approved manifest gets.
+int RunManifestPolicy(const Manifest& m, const ManifestCommands::Options& o) {
   auto approvals = LoadApprovals(o.approvals);
   if (!approvals.ok()) {
     fprintf(stderr, "%s\n", ErrorLineWithPrefix("approvals", approvals.error()).c_str());
@@ -184,6 +179,21 @@ std::optional<int> ManifestCommands::Run() const {
     }
   }
   return 0;
+}
+
+}  // namespace
+
+std::optional<int> ManifestCommands::Run() const {
+  Options& o = *o_;
+  if (!o.check->parsed() && !o.approve->parsed() && !o.policy->parsed()) return std::nullopt;
+  auto manifest = LoadManifestFile(o.manifest);
+  if (!manifest.ok()) {
+    fprintf(stderr, "%s\n", ManifestErrorLine(manifest.error()).c_str());
+    return kExitUsage;
+  }
+  if (o.check->parsed()) return RunCheck(manifest.value(), o.json);
+  if (o.approve->parsed()) return RunApprove(manifest.value(), o);
+  return RunManifestPolicy(manifest.value(), o);
 }
 
 }  // namespace oarbank

@@ -27,9 +27,9 @@ class ManifestCommands {
   static bool Names(const std::string& name);
   // The exit status when one of these commands was parsed, else nothing.
   std::optional<int> Run() const;
+  struct Options;  // the parsed options (manifest_commands.cc)
 
  private:
-  struct Options;
   std::shared_ptr<Options> o_;
 };
 

@@ -98,8 +98,11 @@ std::optional<size_t> FindHeadEnd(std::string_view buf) {
   return end + 4;
 }
 
-Expected<ProxyRequest> ParseProxyRequest(std::string_view head) {
-  if (head.size() < 4 || !head.ends_with("\r\n\r\n")) return Bad("incomplete request head");
+namespace {
+
+// The head's CRLF lines, without the empty one that closes it; a bare CR
+// or LF anywhere, or an empty line inside, is refused.
+Expected<std::vector<std::string_view>> SplitHead(std::string_view head) {
   // Split into CRLF lines; a bare CR or LF anywhere is refused.
   std::vector<std::string_view> lines;
   size_t pos = 0;
@@ -117,9 +120,12 @@ Expected<ProxyRequest> ParseProxyRequest(std::string_view head) {
   lines.pop_back();
   for (size_t i = 0; i < lines.size(); ++i)
     if (lines[i].empty()) return Bad("empty line inside the request head");
+  return lines;
+}
 
-  ProxyRequest req;
-  const std::string_view request_line = lines[0];
+// The request line: METHOD TARGET HTTP/1.x, and the target as CONNECT's
+// host:port or a plain request's absolute http:// URL.
+std::optional<Error> ParseRequestLine(std::string_view request_line, ProxyRequest& req) {
   const auto sp1 = request_line.find(' ');
   const auto sp2 = sp1 == std::string_view::npos ? sp1 : request_line.find(' ', sp1 + 1);
   if (sp2 == std::string_view::npos || request_line.find(' ', sp2 + 1) != std::string_view::npos)
@@ -159,7 +165,13 @@ Expected<ProxyRequest> ParseProxyRequest(std::string_view head) {
     if (const auto hash = path.find('#'); hash != std::string_view::npos) path = path.substr(0, hash);
     req.target_path = path.empty() || path.front() != '/' ? "/" + std::string(path) : std::string(path);
   }
+  return std::nullopt;
+}
 
+// The header lines: names and values checked, one Content-Length at most
+// and never with Transfer-Encoding, and no Connection header naming what
+// frames or addresses the request.
+std::optional<Error> ParseHeaders(const std::vector<std::string_view>& lines, ProxyRequest& req) {
   for (size_t i = 1; i < lines.size(); ++i) {
     const std::string_view line = lines[i];
     if (line.front() == ' ' || line.front() == '\t') return Bad("obsolete line folding in a header");
@@ -196,6 +208,18 @@ Expected<ProxyRequest> ParseProxyRequest(std::string_view head) {
           return Bad("Connection names " + std::string(framing) + ", which frames or addresses the request");
     }
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Expected<ProxyRequest> ParseProxyRequest(std::string_view head) {
+  if (head.size() < 4 || !head.ends_with("\r\n\r\n")) return Bad("incomplete request head");
+  auto lines = SplitHead(head);
+  if (!lines.ok()) return lines.error();
+  ProxyRequest req;
+  if (auto e = ParseRequestLine(lines.value()[0], req)) return *e;
+  if (auto e = ParseHeaders(lines.value(), req)) return *e;
   return req;
 }
 

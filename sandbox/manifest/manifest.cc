@@ -121,6 +121,131 @@ Expected<std::string> ParseAllow(const toml::node& v, const std::string& where) 
   return entry.substr(0, colon) + ":" + std::to_string(std::stoi(entry.substr(colon + 1)));
 }
 
+// [sandbox.net]: its mode, and the allowlist an egress-allowlist needs.
+std::optional<Error> ParseNet(const toml::table& sb, SandboxRequests& r) {
+  const toml::node* net = sb.get("net");
+  if (net == nullptr) return std::nullopt;
+  auto t = Table(*net, "sandbox.net");
+  if (!t.ok()) return t.error();
+  if (auto e = CheckKeys(*t.value(), "sandbox.net.", {"mode", "allow"})) return *e;
+  const toml::node* mode = t.value()->get("mode");
+  if (mode == nullptr) return Bad("sandbox.net.mode", "missing: expected one of none, egress-allowlist, egress-any");
+  const std::string m = mode->is_string() ? std::string(mode->as_string()->get()) : "";
+  if (m == "none")
+    r.net = NetMode::kNone;
+  else if (m == "egress-allowlist")
+    r.net = NetMode::kEgressAllowlist;
+  else if (m == "egress-any")
+    r.net = NetMode::kEgressAny;
+  else
+    return Bad("sandbox.net.mode", "expected one of none, egress-allowlist, egress-any");
+  const toml::node* allow = t.value()->get("allow");
+  if (r.net != NetMode::kEgressAllowlist && allow != nullptr)
+    return Bad("sandbox.net.allow", "only allowed with mode egress-allowlist");
+  if (r.net == NetMode::kEgressAllowlist) {
+    if (allow == nullptr) return Bad("sandbox.net.allow", "missing: egress-allowlist needs at least one host");
+    auto a = Array(*allow, "sandbox.net.allow", "host[:port] strings");
+    if (!a.ok()) return a.error();
+    if (a.value()->empty()) return Bad("sandbox.net.allow", "expected at least one host[:port]");
+    std::map<std::string, size_t> seen;
+    for (size_t i = 0; i < a.value()->size(); ++i) {
+      const std::string where = Index("sandbox.net.allow", i);
+      auto entry = ParseAllow(*a.value()->get(i), where);
+      if (!entry.ok()) return entry.error();
+      if (auto [it, fresh] = seen.emplace(entry.value(), i); !fresh)
+        return Bad(where, "duplicate of " + Index("sandbox.net.allow", it->second) + " (" + entry.value() + ")");
+      r.allow.push_back(entry.value());
+    }
+  }
+  return std::nullopt;
+}
+
+// [[sandbox.tools]]: each a tool id of the operator's registry, once.
+std::optional<Error> ParseTools(const toml::table& sb, SandboxRequests& r) {
+  const toml::node* tools = sb.get("tools");
+  if (tools == nullptr) return std::nullopt;
+  auto a = Array(*tools, "sandbox.tools", "tables");
+  if (!a.ok()) return a.error();
+  std::map<std::string, size_t> seen;
+  for (size_t i = 0; i < a.value()->size(); ++i) {
+    const std::string at = Index("sandbox.tools", i);
+    auto t = Table(*a.value()->get(i), at);
+    if (!t.ok()) return t.error();
+    if (auto e = CheckKeys(*t.value(), at + ".", {"id", "trust"})) return *e;
+    ToolRequest tool;
+    const toml::node* id = t.value()->get("id");
+    if (id == nullptr) return Bad(at + ".id", "missing: expected a tool id from the operator's registry");
+    auto s = String(*id, at + ".id", "a tool id");
+    if (!s.ok()) return s.error();
+    if (!IsIdentifier(s.value()))
+      return Bad(at + ".id", "expected a tool id: lower-case letters, digits, '.', '_' and '-', at most 64");
+    tool.id = s.value();
+    if (auto [it, fresh] = seen.emplace(tool.id, i); !fresh)
+      return Bad(at + ".id", "duplicate of " + Index("sandbox.tools", it->second) + " (" + tool.id + ")");
+    if (const toml::node* trust = t.value()->get("trust")) {
+      if (!trust->is_string() || trust->as_string()->get() != "code-exec")
+        return Bad(at + ".trust", "expected \"code-exec\" (or no trust key)");
+      tool.code_exec = true;
+    }
+    r.tools.push_back(std::move(tool));
+  }
+  return std::nullopt;
+}
+
+// [sandbox.devices]: gpu, "compute" or "none".
+std::optional<Error> ParseDevices(const toml::table& sb, SandboxRequests& r) {
+  const toml::node* devices = sb.get("devices");
+  if (devices == nullptr) return std::nullopt;
+  auto t = Table(*devices, "sandbox.devices");
+  if (!t.ok()) return t.error();
+  if (auto e = CheckKeys(*t.value(), "sandbox.devices.", {"gpu"})) return *e;
+  if (const toml::node* gpu = t.value()->get("gpu")) {
+    const std::string g = gpu->is_string() ? std::string(gpu->as_string()->get()) : "";
+    if (g == "compute")
+      r.gpu = GpuMode::kCompute;
+    else if (g == "none")
+      r.gpu = GpuMode::kNone;
+    else
+      return Bad("sandbox.devices.gpu", "expected \"compute\" or \"none\"");
+  }
+  return std::nullopt;
+}
+
+// [[sandbox.containers]]: each an image pinned by digest, for a Linux platform, once.
+std::optional<Error> ParseContainers(const toml::table& sb, SandboxRequests& r) {
+  const toml::node* containers = sb.get("containers");
+  if (containers == nullptr) return std::nullopt;
+  auto a = Array(*containers, "sandbox.containers", "tables");
+  if (!a.ok()) return a.error();
+  std::map<std::string, size_t> seen;
+  for (size_t i = 0; i < a.value()->size(); ++i) {
+    const std::string at = Index("sandbox.containers", i);
+    auto t = Table(*a.value()->get(i), at);
+    if (!t.ok()) return t.error();
+    if (auto e = CheckKeys(*t.value(), at + ".", {"image", "platform"})) return *e;
+    ContainerRequest c;
+    const toml::node* image = t.value()->get("image");
+    if (image == nullptr) return Bad(at + ".image", "missing: expected NAME@sha256:<64 hex digits>");
+    auto s = String(*image, at + ".image", "NAME@sha256:<64 hex digits>");
+    if (!s.ok()) return s.error();
+    if (!IsPinnedImage(s.value()))
+      return Bad(at + ".image", "expected an image pinned by digest: NAME@sha256:<64 lower-case hex digits>");
+    c.image = s.value();
+    const toml::node* platform = t.value()->get("platform");
+    if (platform == nullptr) return Bad(at + ".platform", "missing: expected linux/<arch>");
+    auto p = String(*platform, at + ".platform", "linux/<arch>");
+    if (!p.ok()) return p.error();
+    if (!IsLinuxPlatform(p.value()))
+      return Bad(at + ".platform",
+                 "expected linux/<arch>[/<variant>] with arch amd64, arm64, arm, 386, ppc64le, s390x or riscv64");
+    c.platform = p.value();
+    if (auto [it, fresh] = seen.emplace(c.image + " " + c.platform, i); !fresh)
+      return Bad(at, "duplicate of " + Index("sandbox.containers", it->second));
+    r.containers.push_back(std::move(c));
+  }
+  return std::nullopt;
+}
+
 Expected<SandboxRequests> ParseSandbox(const toml::table& sb) {
   if (auto e = CheckKeys(sb, "sandbox.", {"contract", "net", "tools", "devices", "containers", "exec_writable"}))
     return *e;
@@ -129,116 +254,8 @@ Expected<SandboxRequests> ParseSandbox(const toml::table& sb) {
   if (contract == nullptr) return Bad("sandbox.contract", "missing: expected 1");
   if (!contract->is_integer() || contract->as_integer()->get() != 1)
     return Bad("sandbox.contract", "expected 1 (the only contract version this agent knows)");
-
-  if (const toml::node* net = sb.get("net")) {
-    auto t = Table(*net, "sandbox.net");
-    if (!t.ok()) return t.error();
-    if (auto e = CheckKeys(*t.value(), "sandbox.net.", {"mode", "allow"})) return *e;
-    const toml::node* mode = t.value()->get("mode");
-    if (mode == nullptr) return Bad("sandbox.net.mode", "missing: expected one of none, egress-allowlist, egress-any");
-    const std::string m = mode->is_string() ? std::string(mode->as_string()->get()) : "";
-    if (m == "none")
-      r.net = NetMode::kNone;
-    else if (m == "egress-allowlist")
-      r.net = NetMode::kEgressAllowlist;
-    else if (m == "egress-any")
-      r.net = NetMode::kEgressAny;
-    else
-      return Bad("sandbox.net.mode", "expected one of none, egress-allowlist, egress-any");
-    const toml::node* allow = t.value()->get("allow");
-    if (r.net != NetMode::kEgressAllowlist && allow != nullptr)
-      return Bad("sandbox.net.allow", "only allowed with mode egress-allowlist");
-    if (r.net == NetMode::kEgressAllowlist) {
-      if (allow == nullptr) return Bad("sandbox.net.allow", "missing: egress-allowlist needs at least one host");
-      auto a = Array(*allow, "sandbox.net.allow", "host[:port] strings");
-      if (!a.ok()) return a.error();
-      if (a.value()->empty()) return Bad("sandbox.net.allow", "expected at least one host[:port]");
-      std::map<std::string, size_t> seen;
-      for (size_t i = 0; i < a.value()->size(); ++i) {
-        const std::string where = Index("sandbox.net.allow", i);
-        auto entry = ParseAllow(*a.value()->get(i), where);
-        if (!entry.ok()) return entry.error();
-        if (auto [it, fresh] = seen.emplace(entry.value(), i); !fresh)
-          return Bad(where, "duplicate of " + Index("sandbox.net.allow", it->second) + " (" + entry.value() + ")");
-        r.allow.push_back(entry.value());
-      }
-    }
-  }
-
-  if (const toml::node* tools = sb.get("tools")) {
-    auto a = Array(*tools, "sandbox.tools", "tables");
-    if (!a.ok()) return a.error();
-    std::map<std::string, size_t> seen;
-    for (size_t i = 0; i < a.value()->size(); ++i) {
-      const std::string at = Index("sandbox.tools", i);
-      auto t = Table(*a.value()->get(i), at);
-      if (!t.ok()) return t.error();
-      if (auto e = CheckKeys(*t.value(), at + ".", {"id", "trust"})) return *e;
-      ToolRequest tool;
-      const toml::node* id = t.value()->get("id");
-      if (id == nullptr) return Bad(at + ".id", "missing: expected a tool id from the operator's registry");
-      auto s = String(*id, at + ".id", "a tool id");
-      if (!s.ok()) return s.error();
-      if (!IsIdentifier(s.value()))
-        return Bad(at + ".id", "expected a tool id: lower-case letters, digits, '.', '_' and '-', at most 64");
-      tool.id = s.value();
-      if (auto [it, fresh] = seen.emplace(tool.id, i); !fresh)
-        return Bad(at + ".id", "duplicate of " + Index("sandbox.tools", it->second) + " (" + tool.id + ")");
-      if (const toml::node* trust = t.value()->get("trust")) {
-        if (!trust->is_string() || trust->as_string()->get() != "code-exec")
-          return Bad(at + ".trust", "expected \"code-exec\" (or no trust key)");
-        tool.code_exec = true;
-      }
-      r.tools.push_back(std::move(tool));
-    }
-  }
-
-  if (const toml::node* devices = sb.get("devices")) {
-    auto t = Table(*devices, "sandbox.devices");
-    if (!t.ok()) return t.error();
-    if (auto e = CheckKeys(*t.value(), "sandbox.devices.", {"gpu"})) return *e;
-    if (const toml::node* gpu = t.value()->get("gpu")) {
-      const std::string g = gpu->is_string() ? std::string(gpu->as_string()->get()) : "";
-      if (g == "compute")
-        r.gpu = GpuMode::kCompute;
-      else if (g == "none")
-        r.gpu = GpuMode::kNone;
-      else
-        return Bad("sandbox.devices.gpu", "expected \"compute\" or \"none\"");
-    }
-  }
-
-  if (const toml::node* containers = sb.get("containers")) {
-    auto a = Array(*containers, "sandbox.containers", "tables");
-    if (!a.ok()) return a.error();
-    std::map<std::string, size_t> seen;
-    for (size_t i = 0; i < a.value()->size(); ++i) {
-      const std::string at = Index("sandbox.containers", i);
-      auto t = Table(*a.value()->get(i), at);
-      if (!t.ok()) return t.error();
-      if (auto e = CheckKeys(*t.value(), at + ".", {"image", "platform"})) return *e;
-      ContainerRequest c;
-      const toml::node* image = t.value()->get("image");
-      if (image == nullptr) return Bad(at + ".image", "missing: expected NAME@sha256:<64 hex digits>");
-      auto s = String(*image, at + ".image", "NAME@sha256:<64 hex digits>");
-      if (!s.ok()) return s.error();
-      if (!IsPinnedImage(s.value()))
-        return Bad(at + ".image", "expected an image pinned by digest: NAME@sha256:<64 lower-case hex digits>");
-      c.image = s.value();
-      const toml::node* platform = t.value()->get("platform");
-      if (platform == nullptr) return Bad(at + ".platform", "missing: expected linux/<arch>");
-      auto p = String(*platform, at + ".platform", "linux/<arch>");
-      if (!p.ok()) return p.error();
-      if (!IsLinuxPlatform(p.value()))
-        return Bad(at + ".platform",
-                   "expected linux/<arch>[/<variant>] with arch amd64, arm64, arm, 386, ppc64le, s390x or riscv64");
-      c.platform = p.value();
-      if (auto [it, fresh] = seen.emplace(c.image + " " + c.platform, i); !fresh)
-        return Bad(at, "duplicate of " + Index("sandbox.containers", it->second));
-      r.containers.push_back(std::move(c));
-    }
-  }
-
+  for (auto* stage : {ParseNet, ParseTools, ParseDevices, ParseContainers})
+    if (auto e = stage(sb, r)) return *e;
   if (const toml::node* ew = sb.get("exec_writable")) {
     if (!ew->is_boolean())
       return Bad("sandbox.exec_writable", std::string("expected true or false, got ") + TypeName(*ew));

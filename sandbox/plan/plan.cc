@@ -92,16 +92,13 @@ ProbeScope LaunchProbeScope(const Policy& policy) {
   return scope;
 }
 
-Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
-  Plan plan;
-  plan.placement = Place(policy, host);
-  if (policy.broker())
-    plan.broker =
-        (HandledFs(ToAbi(host.landlock_abi)) & kFsResolveUnix) ? BrokerHandoff::kPath : BrokerHandoff::kInheritedFd;
+namespace {
 
-  // Landlock, at the host's ABI.
+// The Landlock rules at the host's ABI: the base system, the policy's
+// grants, the GPU nodes, the broker's socket and the proxy's port.
+LandlockPlan PlanLandlock(const Policy& policy, const HostFacts& host) {
   const LandlockAbi abi = ToAbi(host.landlock_abi);
-  LandlockPlan& ll = plan.landlock;
+  LandlockPlan ll;
   ll.abi = abi;
   ll.handled_fs = HandledFs(abi);
   ll.handled_net = HandledNet(abi);
@@ -144,14 +141,14 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
     if (ll.handled_net != 0 && policy.net().mode == NetMode::kEgressAllowlist)
       ll.ports.push_back({static_cast<uint16_t>(policy.net().proxy_port), kNetConnectTcp, "net.proxy_port"});
   }
+  return ll;
+}
 
-  // What is not enforced, field by field: every grant is enforced by the
-  // plan's rules or listed here (and then the launcher refuses to run).
-  for (const auto& fault : plan.placement.at_fault)
-    for (auto& field : FieldsOf(fault.id, policy)) plan.gaps.push_back({std::move(field), fault.id, fault.detail});
-
-  // The mount namespace: everything read-only but the writable grants
-  // (filesystem.metadata), which are noexec unless exec_writable.
+// The mount namespace: everything read-only but the writable grants
+// (filesystem.metadata), which are noexec unless exec_writable; the
+// read-only carve-outs; root's idmapped /etc.
+void PlanMounts(const Policy& policy, const HostFacts& host, Plan& plan) {
+  const LandlockAbi abi = plan.landlock.abi;
   plan.read_only_mounts = true;
   for (const auto& g : policy.grants())
     if (g.access == Access::kReadWrite) {
@@ -168,7 +165,22 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
   plan.writable_noexec = !policy.exec_writable();
   if (host.runs_as_root && host.etc_view.idmap && abi != LandlockAbi::kNone)
     plan.root_etc_idmap_fd = host.etc_view.idmap->fd();
+}
 
+}  // namespace
+
+Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
+  Plan plan;
+  plan.placement = Place(policy, host);
+  if (policy.broker())
+    plan.broker =
+        (HandledFs(ToAbi(host.landlock_abi)) & kFsResolveUnix) ? BrokerHandoff::kPath : BrokerHandoff::kInheritedFd;
+  plan.landlock = PlanLandlock(policy, host);
+  // What is not enforced, field by field: every grant is enforced by the
+  // plan's rules or listed here (and then the launcher refuses to run).
+  for (const auto& fault : plan.placement.at_fault)
+    for (auto& field : FieldsOf(fault.id, policy)) plan.gaps.push_back({std::move(field), fault.id, fault.detail});
+  PlanMounts(policy, host, plan);
   plan.seccomp.reserve(SeccompRuleTable().size());
   for (const auto& rule : SeccompRuleTable())
     if (Applies(rule.when, policy, plan.broker)) plan.seccomp.push_back(rule);

@@ -129,20 +129,8 @@ void NameJobNetworkParts(HostFacts::JobNetworkFacts& facts, const std::string& p
   facts.helper_path = NetfilterHelperPathFor(program);
 }
 
-Expected<std::unique_ptr<JobNetwork>> JobNetwork::Start(pid_t init, const JobNetworkSettings& settings,
-                                                        Clock::time_point deadline) {
-  const std::string helper = NetfilterHelperPath();
-  if (auto why = Untrusted(helper)) return Error{"nftables", "the helper oarbank-netfilter: " + *why};
-  if (auto why = Untrusted(kJobStackPath)) return Error{"slirp4netns", "the user-mode stack: " + *why};
-  std::unique_ptr<JobNetwork> net(new JobNetwork());
-  const std::string ns = "/proc/" + std::to_string(init) + "/ns/";
-  net->userns_.Reset(open((ns + "user").c_str(), O_RDONLY | O_CLOEXEC));
-  net->netns_.Reset(open((ns + "net").c_str(), O_RDONLY | O_CLOEXEC));
-  if (!net->userns_.valid() || !net->netns_.valid())
-    return Error{"network namespace", "open " + ns + "{user,net}: " + strerror(errno)};
-  const auto step = std::min(deadline, Clock::now() + kStepTimeout);
-
-  // The rules first: there is never a moment with a way out and no rules.
+std::optional<Error> JobNetwork::InstallRules(const std::string& helper, const JobNetworkSettings& settings,
+                                              Clock::time_point step) {
   RulesetInputs inputs;
   inputs.test_public = settings.test_public;
   inputs.host_addresses = HostAddresses();
@@ -152,25 +140,24 @@ Expected<std::unique_ptr<JobNetwork>> JobNetwork::Start(pid_t init, const JobNet
     for (const char* all : {"0.0.0.0/0", "::/0"}) inputs.test_public.push_back(egress::ParseCidr(all).value());
   // Test-only: the host's own addresses are not in the ruleset.
   if (FaultSkipStep("job-ruleset-host-addresses")) inputs.host_addresses.clear();
-  auto listing = RunHelper(helper, "apply", net->userns_.get(), net->netns_.get(), RulesetText(inputs), step);
+  auto listing = RunHelper(helper, "apply", userns_.get(), netns_.get(), RulesetText(inputs), step);
   if (!listing.ok()) return listing.error();
   if (listing.value().find("table inet oarbank") == std::string::npos)
     return Error{"nftables", "the ruleset read back after installing it has no table inet oarbank"};
-  net->listing_ = listing.value();
+  listing_ = listing.value();
+  return std::nullopt;
+}
 
-  // The stack, on that namespace; it tells when tap0 is configured.
+std::optional<Error> JobNetwork::StartStack(Clock::time_point step) {
+  // It tells when tap0 is configured (ready), and exits when exit_w_ closes.
   int ready[2], exit_pipe[2];
   if (pipe2(ready, O_CLOEXEC) != 0) return Error{"slirp4netns", std::string("pipe: ") + strerror(errno)};
-  if (pipe2(exit_pipe, O_CLOEXEC) != 0) {
-    close(ready[0]), close(ready[1]);
-    return Error{"slirp4netns", std::string("pipe: ") + strerror(errno)};
-  }
-  UniqueFd ready_r(ready[0]);
-  net->exit_w_.Reset(exit_pipe[1]);
-  const int log = static_cast<int>(syscall(SYS_memfd_create, "slirp4netns-log", MFD_CLOEXEC));
-  UniqueFd log_fd(log);
-  const int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-  UniqueFd null_fd(devnull);
+  UniqueFd ready_r(ready[0]), ready_w(ready[1]);
+  if (pipe2(exit_pipe, O_CLOEXEC) != 0) return Error{"slirp4netns", std::string("pipe: ") + strerror(errno)};
+  UniqueFd exit_r(exit_pipe[0]);
+  exit_w_.Reset(exit_pipe[1]);
+  const UniqueFd log(static_cast<int>(syscall(SYS_memfd_create, "slirp4netns-log", MFD_CLOEXEC)));
+  const UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
   // Fixed fd numbers in the stack: 3 ready, 4 exit, 5 user, 6 net.
   std::vector<std::string> args = {
       kJobStackPath,      "--configure",  "--mtu=65520", "--disable-host-loopback", "--enable-ipv6",
@@ -193,35 +180,50 @@ Expected<std::unique_ptr<JobNetwork>> JobNetwork::Start(pid_t init, const JobNet
     if (sandboxed && (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0))
       _exit(126);
     ExecWithFds(kJobStackPath, argv.data(),
-                {{devnull, 0},
-                 {devnull, 1},
-                 {log >= 0 ? log : devnull, 2},
-                 {ready[1], 3},
-                 {exit_pipe[0], 4},
-                 {net->userns_.get(), 5},
-                 {net->netns_.get(), 6}},
+                {{devnull.get(), 0},
+                 {devnull.get(), 1},
+                 {log.valid() ? log.get() : devnull.get(), 2},
+                 {ready_w.get(), 3},
+                 {exit_r.get(), 4},
+                 {userns_.get(), 5},
+                 {netns_.get(), 6}},
                 6);
   }
   const int fork_err = errno;
-  close(ready[1]);
-  close(exit_pipe[0]);
+  ready_w.Reset();
+  exit_r.Reset();
   if (pid < 0) return Error{"slirp4netns", std::string("fork: ") + strerror(fork_err)};
-  net->stack_ = pid;
+  stack_ = pid;
   pollfd p{ready_r.get(), POLLIN, 0};
   int got;
   do got = poll(&p, 1, MillisLeft(step));
   while (got < 0 && errno == EINTR);
   char byte = 0;
-  if (got <= 0 || read(ready_r.get(), &byte, 1) != 1) {
-    net->Stop();
-    std::string why = got == 0 ? "not ready in time" : "ended before it was ready";
-    if (log >= 0) {
-      char buf[2048] = {};
-      const ssize_t r = pread(log, buf, sizeof buf - 1, 0);
-      if (r > 0) why += ": " + OneLine(std::string(buf, static_cast<size_t>(r)));
-    }
-    return Error{"slirp4netns", "the user-mode stack " + std::string(kJobStackPath) + ": " + why};
+  if (got > 0 && read(ready_r.get(), &byte, 1) == 1) return std::nullopt;
+  Stop();
+  std::string why = got == 0 ? "not ready in time" : "ended before it was ready";
+  if (log.valid()) {
+    char buf[2048] = {};
+    const ssize_t r = pread(log.get(), buf, sizeof buf - 1, 0);
+    if (r > 0) why += ": " + OneLine(std::string(buf, static_cast<size_t>(r)));
   }
+  return Error{"slirp4netns", "the user-mode stack " + std::string(kJobStackPath) + ": " + why};
+}
+
+Expected<std::unique_ptr<JobNetwork>> JobNetwork::Start(pid_t init, const JobNetworkSettings& settings,
+                                                        Clock::time_point deadline) {
+  const std::string helper = NetfilterHelperPath();
+  if (auto why = Untrusted(helper)) return Error{"nftables", "the helper oarbank-netfilter: " + *why};
+  if (auto why = Untrusted(kJobStackPath)) return Error{"slirp4netns", "the user-mode stack: " + *why};
+  std::unique_ptr<JobNetwork> net(new JobNetwork());
+  const std::string ns = "/proc/" + std::to_string(init) + "/ns/";
+  net->userns_.Reset(open((ns + "user").c_str(), O_RDONLY | O_CLOEXEC));
+  net->netns_.Reset(open((ns + "net").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!net->userns_.valid() || !net->netns_.valid())
+    return Error{"network namespace", "open " + ns + "{user,net}: " + strerror(errno)};
+  const auto step = std::min(deadline, Clock::now() + kStepTimeout);
+  if (auto e = net->InstallRules(helper, settings, step)) return *e;
+  if (auto e = net->StartStack(step)) return *e;
   // IPv4 is configured; IPv6 follows the stack's router advertisement.
   auto ipv6 = RunHelper(helper, "await", net->userns_.get(), net->netns_.get(), "", step);
   net->ipv6_ = ipv6.ok() && ipv6.value() == "ipv6\n";

@@ -37,6 +37,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,11 @@ class JobNetwork {
 
  private:
   JobNetwork() = default;
+  // Start's stages: the rules first (there is never a moment with a way out
+  // and no rules), then the stack on that namespace.
+  std::optional<Error> InstallRules(const std::string& helper, const JobNetworkSettings& settings,
+                                    std::chrono::steady_clock::time_point step);
+  std::optional<Error> StartStack(std::chrono::steady_clock::time_point step);
   UniqueFd userns_, netns_;
   UniqueFd exit_w_;  // slirp4netns --exit-fd: it exits when this closes
   pid_t stack_ = -1;
