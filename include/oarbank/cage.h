@@ -48,10 +48,6 @@ struct GateReading {
   std::string ppid;
 };
 
-// The egress proxy's test and logging hooks for an egress-allowlist job
-// (defined with the proxy, in the build tree only).
-struct JobEgressOptions;
-
 namespace cage {
 
 // The cage configuration. All paths are absolute.
@@ -170,10 +166,6 @@ struct RunOptions {
   // cage would be on an older kernel. It can only lower, never raise, and a
   // policy that needs more is refused.
   int landlock_abi_max = -1;
-  // egress-allowlist: the proxy the supervisor serves as the only listener
-  // of the job's network namespace (job_egress.h), for the job's lifetime.
-  // Null: the system's resolver, a line on stderr per event.
-  std::shared_ptr<const JobEgressOptions> egress;
   // Cage-before-capability: a job runs only when the battery attestation
   // (attestation.h) proves its policy class for this kernel, this launcher
   // (the running executable) and this battery; otherwise it is refused,

@@ -262,11 +262,12 @@ std::optional<int> CageCommand::Run() const {
     egress.test_public.push_back(cidr.value());
   }
   if (!o.test_resolver.empty()) egress.resolver = std::make_shared<egress::FileResolver>(o.test_resolver);
-  options.egress = std::make_shared<const JobEgressOptions>(std::move(egress));
+  cage::JobHooks hooks;
+  hooks.egress = std::make_shared<const JobEgressOptions>(std::move(egress));
   const nlohmann::ordered_json history = WorktreeHistory(spec.worktree);
   if (!o.json && history.is_object() && history.contains("note") && isatty(STDERR_FILENO))
     fprintf(stderr, "sandbox: %s\n", history["note"].get<std::string>().c_str());
-  return Report(cage::Run(spec, options), o.json, policy.value(), history);
+  return Report(cage::RunSpec(spec, options, hooks), o.json, policy.value(), history);
 }
 
 }  // namespace oarbank

@@ -42,7 +42,7 @@ struct RunCommand::Options {
   std::string policy;
   std::vector<std::string> argv;
   cage::RunOptions run;
-  JobEgressOptions egress;  // becomes run.egress once parsed
+  JobEgressOptions egress;  // becomes the job's hooks (cage::JobHooks) once parsed
   double timeout_s = 0;
   std::string stdout_max = "1M", stderr_max = "1M";
   SpoolFiles spool;
@@ -60,7 +60,7 @@ namespace {
 // Without --json the job's output streams to stdout and stderr as it comes
 // (a stream with a --stdout-file / --stderr-file goes only there).
 int SupervisedRun(const std::string& policy_path, const std::vector<std::string>& argv, cage::RunOptions options,
-                  bool json, const SpoolFiles& spool) {
+                  const cage::JobHooks& hooks, bool json, const SpoolFiles& spool) {
   auto policy = LoadPolicyFile(policy_path);
   if (!policy.ok()) {
     fprintf(stderr, "%s\n", PolicyErrorLine(policy.error()).c_str());
@@ -75,7 +75,7 @@ int SupervisedRun(const std::string& policy_path, const std::vector<std::string>
     // The caller's terminal is raw only while the job runs on its own.
     std::optional<RawTerminal> raw;
     if (options.pty) raw.emplace(STDIN_FILENO);
-    result = cage::RunPolicy(policy.value(), argv, options);
+    result = cage::RunPolicy(policy.value(), argv, options, hooks);
   }
   int status = result.signal != 0 ? 128 + result.signal : result.exit_code;
   switch (result.fault) {
@@ -193,7 +193,7 @@ void SetInput(bool relay_stdin, cage::RunOptions& options) {
 // The job's egress proxy: the public test ranges and (the test-only build's)
 // resolver file. False after one line.
 bool SetEgress(JobEgressOptions egress, const std::vector<std::string>& test_public, const std::string& test_resolver,
-               cage::RunOptions& options) {
+               cage::JobHooks& hooks) {
   for (const auto& r : test_public) {
     auto cidr = egress::ParseTestPublicRange(r);
     if (!cidr.ok()) {
@@ -203,7 +203,7 @@ bool SetEgress(JobEgressOptions egress, const std::vector<std::string>& test_pub
     egress.test_public.push_back(cidr.value());
   }
   if (!test_resolver.empty()) egress.resolver = std::make_shared<egress::FileResolver>(test_resolver);
-  options.egress = std::make_shared<const JobEgressOptions>(std::move(egress));
+  hooks.egress = std::make_shared<const JobEgressOptions>(std::move(egress));
   return true;
 }
 
@@ -267,8 +267,9 @@ std::optional<int> RunCommand::Run() const {
   if (!ParseEnvOptions(o.env, options.env)) return kExitUsage;
   if (!SetShmSize(o.shm_size, options)) return kExitUsage;
   SetInput(o.relay_stdin, options);
-  if (!SetEgress(o.egress, o.egress_public, o.egress_resolver, options)) return kExitUsage;
-  return SupervisedRun(o.policy, o.argv, options, o.json, o.spool);
+  cage::JobHooks hooks;
+  if (!SetEgress(o.egress, o.egress_public, o.egress_resolver, hooks)) return kExitUsage;
+  return SupervisedRun(o.policy, o.argv, options, hooks, o.json, o.spool);
 }
 
 }  // namespace oarbank

@@ -255,6 +255,7 @@ CapturedRun RunCaptured(const SubprocessSpec& spec, const CaptureLimits& limits)
   w.pidfd.Reset(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
   for (UniqueFd* fd : {&w.to, &w.outputs[0], &w.outputs[1]})
     if (fd->valid()) fcntl(fd->get(), F_SETFL, fcntl(fd->get(), F_GETFL) | O_NONBLOCK);
+  if (limits.on_start) limits.on_start(pid);
   Pump(pid, w, spec, limits, c);
   if (c.timed_out || c.hung_up)
     c.wait_status = limits.end ? limits.end(pid) : KillAndReap(pid, spec.new_process_group);

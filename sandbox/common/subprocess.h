@@ -55,6 +55,10 @@ struct CaptureLimits {
   std::function<void(int stream, std::string_view chunk)> on_output;
   // A descriptor whose hang-up (POLLHUP/POLLERR) ends the run, or -1.
   int hangup_fd = -1;
+  // Called once the child runs, before its output is read: for a caller
+  // that talks to it over a descriptor of its own (a gate). Its output
+  // waits in the pipes meanwhile.
+  std::function<void(pid_t)> on_start;
   // Ends the child instead of SIGKILL when the deadline passes or
   // `hangup_fd` hangs up, and returns its wait status (-1: unknown); it
   // must reap it.

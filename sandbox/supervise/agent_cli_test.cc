@@ -1,5 +1,6 @@
 // The CLI around the supervisor: `oarbank-agent run` and `sandbox-exec
 // --gate-fd`, run as programs.
+#include "sandbox/common/subprocess.h"
 #include "sandbox/supervise/supervisor_test.h"
 
 namespace oarbank {
@@ -12,31 +13,22 @@ struct Spawned {
   std::string out, err;
 };
 
-// Runs argv (stdout and stderr captured); `gate` (if >= 0) becomes fd 3.
+// Runs argv (stdout and stderr captured; the test's environment); `gate`
+// (if >= 0) becomes fd 3, and `meanwhile` is called with its pid while it runs.
 Spawned Spawn(const std::vector<std::string>& argv, int gate = -1,
               const std::function<void(pid_t)>& meanwhile = nullptr) {
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) abort();
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(out[1], 1);
-    dup2(err[1], 2);
-    if (gate >= 0) dup2(gate, 3);  // dup2 clears close-on-exec
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  close(out[1]);
-  close(err[1]);
-  if (meanwhile) meanwhile(pid);
+  SubprocessSpec spec;
+  spec.argv = argv;
+  for (char** e = environ; *e != nullptr; ++e) spec.env.emplace_back(*e);
+  if (gate >= 0) spec.fds = {{gate, 3}};
+  CaptureLimits limits;
+  limits.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  limits.on_start = meanwhile;
+  const CapturedRun run = RunCaptured(spec, limits);
   Spawned s;
-  s.out = ReadAll(out[0]);
-  s.err = ReadAll(err[0]);
-  close(out[0]);
-  close(err[0]);
-  waitpid(pid, &s.status, 0);
+  s.status = run.wait_status;
+  s.out = run.out;
+  s.err = run.err;
   return s;
 }
 

@@ -204,7 +204,8 @@ struct ChildStrings {
 // (`broker`, the job's kJobBrokerFd).
 std::optional<std::string> PrepareChild(ChildPlan& cp, ChildStrings& strings, UniqueFd& broker, Job::State& s,
                                         const Plan& plan, const NamespacePlan& ns, const Policy& policy,
-                                        const std::vector<std::string>& argv, const RunOptions& options) {
+                                        const std::vector<std::string>& argv, const RunOptions& options,
+                                        const JobHooks& hooks) {
   cp.plan = &plan;
   cp.clone_flags = ns.clone_flags;
   cp.maps = PlanIdMaps(geteuid(), getegid(), options.run_as_uid, options.run_as_gid);
@@ -237,12 +238,12 @@ std::optional<std::string> PrepareChild(ChildPlan& cp, ChildStrings& strings, Un
   s.publish_netns = options.publish_netns;
   if (ns.job_network) {
     s.job_network = true;
-    if (options.egress) s.network_settings.test_public = options.egress->test_public;
+    if (hooks.egress) s.network_settings.test_public = hooks.egress->test_public;
   }
   if (ns.egress_listener) {
     cp.egress_port = policy.net().proxy_port;
     s.egress_allow = policy.net().allow;
-    if (options.egress) s.egress_options = *options.egress;
+    if (hooks.egress) s.egress_options = *hooks.egress;
   }
   return std::nullopt;
 }
@@ -359,7 +360,8 @@ void Launch(Job::State& s, const ChildPlan& cp, JobChannels& c) {
 
 }  // namespace
 
-Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunOptions& options) {
+Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunOptions& options,
+          const JobHooks& hooks) {
   auto state = std::make_unique<Job::State>();
   Job::State& s = *state;
   auto refuse = [&](const std::string& reason) {
@@ -384,7 +386,7 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   ChildPlan cp;
   ChildStrings strings;
   JobChannels channels;
-  if (auto why = PrepareChild(cp, strings, channels.broker, s, plan.value(), ns, policy, argv, options))
+  if (auto why = PrepareChild(cp, strings, channels.broker, s, plan.value(), ns, policy, argv, options, hooks))
     return refuse_after_leaf(*why);
   const bool stdin_relay = options.stdin_fd >= 0 && !options.pty;
   if (int err = OpenChannels(channels, ns, stdin_relay)) return refuse_after_leaf("job-setup: pipes" + ErrnoText(err));
@@ -393,8 +395,9 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   return Job(std::move(state));
 }
 
-Result RunPolicy(const Policy& policy, const std::vector<std::string>& argv, const RunOptions& options) {
-  return Start(policy, argv, options).Wait();
+Result RunPolicy(const Policy& policy, const std::vector<std::string>& argv, const RunOptions& options,
+                 const JobHooks& hooks) {
+  return Start(policy, argv, options, hooks).Wait();
 }
 
 namespace {
@@ -501,7 +504,7 @@ oarbank::Expected<Policy> PolicyForSpec(const Spec& spec) {
   return e;
 }
 
-Result Run(const Spec& spec, const RunOptions& options) {
+Result RunSpec(const Spec& spec, const RunOptions& options, const JobHooks& hooks) {
   auto policy = PolicyForSpec(spec);
   if (!policy.ok()) {
     Result r;
@@ -516,8 +519,10 @@ Result Run(const Spec& spec, const RunOptions& options) {
     o.env.emplace("TMPDIR", spec.scratch);
   }
   if (!o.cwd) o.cwd = spec.worktree.empty() ? (spec.scratch.empty() ? "/" : spec.scratch) : spec.worktree;
-  return RunPolicy(policy.value(), spec.argv, o);
+  return RunPolicy(policy.value(), spec.argv, o, hooks);
 }
+
+Result Run(const Spec& spec, const RunOptions& options) { return RunSpec(spec, options, JobHooks{}); }
 
 Result Run(const Spec& spec) { return Run(spec, RunOptions{}); }
 

@@ -69,6 +69,10 @@
 #include "sandbox/supervise/job_egress.h"
 #include "sandbox/supervise/verify.h"
 
+namespace oarbank {
+struct JobEgressOptions;  // job_egress.h
+}  // namespace oarbank
+
 namespace oarbank::cage {
 
 // Spec, Result, RunOptions, Availability, Run(Spec) and Available() are
@@ -77,6 +81,15 @@ namespace oarbank::cage {
 Availability AssessAvailability(const HostFacts& host, bool namespaces_ok, const std::string& namespaces_detail);
 
 // A running job. Move-only; Wait() to the end.
+// What a job takes besides RunOptions from inside this repository alone:
+// the hooks of the egress proxy the supervisor serves an egress-allowlist
+// job (logging, the public test ranges, the test-only build's resolver
+// file), whose type is not part of the installed API.
+struct JobHooks {
+  // Null: the system's resolver, a line on stderr per event.
+  std::shared_ptr<const JobEgressOptions> egress;
+};
+
 class Job {
  public:
   Job(Job&&) noexcept;
@@ -95,14 +108,19 @@ class Job {
 
  private:
   explicit Job(std::unique_ptr<State> state);
-  friend Job Start(const Policy&, const std::vector<std::string>&, const RunOptions&);
+  friend Job Start(const Policy&, const std::vector<std::string>&, const RunOptions&, const JobHooks&);
   std::unique_ptr<State> state_;
 };
 
 // Spawns the job and returns once its module has exec'd (or it was refused).
-[[nodiscard]] Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunOptions& options);
+[[nodiscard]] Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunOptions& options,
+                        const JobHooks& hooks = {});
 
-[[nodiscard]] Result RunPolicy(const Policy& policy, const std::vector<std::string>& argv, const RunOptions& options);
+[[nodiscard]] Result RunPolicy(const Policy& policy, const std::vector<std::string>& argv, const RunOptions& options,
+                               const JobHooks& hooks = {});
+
+// cage::Run(Spec) with hooks (the coding-agent cage's command line).
+[[nodiscard]] Result RunSpec(const Spec& spec, const RunOptions& options, const JobHooks& hooks);
 
 // The Spec as a policy (policy/policy.h; role runner): a read-only worktree is the
 // bundle and scratch the work directory; a writable worktree is work and

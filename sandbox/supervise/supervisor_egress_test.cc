@@ -146,8 +146,10 @@ class SupervisorEgressTest : public ::testing::TestWithParam<uid_t> {
              } else {
                cage::RunOptions o = UnprovenOptions();
                o.cwd = tree_.Path("work");
-               o.egress = std::make_shared<JobEgressOptions>(JobEgressOptions{.log = [](const std::string&) {}});
-               const auto r = cage::RunPolicy(policy.value(), {"/usr/bin/python3", tree_.Path("bundle/job.py")}, o);
+               cage::JobHooks hooks;
+               hooks.egress = std::make_shared<JobEgressOptions>(JobEgressOptions{.log = [](const std::string&) {}});
+               const auto r =
+                   cage::RunPolicy(policy.value(), {"/usr/bin/python3", tree_.Path("bundle/job.py")}, o, hooks);
                text = r.fault == cage::Fault::kNone && r.exit_code == 0
                           ? r.stdout_text
                           : "fault: " + std::string(cage::FaultName(r.fault)) + ": " + r.reason + " " + r.stderr_text;
@@ -276,19 +278,21 @@ TEST(SupervisorEgressLeakTest, RepeatedEgressJobsLeaveNoThreadOrFd) {
   cage::RunOptions o = UnprovenOptions();
   o.cwd = tree.Path("work");
   std::atomic<int> logged{0};
-  o.egress = std::make_shared<JobEgressOptions>(JobEgressOptions{.log = [&logged](const std::string&) { ++logged; }});
+  cage::JobHooks hooks;
+  hooks.egress =
+      std::make_shared<JobEgressOptions>(JobEgressOptions{.log = [&logged](const std::string&) { ++logged; }});
   // A connection to the job's proxy, refused by it (logged), then exit 0.
   const std::vector<std::string> probe = {
       "/usr/bin/python3", "-c",
       "import os,socket\nport=int(os.environ['HTTPS_PROXY'].rsplit(':',1)[1])\n"
       "s=socket.create_connection(('127.0.0.1',port))\ns.sendall(b'CONNECT x.example:443 HTTP/1.1\\r\\n\\r\\n')\n"
       "print(s.recv(100).split(b'\\r\\n')[0].decode())"};
-  ASSERT_EQ(cage::RunPolicy(policy, probe, o).stdout_text, "HTTP/1.1 403 Forbidden\n");  // warm caches
+  ASSERT_EQ(cage::RunPolicy(policy, probe, o, hooks).stdout_text, "HTTP/1.1 403 Forbidden\n");  // warm caches
   const size_t threads = Entries("/proc/self/task");
   const size_t fds = Entries("/proc/self/fd");
   const int before = logged;
   for (int i = 0; i < 8; ++i) {
-    const auto r = cage::RunPolicy(policy, probe, o);
+    const auto r = cage::RunPolicy(policy, probe, o, hooks);
     EXPECT_EQ(r.stdout_text, "HTTP/1.1 403 Forbidden\n") << r.reason << r.stderr_text;
   }
   EXPECT_EQ(logged - before, 8);
@@ -296,7 +300,7 @@ TEST(SupervisorEgressLeakTest, RepeatedEgressJobsLeaveNoThreadOrFd) {
   timed.timeout = 300ms;
   const auto slow = cage::RunPolicy(policy, {"/bin/sleep", "30"}, timed);
   EXPECT_EQ(slow.fault, cage::Fault::kTimeout) << slow.reason;
-  const auto missing = cage::RunPolicy(policy, {"/nonexistent/module"}, o);
+  const auto missing = cage::RunPolicy(policy, {"/nonexistent/module"}, o, hooks);
   EXPECT_EQ(missing.fault, cage::Fault::kExec) << missing.reason;
   // While a job runs its proxy's threads exist (so the counts below can
   // see one); Wait() stops them, before the Job itself is gone.
