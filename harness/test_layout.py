@@ -72,3 +72,17 @@ def test_includes_are_written_from_the_repository_root():
             if m and not m.group(1).startswith(("sandbox/", "oarbank/")):
                 bare.append(f"{source.relative_to(ROOT)}: {line}")
     assert bare == []
+
+
+def test_no_source_is_over_700_lines():
+    """One file, one responsibility: a source (tests apart) past 700 lines
+    holds more than one and is split by them."""
+    long = []
+    for folder in (SANDBOX, ROOT / "harness", ROOT / "include"):
+        for source in sorted(folder.rglob("*")):
+            if source.suffix not in (".h", ".cc") or source.stem.endswith(("_test", "_fuzz")):
+                continue
+            lines = source.read_text().count("\n")
+            if lines > 700:
+                long.append(f"{source.relative_to(ROOT)}: {lines} lines")
+    assert long == []
