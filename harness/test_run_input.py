@@ -227,51 +227,11 @@ def test_limits_pids_is_reported(tree, uid):
 
 # ---- a grant replaced while the launcher starts -------------------------------------
 
-@UIDS
-@pytest.mark.parametrize("point", ["launcher-grant-opened", "launcher-grants-bound", "launcher-before-gate",
-                                   "launcher-after-gate"])
-def test_a_work_dir_replaced_during_start_up_refuses_the_job(tree, uid, point):
-    if not os.path.exists(FAULTY):
-        pytest.skip("no oarbank-agent-faulty (OARBANK_TEST_HOOKS=OFF)")
-    # In data, a writable grant: after the binds every other mount is read-only to the launcher.
-    pause_dir = tree / "data" / "pause"
-    pause_dir.mkdir()
-    os.chmod(pause_dir, 0o777)
-    pause = pause_dir / "at"
-    work = tree / "work"
-    env = dict(os.environ, OARBANK_FAULT_PAUSE=point, OARBANK_FAULT_PAUSE_FILE=str(pause))
-    proc = subprocess.Popen([*as_user(uid), FAULTY, *RUN, "--json", write_policy(tree), "--", "/bin/sh", "-c",
-                             f"echo ran > {work}/f"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    try:
-        for _ in range(1000):
-            if pause.exists():
-                break
-            assert proc.poll() is None, proc.communicate()
-            subprocess.run(["sleep", "0.01"])
-        assert pause.exists(), "the launcher never reached the pause point"
-        os.rename(work, tree / "work.old")
-        for d in (work, work / "tmp"):
-            d.mkdir()
-            os.chmod(d, 0o777)
-        (pause_dir / "at.go").touch()
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 70, (out, err)
-    result = json.loads(out)
-    assert result["fault"] == "refused" and str(work) in result["reason"], result
-    # Caught at the next grant opened (its inode is not the one the policy was read with) or at the
-    # witness check of the replaced one.
-    assert ("no longer the directory the launch bound" in result["reason"]
-            or "leads to another directory or file than when the policy was read" in result["reason"]), result
-    assert not (work / "f").exists() and not (tree / "work.old" / "f").exists()
-
-
 def start_paused(tree, uid, point, env, command):
     """`run` through the test-only launcher, paused at `point`: returns the
-    process and the pause file once it waits there."""
+    process and the pause file once it waits there. The pause file lies in
+    data, a writable grant: after the binds every other mount is read-only
+    to the launcher."""
     pause_dir = tree / "data" / "pause"
     pause_dir.mkdir(exist_ok=True)
     os.chmod(pause_dir, 0o777)
@@ -288,6 +248,43 @@ def start_paused(tree, uid, point, env, command):
     raise AssertionError("never reached the pause point " + point)
 
 
+def replace_work_then_go(tree, proc, pause):
+    """Renames work away and makes a new one (with tmp) at its path, releases
+    the paused launcher, and returns its exit status and JSON result; the
+    job must not have written in either directory."""
+    work = tree / "work"
+    try:
+        os.rename(work, tree / "work.old")
+        for d in (work, work / "tmp"):
+            d.mkdir()
+            os.chmod(d, 0o777)
+        pause.with_name("at.go").touch()
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert not (work / "f").exists() and not (tree / "work.old" / "f").exists()
+    assert proc.returncode == 70, (out, err)
+    return json.loads(out)
+
+
+@UIDS
+@pytest.mark.parametrize("point", ["launcher-grant-opened", "launcher-grants-bound", "launcher-before-gate",
+                                   "launcher-after-gate"])
+def test_a_work_dir_replaced_during_start_up_refuses_the_job(tree, uid, point):
+    if not os.path.exists(FAULTY):
+        pytest.skip("no oarbank-agent-faulty (OARBANK_TEST_HOOKS=OFF)")
+    work = tree / "work"
+    proc, pause = start_paused(tree, uid, point, {}, f"echo ran > {work}/f")
+    result = replace_work_then_go(tree, proc, pause)
+    assert result["fault"] == "refused" and str(work) in result["reason"], result
+    # Caught at the next grant opened (its inode is not the one the policy was read with) or at the
+    # witness check of the replaced one.
+    assert ("no longer the directory the launch bound" in result["reason"]
+            or "leads to another directory or file than when the policy was read" in result["reason"]), result
+
+
 @UIDS
 @pytest.mark.parametrize("launcher_checks", [True, False])
 def test_a_work_dir_replaced_before_the_launcher_is_caught_inside_and_at_the_gate(tree, uid, launcher_checks):
@@ -301,25 +298,12 @@ def test_a_work_dir_replaced_before_the_launcher_is_caught_inside_and_at_the_gat
     proc, pause = start_paused(tree, uid, "supervisor-before-keeper",
                                {} if launcher_checks else {"OARBANK_FAULT_SKIP_STEP": "grant-inodes"},
                                f"echo ran > {work}/f")
-    try:
-        os.rename(work, tree / "work.old")
-        for d in (work, work / "tmp"):
-            d.mkdir()
-            os.chmod(d, 0o777)
-        pause.with_name("at.go").touch()
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 70, (out, err)
-    reason = json.loads(out)["reason"]
+    reason = replace_work_then_go(tree, proc, pause)["reason"]
     if launcher_checks:
         assert "leads to another directory or file than when the policy was read" in reason, reason
     else:
         assert reason.startswith("gate: the launcher is not confined: ") and str(work) in reason, reason
         assert "in the job's view is another directory or file than the policy named" in reason, reason
-    assert not (work / "f").exists() and not (tree / "work.old" / "f").exists()
 
 
 @UIDS

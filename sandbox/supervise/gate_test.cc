@@ -33,12 +33,11 @@ CliRun RunFaultyAgent(uid_t uid, const std::string& policy, const std::string& s
   return run;
 }
 
-class GateTest : public ::testing::TestWithParam<uid_t> {
+class GateTest : public AsUidTest {
  protected:
   void SetUp() override {
-    if (GetParam() != getuid() && getuid() != 0) GTEST_SKIP() << "switching to uid " << GetParam() << " needs root";
-    const auto a = cage::CheckAvailability();
-    if (!a.available) GTEST_SKIP() << "the cage is not available here: " << a.reason;
+    AsUidTest::SetUp();
+    if (IsSkipped()) return;
     policy_ = tree_.Path("policy.json");
     tree_.Write("policy.json", tree_.RunnerJson(), 0644);
   }

@@ -146,14 +146,19 @@ inline std::string Marker(const char* what) {
   return std::to_string(1000 + getpid() % 8000) + "." + std::to_string(++n) + std::to_string(getpid() % 97) + what;
 }
 
-class SupervisorTest : public ::testing::TestWithParam<uid_t> {
+// A test run as each uid of its parameter (root and 65534), skipped, and
+// saying why, where that uid cannot be taken or the cage is not available.
+class AsUidTest : public ::testing::TestWithParam<uid_t> {
  protected:
   void SetUp() override {
     if (GetParam() != getuid() && getuid() != 0) GTEST_SKIP() << "switching to uid " << GetParam() << " needs root";
     const auto a = cage::CheckAvailability();
     if (!a.available) GTEST_SKIP() << "the cage is not available here: " << a.reason;
   }
+};
 
+class SupervisorTest : public AsUidTest {
+ protected:
   cage::Result Run(const std::vector<std::string>& argv, const cage::RunOptions& options = {},
                    const std::string& extra = "") {
     const std::string json = tree_.RunnerJson(extra);
