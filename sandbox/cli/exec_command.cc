@@ -71,7 +71,7 @@ int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, i
   envp.push_back(nullptr);
   // Root's idmapped /etc: the copy the probe made to prove it works, when
   // this launch is the first to ask (ProbeRootEtc), so it is not made twice.
-  const int root_etc_tree = host.etc_view.proof_tree ? host.etc_view.proof_tree->fd() : -1;
+  const int root_etc_tree = host.etc_view.proof_tree ? host.etc_view.proof_tree->get() : -1;
   if (auto failure =
           ConfineSelf(plan, {.gate_fd = gate_fd, .root_etc_tree_fd = root_etc_tree, .broker_fd = broker_fd})) {
     fprintf(stderr, "%s\n", StepFailureLine(*failure).c_str());

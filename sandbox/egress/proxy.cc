@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "sandbox/common/unique_fd.h"
 #include "sandbox/egress/proxy_impl.h"
 
 namespace oarbank::egress {
@@ -131,16 +132,11 @@ Expected<tcp::endpoint> ListeningEndpoint(int fd) {
 
 Expected<std::unique_ptr<EgressProxy>> EgressProxy::Start(ProxyConfig config) {
   // The listener fd belongs to the proxy from here on, even when this fails.
-  struct OwnedFd {
-    int fd;
-    ~OwnedFd() {
-      if (fd >= 0) close(fd);
-    }
-  } given{config.listen_fd};
+  UniqueFd given(config.listen_fd);
   config.listen_fd = -1;
   std::optional<tcp::endpoint> given_ep;
-  if (given.fd >= 0) {
-    auto ep = ListeningEndpoint(given.fd);
+  if (given.valid()) {
+    auto ep = ListeningEndpoint(given.get());
     if (!ep.ok()) return ep.error();
     given_ep = ep.value();
     config.listen_address = given_ep->address().to_string();
@@ -169,8 +165,7 @@ Expected<std::unique_ptr<EgressProxy>> EgressProxy::Start(ProxyConfig config) {
   auto impl = std::make_unique<Impl>(std::move(config));
   asio::error_code ec;
   if (given_ep) {
-    const int fd = given.fd;
-    given.fd = -1;
+    const int fd = given.Release();
     fcntl(fd, F_SETFD, FD_CLOEXEC);
     impl->acceptor.assign(given_ep->protocol(), fd, ec);
     if (ec) {

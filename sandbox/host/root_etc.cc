@@ -90,10 +90,6 @@ void ReapHolder(pid_t holder) {
 
 }  // namespace
 
-OwnedFd::~OwnedFd() {
-  if (fd_ >= 0) close(fd_);
-}
-
 int MakeRootEtcTree(int idmap_fd) {
   int tree =
       static_cast<int>(syscall(SYS_open_tree, AT_FDCWD, "/etc", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE));
@@ -134,8 +130,8 @@ RootEtcView OpenRootEtcView() {
     close(ns);
     return view;
   }
-  view.idmap = std::make_shared<const OwnedFd>(ns);
-  view.proof_tree = std::make_shared<const OwnedFd>(tree);
+  view.idmap = std::make_shared<const UniqueFd>(ns);
+  view.proof_tree = std::make_shared<const UniqueFd>(tree);
   return view;
 }
 

@@ -13,32 +13,22 @@
 #include <memory>
 #include <string>
 
+#include "sandbox/common/unique_fd.h"
+
 namespace oarbank {
-
-// Owns one file descriptor; closes it when the last copy of the shared_ptr
-// holding it goes (a forked child uses fd() and never runs the destructor).
-class OwnedFd {
- public:
-  explicit OwnedFd(int fd) : fd_(fd) {}
-  ~OwnedFd();
-  OwnedFd(const OwnedFd&) = delete;
-  OwnedFd& operator=(const OwnedFd&) = delete;
-  int fd() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // The probe's result: a user namespace whose only mapping is 0 -> 65534,
 // kept to idmap a fresh copy of /etc at each launch (a detached tree can be
 // mounted once only), or why the host cannot.
 struct RootEtcView {
-  std::shared_ptr<const OwnedFd> idmap;  // set: idmapped /etc works here
-  std::string detail;                    // why not, when idmap is unset
+  // Each closed when the last copy of its shared_ptr goes (a forked child
+  // uses get() and never runs the destructor).
+  std::shared_ptr<const UniqueFd> idmap;  // set: idmapped /etc works here
+  std::string detail;                     // why not, when idmap is unset
   // The copy of /etc that proved it, detached (MakeRootEtcTree). A launch
   // may attach it instead of making its own; it mounts once, so
   // ProbeRootEtc hands it to its first caller only.
-  std::shared_ptr<const OwnedFd> proof_tree;
+  std::shared_ptr<const UniqueFd> proof_tree;
 };
 
 // Needs CAP_SYS_ADMIN and CAP_SETUID in the initial user namespace (root):

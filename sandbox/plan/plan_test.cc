@@ -259,9 +259,9 @@ TEST(Plan, RootWithAnIdmappedEtcKeepsEtcWholeAndMountsTheView) {
   TempTree tree;
   HostFacts host = FakeHost(7);
   host.runs_as_root = true;
-  host.etc_view.idmap = std::make_shared<const OwnedFd>(dup(0));
+  host.etc_view.idmap = std::make_shared<const UniqueFd>(dup(0));
   const Plan plan = PlanConfinement(tree.Runner(R"("exec_writable": true)"), host);
-  EXPECT_EQ(plan.root_etc_idmap_fd, host.etc_view.idmap->fd());
+  EXPECT_EQ(plan.root_etc_idmap_fd, host.etc_view.idmap->get());
   EXPECT_TRUE(plan.read_only_mounts);
   EXPECT_FALSE(plan.writable_noexec);
   ASSERT_NE(FindRule(plan, "/etc"), nullptr);
