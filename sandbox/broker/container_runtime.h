@@ -47,6 +47,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sandbox/broker/protocol.h"
+#include "sandbox/common/subprocess.h"
 
 namespace oarbank::broker {
 
@@ -116,14 +117,9 @@ std::vector<std::string> BuildRunArgv(const RuntimeConfig& rt, const RunRequest&
 // "" or what failed.
 std::string PrepareState(const RuntimeConfig& rt);
 
-// Runs podman with these arguments (after the global ones) and returns its
-// exit status (-1 if it could not start) and output, killed after timeout_s.
-struct Captured {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-Captured RunPodman(const RuntimeConfig& rt, const std::vector<std::string>& args, double timeout_s = 60);
+// Runs podman with these arguments (after the global ones), killed after
+// timeout_s; its exit status is ExitCode() (-1 if it could not start).
+CapturedRun RunPodman(const RuntimeConfig& rt, const std::vector<std::string>& args, double timeout_s = 60);
 
 bool ImagePresent(const RuntimeConfig& rt, const std::string& reference);
 // Ids of the containers labelled oarbank.job=<job>: every one, or the

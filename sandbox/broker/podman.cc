@@ -90,8 +90,8 @@ std::string PrepareSlot(const RuntimeConfig& rt) {
   }
   // The lease is this job's alone: whatever a job that died with this
   // range left here goes now.
-  const Captured c = RunPodman(rt, {"rm", "--all", "--force", "--time=0"}, 60);
-  if (c.status != 0) return slot + ": podman rm --all: " + c.err;
+  const CapturedRun c = RunPodman(rt, {"rm", "--all", "--force", "--time=0"}, 60);
+  if (c.ExitCode() != 0) return slot + ": podman rm --all: " + c.err;
   return "";
 }
 
@@ -124,7 +124,7 @@ std::string PrepareState(const RuntimeConfig& rt) {
   return "";
 }
 
-Captured RunPodman(const RuntimeConfig& rt, const std::vector<std::string>& args, double timeout_s) {
+CapturedRun RunPodman(const RuntimeConfig& rt, const std::vector<std::string>& args, double timeout_s) {
   SubprocessSpec spec;
   spec.argv = GlobalArgs(rt);
   spec.argv.insert(spec.argv.end(), args.begin(), args.end());
@@ -135,20 +135,20 @@ Captured RunPodman(const RuntimeConfig& rt, const std::vector<std::string>& args
   spec.die_with_caller = true;
   CaptureLimits limits;
   limits.deadline = Clock::now() + std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
-  const CapturedRun run = RunCaptured(spec, limits);
-  return Captured{run.ExitCode(), run.out, run.err};
+  return RunCaptured(spec, limits);
 }
 
 bool ImagePresent(const RuntimeConfig& rt, const std::string& reference) {
-  return RunPodman(rt, {"image", "exists", reference}).status == 0;
+  return RunPodman(rt, {"image", "exists", reference}).ExitCode() == 0;
 }
 
 std::optional<std::vector<std::string>> JobContainers(const RuntimeConfig& rt, bool running_only, std::string* why) {
   std::vector<std::string> args = {"ps", "--quiet", "--no-trunc", "--filter=label=oarbank.job=" + rt.job_id};
   if (!running_only) args.push_back("--all");
-  const Captured c = RunPodman(rt, args);
-  if (c.status != 0) {
-    if (why) *why = "podman ps failed for job " + rt.job_id + " (status " + std::to_string(c.status) + "): " + c.err;
+  const CapturedRun c = RunPodman(rt, args);
+  if (c.ExitCode() != 0) {
+    if (why)
+      *why = "podman ps failed for job " + rt.job_id + " (status " + std::to_string(c.ExitCode()) + "): " + c.err;
     return std::nullopt;
   }
   std::vector<std::string> ids;
@@ -165,7 +165,7 @@ std::string RemoveJobContainers(const RuntimeConfig& rt) {
   if (ids->empty()) return "";
   std::vector<std::string> args = {"rm", "--force", "--time=0"};
   args.insert(args.end(), ids->begin(), ids->end());
-  const Captured c = RunPodman(rt, args, 120);
+  const CapturedRun c = RunPodman(rt, args, 120);
   const auto left = JobContainers(rt, false, &why);
   if (!left) return why;
   if (!left->empty()) return "podman rm left containers of job " + rt.job_id + ": " + c.err;
@@ -173,7 +173,7 @@ std::string RemoveJobContainers(const RuntimeConfig& rt) {
 }
 
 bool ContainerGone(const RuntimeConfig& rt, const std::string& name) {
-  return RunPodman(rt, {"container", "exists", name}, 10).status == 1;
+  return RunPodman(rt, {"container", "exists", name}, 10).ExitCode() == 1;
 }
 
 Removal RemoveContainer(const RuntimeConfig& rt, const std::string& name, pid_t pid) {
