@@ -72,8 +72,11 @@ int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, i
   // Root's idmapped /etc: the copy the probe made to prove it works, when
   // this launch is the first to ask (ProbeRootEtc), so it is not made twice.
   const int root_etc_tree = host.etc_view.proof_tree ? host.etc_view.proof_tree->get() : -1;
-  if (auto failure =
-          ConfineSelf(plan, {.gate_fd = gate_fd, .root_etc_tree_fd = root_etc_tree, .broker_fd = broker_fd})) {
+  const int root_etc_idmap = host.etc_view.idmap ? host.etc_view.idmap->get() : -1;
+  if (auto failure = ConfineSelf(plan, {.gate_fd = gate_fd,
+                                        .root_etc_tree_fd = root_etc_tree,
+                                        .root_etc_idmap_fd = root_etc_idmap,
+                                        .broker_fd = broker_fd})) {
     fprintf(stderr, "%s\n", StepFailureLine(*failure).c_str());
     return kExitNotEnforced;
   }

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -13,8 +14,7 @@
 #include "sandbox/plan/plan.h"
 #include "sandbox/plan/report.h"
 #include "sandbox/policy/policy.h"
-#include "sandbox/supervise/job_network.h"
-#include "sandbox/supervise/namespaces.h"
+#include "sandbox/supervise/job_plan.h"
 #include "sandbox/supervise/supervisor.h"
 
 namespace oarbank {
@@ -27,37 +27,28 @@ struct ReportCommand::Options {
 namespace {
 
 int SandboxReport(const std::string& policy_path, int abi_cap) {
-  HostFacts host = ProbeHost(abi_cap);
-  ProbeRootEtc(host);
-  nlohmann::ordered_json report = {{"format", kReportFormat}};
-  report.update(HostReport(host));
+  std::optional<Policy> policy;
   if (!policy_path.empty()) {
-    auto policy = LoadPolicyFile(policy_path);
-    if (!policy.ok()) {
-      fprintf(stderr, "%s\n", PolicyErrorLine(policy.error()).c_str());
+    auto loaded = LoadPolicyFile(policy_path);
+    if (!loaded.ok()) {
+      fprintf(stderr, "%s\n", PolicyErrorLine(loaded.error()).c_str());
       return kExitUsage;
     }
-    report.update(PlanReport(PlanConfinement(policy.value(), host)));
-    // Cage-before-capability: what an agent may grant, given the battery
-    // (for egress-any, with the job network run would use).
-    HostFacts granting = host;
-    if (policy.value().net().mode == NetMode::kEgressAny) NameJobNetworkParts(granting.job_network);
-    report.update(GrantReport(policy.value(), granting));
+    policy = loaded.value();
   }
-  report["supervisor"] = cage::SupervisorReport(host);
-  // The network a policy's job gets under `run` (sandbox-exec keeps the host's).
-  if (!policy_path.empty())
-    if (auto policy = LoadPolicyFile(policy_path); policy.ok()) {
-      report["supervisor"]["job_network"] = PlanJobNamespaces(policy.value()).net_detail;
-      // The placement `run` makes (egress-any is enforced there, never by sandbox-exec alone).
-      HostFacts supervised = host;
-      supervised.job_network = SupervisedJobNetworkFacts(policy.value().net().mode == NetMode::kEgressAny);
-      const Placement placement = Place(policy.value(), supervised);
-      nlohmann::ordered_json at_fault = nlohmann::ordered_json::array();
-      for (const auto& c : placement.at_fault)
-        at_fault.push_back({{"id", CapabilityName(c.id)}, {"status", StatusName(c.status)}, {"detail", c.detail}});
-      report["supervisor"]["placement"] = {{"verdict", VerdictName(placement.verdict)}, {"at_fault", at_fault}};
-    }
+  // What sandbox-exec meets here, and what a job of `run` meets (egress-any
+  // is enforced there, never by sandbox-exec alone): each probed as it is.
+  HostFacts host = ProbeHost(abi_cap);
+  ProbeRootEtc(host);
+  const HostFacts supervised = ProbeSupervisedHost(abi_cap, JobNetworkProbeDepth::kTrial);
+  nlohmann::ordered_json report = {{"format", kReportFormat}};
+  report.update(HostReport(host));
+  if (policy) {
+    report.update(PlanReport(PlanConfinement(*policy, host)));
+    // Cage-before-capability: what `run` may run, given the battery.
+    report.update(GrantReport(*policy, supervised));
+  }
+  report["supervisor"] = cage::SupervisorReport(supervised, policy ? &*policy : nullptr);
   report["containers"] = broker::ContainerRuntimeReport();
   std::cout << report.dump(2) << "\n";
   return 0;

@@ -203,7 +203,9 @@ HostFacts ProbeHost(int abi_cap, ProbeScope scope) {
   ProbeUserNamespaces(f);
   if (scope.cgroup) ProbeCgroup(f);
   if (scope.gpu_nodes) ProbeGpuNodes(f);
-  f.runs_as_root = geteuid() == 0;
+  f.uid = geteuid();
+  f.gid = getegid();
+  f.runs_as_root = f.uid == 0;
   return f;
 }
 

@@ -73,6 +73,7 @@ struct HostFacts {
   // (files, and directories whose whole subtree is world-readable) and the
   // base system's /etc grant is narrowed to them.
   bool runs_as_root = false;
+  uint32_t uid = 0, gid = 0;  // this process's effective ids (a job's user namespace maps them)
   RootEtcView etc_view;
   std::vector<std::string> etc_world_readable;
 };

@@ -83,12 +83,15 @@ struct LaunchOptions {
   // (a job of the supervisor, namespaces.h): the mount-namespace step binds
   // the writable grants noexec there rather than unsharing another pair.
   bool own_mount_namespace = false;
-  // A tree from MakeRootEtcTree, made where the caller still could (the
-  // supervisor's keeper, before the job's user namespace): with a plan's
-  // root_etc_idmap_fd, a root launch mounts it over /etc. -1: the
-  // mount-namespace step makes one itself (it must be root in the initial
-  // user namespace then, or the launch fails closed).
+  // Root's idmapped /etc (root_etc.h), for a plan with root_etc_view: a
+  // tree from MakeRootEtcTree, made where the caller still could (the
+  // supervisor's keeper, before the job's user namespace), which a root
+  // launch mounts over /etc; or, with no tree (-1), the view's namespace
+  // (RootEtcView::idmap) through which the mount-namespace step makes one
+  // itself (it must be root in the initial user namespace then). A plan
+  // that asks for the view with neither fails closed.
   int root_etc_tree_fd = -1;
+  int root_etc_idmap_fd = -1;
   // >= 0: the inherited broker connection (plan.h BrokerHandoff), the one fd
   // besides stdio that close-fds leaves open across exec.
   int broker_fd = -1;

@@ -40,10 +40,11 @@ struct RootEtc {
 };
 
 std::optional<StepFailure> PrepareRootEtc(const Plan& plan, const LaunchOptions& options, RootEtc& etc) {
-  etc.view = plan.root_etc_idmap_fd >= 0 && geteuid() == 0;
+  etc.view = plan.root_etc_view && geteuid() == 0;
   etc.tree = options.root_etc_tree_fd;
   if (etc.view && etc.tree < 0) {
-    const int tree = MakeRootEtcTree(plan.root_etc_idmap_fd);
+    if (options.root_etc_idmap_fd < 0) return StepFailed(kStep, EBADF, "idmap a copy of /etc for root: no view given");
+    const int tree = MakeRootEtcTree(options.root_etc_idmap_fd);
     if (tree < 0) return StepFailed(kStep, -tree, "idmap a copy of /etc for root");
     etc.made.Reset(tree);
     etc.tree = tree;

@@ -1,6 +1,6 @@
 // The launcher's mount-namespace step (enforce.h), in its stages:
 //
-//   root's /etc      (root, with a plan's root_etc_idmap_fd) the idmapped
+//   root's /etc      (root, with a plan's root_etc_view) the idmapped
 //                    copy of /etc made now, unless the caller brought one
 //   origin           the uid, gid and working directory, noted before the
 //                    namespaces change them

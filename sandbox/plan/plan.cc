@@ -163,8 +163,7 @@ void PlanMounts(const Policy& policy, const HostFacts& host, Plan& plan) {
     plan.inodes[r.path] = r.inode;
   }
   plan.writable_noexec = !policy.exec_writable();
-  if (host.runs_as_root && host.etc_view.idmap && abi != LandlockAbi::kNone)
-    plan.root_etc_idmap_fd = host.etc_view.idmap->get();
+  plan.root_etc_view = host.runs_as_root && host.etc_view.idmap && abi != LandlockAbi::kNone;
 }
 
 }  // namespace

@@ -83,7 +83,7 @@ struct Plan {
   // noexec when exec_writable is false, so that even the dynamic loader
   // cannot map a written file executable.
   // A launch as root also mounts an idmapped copy of /etc over /etc there
-  // (root_etc.h), when the host can make one: through this user namespace.
+  // (root_etc.h, root_etc_view), when the host can make one.
   bool read_only_mounts = false;            // set by the planner; cleared only by a test build's fault
   std::vector<std::string> writable_binds;  // parents before what lies inside them
   bool writable_noexec = false;
@@ -96,7 +96,10 @@ struct Plan {
   // mount namespace with no link allowed and refuses a launch where it now
   // leads to another inode; the gate reads the binds back against it too.
   std::map<std::string, FileId> inodes;
-  int root_etc_idmap_fd = -1;
+  // Root's /etc is the idmapped view (root_etc.h): the launcher makes it
+  // through the namespace its caller hands over (LaunchOptions), since a
+  // plan holds decisions, never a descriptor.
+  bool root_etc_view = false;
   // A supervised job's own devpts instance and /dev/shm (sandbox/launch/job_devices.h);
   // off for sandbox-exec, which leaves /dev as the host has it.
   JobDevices job_devices;

@@ -261,7 +261,7 @@ TEST(Plan, RootWithAnIdmappedEtcKeepsEtcWholeAndMountsTheView) {
   host.runs_as_root = true;
   host.etc_view.idmap = std::make_shared<const UniqueFd>(dup(0));
   const Plan plan = PlanConfinement(tree.Runner(R"("exec_writable": true)"), host);
-  EXPECT_EQ(plan.root_etc_idmap_fd, host.etc_view.idmap->get());
+  EXPECT_TRUE(plan.root_etc_view);
   EXPECT_TRUE(plan.read_only_mounts);
   EXPECT_FALSE(plan.writable_noexec);
   ASSERT_NE(FindRule(plan, "/etc"), nullptr);
@@ -269,7 +269,7 @@ TEST(Plan, RootWithAnIdmappedEtcKeepsEtcWholeAndMountsTheView) {
   // Not root: no view.
   host.runs_as_root = false;
   const Plan nobody = PlanConfinement(tree.Runner(R"("exec_writable": true)"), host);
-  EXPECT_EQ(nobody.root_etc_idmap_fd, -1);
+  EXPECT_FALSE(nobody.root_etc_view);
 }
 
 TEST(Plan, EgressConnectsToTheProxyPortAloneAndNeverBinds) {

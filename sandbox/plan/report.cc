@@ -115,7 +115,7 @@ nlohmann::ordered_json PlanReport(const Plan& plan) {
           {"writable_binds", plan.writable_binds},
           {"writable_noexec", plan.writable_noexec},
           {"read_only_binds", plan.read_only_binds},
-          {"root_etc_idmapped", plan.root_etc_idmap_fd >= 0}}},
+          {"root_etc_idmapped", plan.root_etc_view}}},
         {"broker", BrokerHandoffName(plan.broker)},
         // "built": the program the build compiled for exactly these rows is
         // what the launcher loads; "compiled at launch" otherwise.

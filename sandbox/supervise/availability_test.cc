@@ -25,7 +25,7 @@ TEST(AvailabilityTest, ThisHostSaysWhatItCanDo) {
   const auto a = cage::CheckAvailability();
   const HostFacts host = ProbeHost();
   // The gate and the report agree, and a negative answer always says why.
-  EXPECT_EQ(a.available, cage::SupervisorReport(host)["available"].get<bool>());
+  EXPECT_EQ(a.available, cage::SupervisorReport(host, nullptr)["available"].get<bool>());
   if (!a.available) {
     EXPECT_FALSE(a.reason.empty());
     EXPECT_FALSE(cage::Available());

@@ -69,6 +69,7 @@ struct ChildPlan {
   int clone_flags = 0;
   IdMaps maps;
   const CgroupLeaf* leaf = nullptr;
+  int root_etc_idmap_fd = -1;  // root's /etc view (RootEtcView::idmap), for a plan with root_etc_view
   std::vector<char*> argv;
   std::vector<char*> envp;
   std::string cwd;

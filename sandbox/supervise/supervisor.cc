@@ -39,6 +39,7 @@
 #include "sandbox/supervise/environment.h"
 #include "sandbox/supervise/job_egress.h"
 #include "sandbox/supervise/job_network.h"
+#include "sandbox/supervise/job_plan.h"
 #include "sandbox/supervise/job_processes.h"
 #include "sandbox/supervise/job_state.h"
 #include "sandbox/supervise/namespaces.h"
@@ -114,81 +115,26 @@ void TakeOptions(Job::State& s, const RunOptions& options) {
   s.terminal = options.pty ? options.terminal_fd : -1;
 }
 
-// The host as the job meets it, or why no job can run here: the Landlock
-// floor, user namespaces, run_as.
-Expected<HostFacts> ProbeJobHost(const Policy& policy, const RunOptions& options) {
-  HostFacts host = ProbeHost(options.landlock_abi_max);
-  host.job_network = SupervisedJobNetworkFacts(policy.net().mode == NetMode::kEgressAny, /*trial=*/false);
-  ProbeRootEtc(host);
-  host.etc_view.proof_tree.reset();  // the keeper makes each job's copy (MakeRootEtcTree)
-  const int floor = std::max(1, options.abi_floor);
-  if (host.landlock_abi < floor)
-    return Error{"", "abi_floor: this host's Landlock ABI is " + std::to_string(host.landlock_abi) +
-                         ", below the floor " + std::to_string(floor)};
-  // No quiet fallback: without user namespaces there is no job.
-  if (!host.user_namespaces)
-    return Error{"", "namespaces: user namespaces are refused here: " + host.user_namespaces_detail};
-  if ((options.run_as_uid || options.run_as_gid) && geteuid() != 0) return Error{"", "run_as: needs a root supervisor"};
-  return host;
-}
-
-// The plan, with the job's own devices, if the policy can be placed here
-// and the battery proved its class (cage-before-capability).
-Expected<Plan> PlanJob(const Policy& policy, const HostFacts& host, const RunOptions& options, Container& box) {
-  Plan plan = PlanConfinement(policy, host);
-  if (plan.placement.verdict != Verdict::kOk) return Error{"", PlacementLine(plan.placement)};
-  if (options.shm_max < 4096) return Error{"", "shm_max: /dev/shm needs at least 4096 bytes"};
-  PlanJobDevices(plan, options.shm_max);
-  auto proof = CheckProof(policy, host, options);
-  if (!proof.ok()) return Error{"", proof.error().what};
-  box.proof = proof.value();
-  return plan;
-}
-
-// What the gate will check from outside: fresh namespaces, noexec and
-// read-only mounts, the inodes under the grants, root's idmapped /etc.
-void ExpectAtTheGate(Job::State& s, const Plan& plan, const NamespacePlan& ns, const RunOptions& options) {
+// The plan's container facts in the result, and the gate's expectations in
+// the job's state.
+void TakePlan(Job::State& s, const JobPlan& plan) {
   Container& box = s.result.container;
-  box.namespaces = ns.Names();
-  box.net = ns.net_detail;
-  GateExpectations& want = s.gate_wants;
-  want.fresh = {"user", "pid", "ipc", "uts", "mnt", "net"};
-  if (plan.writable_noexec) want.noexec = plan.writable_binds;
-  want.read_only = plan.read_only_binds;
-  for (const auto* binds : {&plan.writable_binds, &plan.read_only_binds})
-    for (const auto& path : *binds)
-      if (auto it = plan.inodes.find(path); it != plan.inodes.end()) want.inodes.emplace(path, it->second);
-  want.root_etc_idmapped = plan.root_etc_idmap_fd >= 0 && !options.run_as_uid;
-  want.job_devices = true;
+  box.namespaces = plan.namespaces.Names();
+  box.net = plan.namespaces.net_detail;
+  box.limits = DescribeLeafLimits(plan.limits);
+  box.cgroup_detail = plan.cgroup.detail;
+  s.gate_wants = plan.gate;
 }
 
 // The process container's cgroup leaf, where the agent's cgroup is
-// delegated, named here and made by the keeper (KeeperMain); or why the
-// policy's limits cannot be enforced.
-std::optional<std::string> PrepareLeaf(Job::State& s, const Policy& policy, const HostFacts& host,
-                                       const RunOptions& options) {
-  Container& box = s.result.container;
-  const CgroupDelegation delegation = DetectCgroupDelegation(host.cgroup);
-  const LeafLimits limits = PlanLeafLimits(policy.limits(), options.hard_limits, delegation.usable && delegation.pids);
-  box.limits = DescribeLeafLimits(limits);
-  for (const auto& [needed, id] : {std::pair{limits.needs_memory(), CapabilityId::kLimitsMemory},
-                                   {limits.needs_cpu(), CapabilityId::kLimitsCpu}}) {
-    if (!needed) continue;
-    const CapabilityStatus status = Assess(id, host);
-    if (status.status != Status::kEnforced)
-      return std::string("sandbox: CAPABILITY_NOT_ENFORCED: ") + CapabilityName(id) + " (" + status.detail + ")";
-  }
-  // A hard limit the policy names is never a quiet `unavailable`.
-  if (limits.pids_required && !limits.pids_available)
-    return "sandbox: CAPABILITY_NOT_ENFORCED: limits.pids (pids.max needs the pids controller; " +
-           (delegation.usable ? delegation.base + " offers none" : "no cgroup v2 leaf: " + delegation.detail) + ")";
-  box.cgroup_detail = delegation.detail;
-  if (!delegation.usable) return std::nullopt;
-  std::call_once(g_collect_once, [&] { CollectStaleLeaves(delegation.base); });
-  auto leaf = CgroupLeaf::Prepare(delegation, limits);
+// delegated: named here and made by the keeper (KeeperMain).
+std::optional<std::string> PrepareLeaf(Job::State& s, const JobPlan& plan, const HostFacts& host) {
+  if (!plan.cgroup.usable) return std::nullopt;
+  std::call_once(g_collect_once, [&] { CollectStaleLeaves(plan.cgroup.base); });
+  auto leaf = CgroupLeaf::Prepare(plan.cgroup, plan.limits);
   if (!leaf.ok()) return leaf.error().where + ": " + leaf.error().what;
   s.leaf = std::move(leaf).value();
-  box.cgroup = s.leaf->path();
+  s.result.container.cgroup = s.leaf->path();
   s.gate_wants.cgroup_line = CgroupProcLine(host.cgroup, s.leaf->path());
   return std::nullopt;
 }
@@ -203,13 +149,16 @@ struct ChildStrings {
 // ABI 9 the job holds one connection, made here in the agent's namespaces
 // (`broker`, the job's kJobBrokerFd).
 std::optional<std::string> PrepareChild(ChildPlan& cp, ChildStrings& strings, UniqueFd& broker, Job::State& s,
-                                        const Plan& plan, const NamespacePlan& ns, const Policy& policy,
+                                        const JobPlan& job, const HostFacts& host, const Policy& policy,
                                         const std::vector<std::string>& argv, const RunOptions& options,
                                         const JobHooks& hooks) {
+  const Plan& plan = job.confinement;
+  const NamespacePlan& ns = job.namespaces;
   cp.plan = &plan;
   cp.clone_flags = ns.clone_flags;
-  cp.maps = PlanIdMaps(geteuid(), getegid(), options.run_as_uid, options.run_as_gid);
+  cp.maps = job.id_maps;
   cp.leaf = s.leaf ? &*s.leaf : nullptr;
+  cp.root_etc_idmap_fd = host.etc_view.idmap ? host.etc_view.idmap->get() : -1;
   strings.args = argv;
   for (auto& a : strings.args) cp.argv.push_back(a.data());
   cp.argv.push_back(nullptr);
@@ -370,13 +319,16 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   };
   TakeOptions(s, options);
   if (argv.empty()) return refuse("argv: empty");
-  auto host = ProbeJobHost(policy, options);
-  if (!host.ok()) return refuse(host.error().what);
-  auto plan = PlanJob(policy, host.value(), options, s.result.container);
-  if (!plan.ok()) return refuse(plan.error().what);
-  const NamespacePlan ns = PlanJobNamespaces(policy);
-  ExpectAtTheGate(s, plan.value(), ns, options);
-  if (auto why = PrepareLeaf(s, policy, host.value(), options)) return refuse(*why);
+  const HostFacts host = ProbeSupervisedHost(options.landlock_abi_max, policy.net().mode == NetMode::kEgressAny
+                                                                           ? JobNetworkProbeDepth::kParts
+                                                                           : JobNetworkProbeDepth::kNone);
+  const JobPlan plan = PlanSupervisedJob(policy, host, options);
+  TakePlan(s, plan);
+  if (!plan.refusal.empty()) return refuse(plan.refusal);
+  auto proof = CheckProof(policy, host, options);
+  if (!proof.ok()) return refuse(proof.error().what);
+  s.result.container.proof = proof.value();
+  if (auto why = PrepareLeaf(s, plan, host)) return refuse(*why);
 
   // From here a failure removes the leaf it named.
   auto refuse_after_leaf = [&](const std::string& reason) {
@@ -386,10 +338,11 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   ChildPlan cp;
   ChildStrings strings;
   JobChannels channels;
-  if (auto why = PrepareChild(cp, strings, channels.broker, s, plan.value(), ns, policy, argv, options, hooks))
+  if (auto why = PrepareChild(cp, strings, channels.broker, s, plan, host, policy, argv, options, hooks))
     return refuse_after_leaf(*why);
   const bool stdin_relay = options.stdin_fd >= 0 && !options.pty;
-  if (int err = OpenChannels(channels, ns, stdin_relay)) return refuse_after_leaf("job-setup: pipes" + ErrnoText(err));
+  if (int err = OpenChannels(channels, plan.namespaces, stdin_relay))
+    return refuse_after_leaf("job-setup: pipes" + ErrnoText(err));
   HandOver(s, channels, options, stdin_relay);
   Launch(s, cp, channels);
   return Job(std::move(state));
@@ -613,20 +566,20 @@ nlohmann::ordered_json ResultReport(const Result& r) {
   };
 }
 
-nlohmann::ordered_json SupervisorReport(const HostFacts& host) {
+nlohmann::ordered_json SupervisorReport(const HostFacts& supervised, const Policy* policy) {
   const NamespaceProbe& ns = ProbeJobNamespaces();
-  const Availability a = AssessAvailability(host, ns.ok, ns.detail);
-  const CgroupDelegation d = DetectCgroupDelegation(host.cgroup);
-  auto limit = [&](CapabilityId id) {
-    const CapabilityStatus s = Assess(id, host);
+  const Availability a = AssessAvailability(supervised, ns.ok, ns.detail);
+  auto status = [&](CapabilityId id) {
+    const CapabilityStatus s = Assess(id, supervised);
     return nlohmann::ordered_json{{"status", StatusName(s.status)}, {"detail", s.detail}};
   };
   const Attestation attestation =
-      ReadAttestation(AttestationPath(), BindingForThisProcess(host, LauncherHash::kWhenNeeded));
-  HostFacts supervised = host;
-  supervised.job_network = SupervisedJobNetworkFacts(true);
-  const CapabilityStatus egress_any = Assess(CapabilityId::kNetEgressAny, supervised);
-  return {
+      ReadAttestation(AttestationPath(), BindingForThisProcess(supervised, LauncherHash::kWhenNeeded));
+  // The job `run` would start: the policy's, or an empty Spec's.
+  auto baseline = PolicyForSpec(Spec{});
+  const Policy* planned = policy ? policy : baseline.ok() ? &baseline.value() : nullptr;
+  const JobPlan job = planned ? PlanSupervisedJob(*planned, supervised, RunOptions{}) : JobPlan{};
+  nlohmann::ordered_json report = {
       {"available", a.available},
       {"reason", a.reason},
       {"proof",
@@ -638,33 +591,30 @@ nlohmann::ordered_json SupervisorReport(const HostFacts& host) {
          "run, cage::Run, RunPolicy and Start refuse a policy class the attestation does not prove "
          "(battery.proven), unless started with --unproven (RunOptions::unproven)"}}},
       {"namespaces",
-       {{"available", host.user_namespaces && ns.ok},
-        {"detail", host.user_namespaces ? ns.detail : host.user_namespaces_detail},
-        {"job",
-         "user, pid (init reaps; fresh /proc), ipc, uts, mnt; net for net none, for egress-allowlist "
-         "with the agent's proxy as its only listener, and for egress-any with slirp4netns and an nftables "
-         "ruleset"},
-        {"devices", "a devpts instance (/dev/pts, /dev/ptmx) and a /dev/shm tmpfs of the job's own (default " +
-                        std::to_string(kDefaultShmBytes >> 20) +
-                        " MiB, pages charged to its cgroup leaf); never the host's or another job's"}}},
-      {"net_egress_any", {{"status", StatusName(egress_any.status)}, {"detail", egress_any.detail}}},
-      {"verification",
-       "read from /proc/<pid>/ before exec: NoNewPrivs 1, Seccomp 2, Seccomp_filters >= 1, CapEff/CapPrm/CapInh/CapAmb "
-       "0, the cgroup leaf, fresh namespaces, writable grants mounted noexec, read_only carve-outs mounted ro, a root "
-       "job's /etc idmapped; Landlock leaves no trace there"},
+       {{"available", supervised.user_namespaces && ns.ok},
+        {"detail", supervised.user_namespaces ? ns.detail : supervised.user_namespaces_detail}}},
+      {"net_egress_any", status(CapabilityId::kNetEgressAny)},
       {"process_container",
        {{"process_group", "always (setsid)"},
-        {"pid_namespace", host.user_namespaces && ns.ok},
-        {"cgroup_leaf", d.usable},
-        {"cgroup_detail", d.detail},
-        {"memory_max", limit(CapabilityId::kLimitsMemory)},
-        {"cpu_max", limit(CapabilityId::kLimitsCpu)},
+        {"pid_namespace", supervised.user_namespaces && ns.ok},
+        {"cgroup_leaf", job.cgroup.usable},
+        {"cgroup_detail", job.cgroup.detail},
+        {"memory_max", status(CapabilityId::kLimitsMemory)},
+        {"cpu_max", status(CapabilityId::kLimitsCpu)},
         {"pids_max",
-         {{"status", d.usable && d.pids ? "enforced" : "unavailable"},
-          {"detail", d.usable && d.pids ? "limits.pids (default " + std::to_string(kDefaultPidsMax) +
-                                              ") as pids.max in each job's leaf"
-                                        : "no pids controller delegated: " + d.detail}}}}},
+         {{"status", job.limits.pids_available ? "enforced" : "unavailable"},
+          {"detail", job.limits.pids_available
+                         ? "limits.pids (" + std::to_string(job.limits.pids_max) + ") as pids.max in each job's leaf"
+                         : "no pids controller delegated: " + job.cgroup.detail}}}}},
+      {"job", planned ? JobPlanReport(job) : nlohmann::ordered_json{{"refusal", PolicyErrorLine(baseline.error())}}},
   };
+  if (policy) {
+    nlohmann::ordered_json at_fault = nlohmann::ordered_json::array();
+    for (const auto& c : job.confinement.placement.at_fault)
+      at_fault.push_back({{"id", CapabilityName(c.id)}, {"status", StatusName(c.status)}, {"detail", c.detail}});
+    report["placement"] = {{"verdict", VerdictName(job.confinement.placement.verdict)}, {"at_fault", at_fault}};
+  }
+  return report;
 }
 
 }  // namespace oarbank::cage

@@ -136,7 +136,10 @@ inline constexpr int kCageProxyPort = 3128;  // inside the job's own network nam
 oarbank::Expected<Policy> PolicyForSpec(const Spec& spec);
 
 nlohmann::ordered_json ResultReport(const Result& result);
-// For sandbox-report: availability, namespaces, the process container.
-nlohmann::ordered_json SupervisorReport(const HostFacts& host);
+// For sandbox-report ($.supervisor): availability, the proof, the process
+// container, and the plan (job_plan.h) of the job `run` would start on
+// `supervised` (ProbeSupervisedHost's facts) for `policy`, or for an empty
+// Spec when there is none.
+nlohmann::ordered_json SupervisorReport(const HostFacts& supervised, const Policy* policy);
 
 }  // namespace oarbank::cage

@@ -44,8 +44,9 @@ class ConfinedTest : public ::testing::TestWithParam<uid_t> {
 
   // Confines a forked child with `policy` as the test's uid, runs `call`
   // there, and returns what it gave.
-  ConfinedCall Confined(const Policy& policy, const std::function<int()>& call, const LaunchOptions& options = {}) {
+  ConfinedCall Confined(const Policy& policy, const std::function<int()>& call, LaunchOptions options = {}) {
     const Plan plan = PlanConfinement(policy, host_);
+    if (options.root_etc_idmap_fd < 0 && host_.etc_view.idmap) options.root_etc_idmap_fd = host_.etc_view.idmap->get();
     if (plan.placement.verdict != Verdict::kOk) return {-1, 0, PlacementLine(plan.placement)};
     const auto child = RunInChild([&] {
       if (!BecomeUser(GetParam())) return std::string("E setuid: ") + strerror(errno);

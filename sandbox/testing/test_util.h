@@ -100,6 +100,7 @@ inline HostFacts FakeHost(int abi) {
   h.seccomp_actions = {"kill_process", "kill_thread", "trap", "errno", "user_notif", "trace", "log", "allow"};
   h.user_namespaces = true;
   h.user_namespaces_detail = "available";
+  h.uid = h.gid = 1000;
   return h;
 }
 
