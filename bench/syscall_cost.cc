@@ -30,9 +30,11 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "sandbox/common/unique_fd.h"
 #include "sandbox/host/host_facts.h"
 #include "sandbox/launch/enforce.h"
 #include "sandbox/plan/plan.h"
@@ -222,99 +224,68 @@ void Usage(const char* argv0) {
           argv0);
 }
 
-int Main(int argc, char** argv) {
+struct Args {
   long iterations = 5'000'000;
   int repeats = 5;
   double target = 1.4;
   bool cage = true;
+};
+
+// The command line, or the exit code to leave with (usage printed).
+std::optional<int> ParseArgs(int argc, char** argv, Args& args) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const bool has_value = i + 1 < argc;
     if (a == "--iterations" && has_value)
-      iterations = atol(argv[++i]);
+      args.iterations = atol(argv[++i]);
     else if (a == "--repeats" && has_value)
-      repeats = atoi(argv[++i]);
+      args.repeats = atoi(argv[++i]);
     else if (a == "--target" && has_value)
-      target = atof(argv[++i]);
+      args.target = atof(argv[++i]);
     else if (a == "--no-cage")
-      cage = false;
+      args.cage = false;
     else {
       Usage(argv[0]);
       return a == "-h" || a == "--help" ? 0 : 64;
     }
   }
-  if (iterations < 1000 || repeats < 1 || !(target > 0)) {
+  if (args.iterations < 1000 || args.repeats < 1 || !(args.target > 0)) {
     Usage(argv[0]);
     return 64;
   }
+  return std::nullopt;
+}
 
-  // Temporary directories for the policy's grants.
-  const char* tmpdir = getenv("TMPDIR");
-  std::string templ = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/oarbank-syscall-cost.XXXXXX";
-  if (mkdtemp(templ.data()) == nullptr) {
-    fprintf(stderr, "syscall_cost: mkdtemp %s: %s\n", templ.c_str(), strerror(errno));
-    return 1;
+// A temporary directory holding the policy's grants, removed on destruction.
+struct GrantTree {
+  std::string root;
+  ~GrantTree() {
+    std::error_code ec;
+    if (!root.empty()) std::filesystem::remove_all(root, ec);
   }
-  const std::string root = templ;
-  struct Cleanup {
-    std::string path;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
+  bool Make() {
+    const char* tmpdir = getenv("TMPDIR");
+    std::string templ = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/oarbank-syscall-cost.XXXXXX";
+    if (mkdtemp(templ.data()) == nullptr) {
+      fprintf(stderr, "syscall_cost: mkdtemp %s: %s\n", templ.c_str(), strerror(errno));
+      return false;
     }
-  } cleanup{root};
-  for (const char* sub : {"/bundle", "/work", "/work/tmp", "/data"}) {
-    if (mkdir((root + sub).c_str(), 0700) != 0) {
-      fprintf(stderr, "syscall_cost: mkdir %s%s: %s\n", root.c_str(), sub, strerror(errno));
-      return 1;
-    }
-  }
-
-  auto policy = ParsePolicy(StrictRunnerPolicy(root));
-  if (!policy.ok()) {
-    fprintf(stderr, "syscall_cost: %s\n", PolicyErrorLine(policy.error()).c_str());
-    return 1;
-  }
-  const HostFacts host = ProbeHost();
-  const Plan plan = PlanConfinement(policy.value(), host);
-  bool args_on_hot = false;
-  for (const auto& rule : plan.seccomp)
-    if (rule.syscall == "getppid" || rule.syscall == "read") args_on_hot = true;
-  if (cage && plan.placement.verdict != Verdict::kOk) {
-    fprintf(stderr, "syscall_cost: placement is not ok on this host (%s); skipping the whole-cage mode\n",
-            VerdictName(plan.placement.verdict));
-    cage = false;
-  }
-
-  const int zero_fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
-  if (zero_fd < 0) {
-    fprintf(stderr, "syscall_cost: open /dev/zero: %s\n", strerror(errno));
-    return 1;
-  }
-
-  std::vector<Mode> modes = {Mode::kNone, Mode::kSeccomp};
-  if (cage) modes.push_back(Mode::kCage);
-  std::vector<std::vector<double>> ns(modes.size() * kCalls);  // [mode * kCalls + call]
-
-  printf(
-      "syscall cost: uid %u, kernel %s, %zu seccomp rows (strict runner policy)%s,\n"
-      "%ld calls per loop, %d interleaved rounds per mode\n",
-      getuid(), host.kernel_release.c_str(), plan.seccomp.size(),
-      args_on_hot ? " -- WARNING: a row names getppid or read" : "", iterations, repeats);
-  fflush(stdout);
-  for (int round = 0; round < repeats; ++round) {
-    for (size_t m = 0; m < modes.size(); ++m) {
-      const Round r = RunRound(modes[m], plan, zero_fd, iterations);
-      if (!r.ok) {
-        fprintf(stderr, "syscall_cost: %s: %s\n", ModeName(modes[m]), r.error);
-        return 1;
+    root = templ;
+    for (const char* sub : {"/bundle", "/work", "/work/tmp", "/data"}) {
+      if (mkdir((root + sub).c_str(), 0700) != 0) {
+        fprintf(stderr, "syscall_cost: mkdir %s%s: %s\n", root.c_str(), sub, strerror(errno));
+        return false;
       }
-      for (int c = 0; c < kCalls; ++c) ns[m * kCalls + c].push_back(r.ns[c]);
     }
+    return true;
   }
+};
 
+// The table of timings, each mode against the unfiltered baseline of the
+// same round set; whether the filter met the target.
+bool PrintTable(const std::vector<Mode>& modes, const std::vector<std::vector<double>>& ns, const Args& args) {
   bool all_pass = true;
-  printf("\n| syscall | mode | best ns | median ns | ratio best | ratio median | target <= %.2fx |\n", target);
+  printf("\n| syscall | mode | best ns | median ns | ratio best | ratio median | target <= %.2fx |\n", args.target);
   printf("|---|---|---|---|---|---|---|\n");
   for (int c = 0; c < kCalls; ++c) {
     const double base_best = *std::min_element(ns[c].begin(), ns[c].end());
@@ -327,7 +298,7 @@ int Main(int argc, char** argv) {
       const double ratio_median = median / base_median;
       std::string verdict = "-";
       if (modes[m] != Mode::kNone) {
-        const bool pass = ratio_best <= target;
+        const bool pass = ratio_best <= args.target;
         // The target is on the filter; the whole cage is informational.
         if (modes[m] == Mode::kSeccomp) all_pass = all_pass && pass;
         verdict = pass ? "PASS" : "MISS";
@@ -337,10 +308,56 @@ int Main(int argc, char** argv) {
              ratio_best, ratio_median, verdict.c_str());
     }
   }
-  printf("\nseccomp target (filtered/unfiltered, best of %d <= %.2fx): %s\n", repeats, target,
+  printf("\nseccomp target (filtered/unfiltered, best of %d <= %.2fx): %s\n", args.repeats, args.target,
          all_pass ? "PASS" : "MISS");
-  close(zero_fd);
-  return all_pass ? 0 : 3;
+  return all_pass;
+}
+
+int Main(int argc, char** argv) {
+  Args args;
+  if (auto exit_code = ParseArgs(argc, argv, args)) return *exit_code;
+  GrantTree tree;
+  if (!tree.Make()) return 1;
+  auto policy = ParsePolicy(StrictRunnerPolicy(tree.root));
+  if (!policy.ok()) {
+    fprintf(stderr, "syscall_cost: %s\n", PolicyErrorLine(policy.error()).c_str());
+    return 1;
+  }
+  const HostFacts host = ProbeHost();
+  const Plan plan = PlanConfinement(policy.value(), host);
+  bool args_on_hot = false;
+  for (const auto& rule : plan.seccomp)
+    if (rule.syscall == "getppid" || rule.syscall == "read") args_on_hot = true;
+  if (args.cage && plan.placement.verdict != Verdict::kOk) {
+    fprintf(stderr, "syscall_cost: placement is not ok on this host (%s); skipping the whole-cage mode\n",
+            VerdictName(plan.placement.verdict));
+    args.cage = false;
+  }
+  const UniqueFd zero(open("/dev/zero", O_RDONLY | O_CLOEXEC));
+  if (!zero.valid()) {
+    fprintf(stderr, "syscall_cost: open /dev/zero: %s\n", strerror(errno));
+    return 1;
+  }
+  std::vector<Mode> modes = {Mode::kNone, Mode::kSeccomp};
+  if (args.cage) modes.push_back(Mode::kCage);
+  std::vector<std::vector<double>> ns(modes.size() * kCalls);  // [mode * kCalls + call]
+  printf(
+      "syscall cost: uid %u, kernel %s, %zu seccomp rows (strict runner policy)%s,\n"
+      "%ld calls per loop, %d interleaved rounds per mode\n",
+      getuid(), host.kernel_release.c_str(), plan.seccomp.size(),
+      args_on_hot ? " -- WARNING: a row names getppid or read" : "", args.iterations, args.repeats);
+  fflush(stdout);
+  for (int round = 0; round < args.repeats; ++round) {
+    for (size_t m = 0; m < modes.size(); ++m) {
+      const Round r = RunRound(modes[m], plan, zero.get(), args.iterations);
+      if (!r.ok) {
+        fprintf(stderr, "syscall_cost: %s: %s\n", ModeName(modes[m]), r.error);
+        return 1;
+      }
+      for (int c = 0; c < kCalls; ++c) ns[m * kCalls + c].push_back(r.ns[c]);
+    }
+  }
+  return PrintTable(modes, ns, args) ? 0 : 3;
 }
 
 }  // namespace
