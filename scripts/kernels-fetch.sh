@@ -4,6 +4,9 @@
 #
 #   scripts/kernels-fetch.sh [ID...]     (default: every guest; IDs like 5.10 6.1 7.3)
 #   scripts/kernels-fetch.sh --busybox   (busybox-static, when the host has none)
+#   scripts/kernels-fetch.sh --package NAME[=VERSION]
+#                                        (any package of the private index, the
+#                                        newest unless VERSION: prints its .deb)
 #
 # The cache is $OARBANK_KERNEL_CACHE (default /var/cache/oarbank-kernels):
 #   apt/                 sources.list, lists, archives: the private apt state
@@ -168,6 +171,18 @@ if [[ "${1:-}" == --busybox ]]; then
     if [[ -x "$b" ]]; then echo "$b"; exit 0; fi
   done
   die "no busybox in $deb"
+fi
+
+if [[ "${1:-}" == --package ]]; then
+  [[ -n "${2:-}" ]] || die "--package needs NAME[=VERSION]"
+  pkg="${2%%=*}"
+  ver=""
+  [[ "$2" == *=* ]] && ver="${2#*=}"
+  apt_update
+  [[ -n "$ver" ]] || ver=$(madison "$pkg" | awk 'NR==1{print $1}')
+  [[ -n "$ver" ]] || die "$pkg is not in the private index"
+  download "$pkg" "$ver"
+  exit 0
 fi
 
 # ---- one row of kernels.json ------------------------------------------
