@@ -22,6 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/agent_facts.h"
 #include "harness/cross_run.h"
 #include "harness/probe_spawn.h"
 #include "sandbox/common/exit_codes.h"
@@ -200,24 +201,6 @@ bool IsCageRun(const std::string& probe, const std::string& policy) {
 // runs under `run`, whatever its row expects.
 bool IsJobProbe(const std::string& probe) { return probe.rfind("job_", 0) == 0; }
 
-// Whether the agent enforces egress-any here, in its own words
-// (sandbox-report's supervisor.net_egress_any): "" when it does, else why
-// not. Asked before the world exists: the answer decides whether the world
-// gets its network (network_world.h).
-std::string EgressAnyUnenforceable(const std::string& agent) {
-  const ProbeRun r = SpawnProbe({agent, "sandbox-report"}, {"PATH=/usr/bin:/bin"}, 0, kTimeoutMs);
-  const auto report = nlohmann::json::parse(r.stdout_text, nullptr, false);
-  const nlohmann::json* facts = nullptr;
-  if (report.is_object() && report.contains("supervisor") && report["supervisor"].is_object() &&
-      report["supervisor"].contains("net_egress_any"))
-    facts = &report["supervisor"]["net_egress_any"];
-  if (facts == nullptr || !facts->is_object())
-    return "net.egress-any: sandbox-report said nothing of it (" + r.Summary() + " " + r.stderr_text + ")";
-  const std::string status = facts->value("status", "");
-  if (status == "enforced") return "";
-  return "net.egress-any is " + status + " here (" + facts->value("detail", "") + ")";
-}
-
 bool Selected(const std::vector<std::string>& only, const std::string& name) {
   return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
 }
@@ -301,15 +284,14 @@ std::optional<Error> SelectProbesAndPolicies(const BatteryOptions& o, BatteryRes
 // policy as every uid.
 class BatteryRun {
  public:
-  // `egress_any_unenforceable`: "" where the agent enforces egress-any,
-  // else why not (its egress-any policies' runs must then be refused).
-  BatteryRun(const BatteryOptions& o, const Expectations& table, World& world, BatteryResult& result,
-             std::string egress_any_unenforceable)
+  // `agent`: what the agent said of itself (agent_facts.h).
+  BatteryRun(const BatteryOptions& o, const Expectations& table, World& world, BatteryResult& result, AgentFacts agent)
       : o_(o),
         table_(table),
         world_(world),
         result_(result),
-        egress_any_unenforceable_(std::move(egress_any_unenforceable)) {}
+        agent_(std::move(agent)),
+        egress_any_unenforceable_(agent_.egress_any_unenforceable) {}
 
   // Writes each battery policy into the world and parses it.
   std::optional<Error> LoadPolicies() {
@@ -408,6 +390,9 @@ class BatteryRun {
         {"OARBANK_PROBE_MQUEUE", world_.mqueue_name},
         {"OARBANK_PROBE_HOST_SHM", world_.host_shm_file},
         {"OARBANK_PROBE_HOST_PTY", world_.host_pty},
+        {"OARBANK_PROBE_SYSCALL_TABLE_END",
+         agent_.syscall_table_end < 0 ? "" : std::to_string(agent_.syscall_table_end)},
+        {"OARBANK_PROBE_SYSCALLS_ABOVE_TABLE", agent_.kernel_syscalls_above},
     };
     if (world_.net) AddNetworkWorld(vars);
     return vars;
@@ -584,7 +569,8 @@ class BatteryRun {
   const Expectations& table_;
   World& world_;
   BatteryResult& result_;
-  const std::string egress_any_unenforceable_;
+  const AgentFacts agent_;
+  const std::string& egress_any_unenforceable_;
   std::vector<std::string> policy_paths_;  // in the world, one per result_.policies
   std::vector<Policy> policies_;
   std::atomic<int> run_number_{0};
@@ -603,16 +589,18 @@ Expected<BatteryResult> RunBattery(const BatteryOptions& o) {
   auto table = Expectations::Load(o.expectations);
   if (!table.ok()) return table.error();
   if (auto error = SelectProbesAndPolicies(o, result)) return *error;
-  std::string egress_any = EgressAnyUnenforceable(o.agent);
-  auto world = MakeWorld(o.probe_dir, o.uids, egress_any.empty());
+  AgentFacts agent = AskAgent(o.agent);
+  auto world = MakeWorld(o.probe_dir, o.uids, agent.egress_any_unenforceable.empty());
   if (!world.ok()) return world.error();
   result.notes = world.value()->notes;
-  if (!egress_any.empty())
-    result.notes.push_back(egress_any +
+  if (!agent.egress_any_unenforceable.empty())
+    result.notes.push_back(agent.egress_any_unenforceable +
                            ": the egress-any policies' runs must be refused, and the egress probes, "
                            "with no public test host, say unsupported");
+  if (agent.syscall_table_end < 0)
+    result.notes.push_back("sandbox-report named no syscall table: syscall_above_table has nothing to try");
 
-  BatteryRun run(o, table.value(), *world.value(), result, std::move(egress_any));
+  BatteryRun run(o, table.value(), *world.value(), result, std::move(agent));
   if (auto error = run.LoadPolicies()) return *error;
   run.RunAll();
   run.KillLeftovers();

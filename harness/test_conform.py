@@ -14,7 +14,7 @@ import zlib
 
 import pytest
 
-from testlib import BUILD, CONFORM, FAULTY, ROOT
+from testlib import BUILD, CONFORM, FAULTY, ROOT, kernel_has_syscall
 BATTERY_POLICIES = {"runner_strict", "runner_exec_writable", "runner_egress", "runner_agent", "runner_broker", "runner_gpu",
                     "runner_egress_any", "coordinator", "service", "probe_role"}
 
@@ -480,3 +480,43 @@ def test_a_gap_row_whose_gap_closed_fails(tmp_path):
         stale_cell = cells[("bpf_syscall", "runner_strict", uid)]
         assert stale_cell["outcome"] == "UNEXPECTED" and "update its row" in stale_cell["why"], stale_cell
         assert cells[("tcp_proxy_port_other_address", "runner_egress", uid)]["outcome"] == "GAP"
+
+
+# ---- a kernel newer than the build's syscall table ----------------------------------
+
+
+def test_a_build_older_than_the_kernel_answers_enosys_above_its_table(tmp_path):
+    """A build whose syscall table ends at 450 (Debian 12's headers) on this
+    newer kernel: every syscall the kernel has above 450, none of which the
+    build's rows name, answers ENOSYS under the cage, as root and as 65534;
+    the same build without the ENOSYS filter lets them reach the kernel."""
+    if not kernel_has_syscall(451):
+        pytest.skip("this kernel has no syscall above 450 (cachestat, Linux 6.5)")
+    for fault, outcome, actual in [({}, "PASS", "blocked ENOSYS"),
+                                   ({"OARBANK_FAULT_SKIP_STEP": "seccomp-above-table"}, "ESCAPED", "escaped")]:
+        agent = faulty_agent(tmp_path, OARBANK_FAULT_SYSCALL_TABLE_END="450", **fault)
+        out = tmp_path / ("cut" + "-".join(fault))
+        try:
+            r = conform(out, "--agent", agent, "--probe", "syscall_above_table,clone3_enosys", "--policy",
+                        "runner_strict")
+        finally:
+            shutil.rmtree(os.path.dirname(agent))
+        report = json.loads((out / "battery.json").read_text())
+        unconfined = {c["probe"]: c for c in report["unconfined"]}
+        assert unconfined["syscall_above_table"]["outcome"] == "PASS", unconfined  # it escapes unconfined
+        cells = {(c["probe"], c["uid"]): c for c in report["confined"]}
+        for uid in (0, 65534):
+            assert cells[("syscall_above_table", uid)]["outcome"] == outcome, cells
+            assert cells[("syscall_above_table", uid)]["actual"].startswith(actual), cells
+            assert cells[("clone3_enosys", uid)]["outcome"] == "PASS", cells
+        assert r.returncode == (0 if outcome == "PASS" else 1), r.stdout
+
+
+def test_the_real_build_knows_every_syscall_this_kernel_has(battery):
+    """The shipped table reaches past this kernel: nothing above it here, so
+    the probe says unsupported (counted, never a pass), and the report names
+    the table."""
+    _, report, _ = battery
+    cells = [c for c in report["unconfined"] + report["confined"] if c["probe"] == "syscall_above_table"]
+    assert cells and all(c["outcome"] == "UNSUPPORTED" for c in cells), cells
+    assert "no syscall above the table's" in cells[0]["why"], cells[0]

@@ -16,7 +16,7 @@ import pytest
 
 from job_tree import make_tree, remove_tree, write_policy
 
-from testlib import AGENT, FAULTY, NOBODY, ROOT
+from testlib import AGENT, FAULTY, NOBODY, ROOT, kernel_has_syscall
 
 MANIFEST = os.path.join(ROOT, "fixtures", "manifests", "valid", "full.toml")
 # The command that starts a job, and its flags: every job these tests start goes through it.
@@ -320,3 +320,33 @@ def test_a_cap_in_gib_needs_a_spool_file(tree, uid):
     same = agent(uid, *RUN, "--stdout-file", str(spool), "--stderr-file", str(spool), policy, "--", "/bin/true",
                  text=True)
     assert same.returncode == 64 and "the same file" in same.stderr
+
+
+# ---- a kernel newer than the build's syscall table ----------------------------------
+
+PROBE_ABOVE = os.path.join(os.path.dirname(AGENT), "..", "probes", "syscall_above_table")
+
+
+@UIDS
+@pytest.mark.parametrize("entry", ["run", "cage"])
+def test_run_and_cage_answer_enosys_above_the_table(tree, uid, entry):
+    """The test-only build with its syscall table cut at 450: cachestat and
+    fchmodat2 (451, 452), which this kernel has, answer ENOSYS to a job of
+    `run` and of `cage`; without the ENOSYS filter they reach the kernel."""
+    if not kernel_has_syscall(451) or not kernel_has_syscall(452):
+        pytest.skip("this kernel has no cachestat or fchmodat2 (Linux 6.5, 6.6)")
+    probe_env = ["--env=OARBANK_PROBE_SYSCALL_TABLE_END=450", "--env=OARBANK_PROBE_SYSCALLS_ABOVE_TABLE=451,452"]
+    probes = os.path.realpath(os.path.dirname(PROBE_ABOVE))
+    if entry == "run":
+        args = [*RUN, *probe_env, write_policy(tree, bundle=probes), "--", PROBE_ABOVE]
+    else:
+        args = ["cage", "--unproven", "--read", probes, *probe_env, "--", PROBE_ABOVE]
+    for skip, verdict in [("", "blocked"), ("seccomp-above-table", "escaped")]:
+        env = {"PATH": "/usr/bin:/bin", "OARBANK_FAULT_SYSCALL_TABLE_END": "450", "OARBANK_FAULT_SKIP_STEP": skip}
+        r = subprocess.run([*as_user(uid), FAULTY, *args], capture_output=True, text=True, timeout=60, env=env,
+                           cwd=str(tree / "work"))
+        assert r.returncode == 0, r.stderr
+        line = json.loads(r.stdout)
+        assert line["verdict"] == verdict, line
+        if verdict == "blocked":
+            assert line["errno"] == "ENOSYS", line

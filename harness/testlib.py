@@ -1,6 +1,8 @@
 """What the pytest suites (harness/test_*.py) and the Python benchmarks
 (bench/*.py, which put harness/ on sys.path) share: where the build is,
 the agent, and small helpers for processes and ports."""
+import ctypes
+import errno
 import json
 import os
 import socket
@@ -44,3 +46,10 @@ def eventually(condition, timeout=10, interval=0.05):
         if value or time.monotonic() >= deadline:
             return value
         time.sleep(interval)
+
+
+def kernel_has_syscall(nr):
+    """Whether this kernel has syscall `nr`: called with bad arguments (fd
+    -1, null pointers), it fails with something other than ENOSYS."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.syscall(nr, -1, 0, 0, 0, 0) != -1 or ctypes.get_errno() != errno.ENOSYS

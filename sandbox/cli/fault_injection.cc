@@ -46,6 +46,7 @@ bool SkipStep(const char* step) {
 void InstallFaultHooks() {
   fault_hooks.pause = PauseAt;
   fault_hooks.skip_step = SkipStep;
+  if (const char* end = getenv("OARBANK_FAULT_SYSCALL_TABLE_END")) fault_hooks.syscall_table_end = atoi(end);
 }
 
 void InjectFaults(Plan& plan) {
@@ -60,7 +61,7 @@ void InjectFaults(Plan& plan) {
   if (getenv("OARBANK_FAULT_UNHANDLE_SCOPES")) plan.landlock.scoped = 0;
   if (getenv("OARBANK_FAULT_WRITABLE_MOUNTS")) plan.read_only_mounts = false;
   for (const char* v : {"OARBANK_FAULT_DROP_SECCOMP", "OARBANK_FAULT_UNHANDLE_FS", "OARBANK_FAULT_UNHANDLE_SCOPES",
-                        "OARBANK_FAULT_WRITABLE_MOUNTS"})
+                        "OARBANK_FAULT_WRITABLE_MOUNTS", "OARBANK_FAULT_SYSCALL_TABLE_END"})
     unsetenv(v);
 }
 

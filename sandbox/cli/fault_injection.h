@@ -12,6 +12,8 @@ namespace oarbank {
 //   process that reaches <point> writes "<pid> <a> <b>\n" to <file> (whole,
 //   by rename) and waits until <file>.go exists (at most 60 s).
 // - OARBANK_FAULT_SKIP_STEP=<step name>: the launcher leaves that step out.
+// - OARBANK_FAULT_SYSCALL_TABLE_END=<N>: the syscall table ends at N, as in a
+//   build made before the later syscalls existed.
 void InstallFaultHooks();
 
 // Breaks one rule of the plan on purpose, so a test can show that the

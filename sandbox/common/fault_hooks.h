@@ -1,4 +1,4 @@
-// Test-only fault hooks. Both are null in oarbank-agent and in every
+// Test-only fault hooks. All are unset in oarbank-agent and in every
 // program that links the library; only oarbank-agent-faulty's main sets them
 // (sandbox/cli/fault_injection.cc, which is compiled into that binary alone,
 // so the production binary holds neither the hooks' code nor the names of
@@ -24,7 +24,12 @@
 //   ("git-back-pointers", launch/git_history.h); and the launcher binds a
 //   grant without comparing its inode with the plan's ("grant-inodes",
 //   launch/enforce.h's IsInode), so a test can show the gate's read-back
-//   from outside catches a grant swapped before the launcher opened it.
+//   from outside catches a grant swapped before the launcher opened it;
+//   and the seccomp filter's ENOSYS above the syscall table is left out
+//   ("seccomp-above-table", seccomp/filter.h).
+// - syscall_table_end: >= 0 makes the syscall table end at that number
+//   (seccomp/syscall_table.h), as in a build made before the later
+//   syscalls existed: their rows go, and ENOSYS starts above it.
 #pragma once
 
 namespace oarbank {
@@ -32,6 +37,7 @@ namespace oarbank {
 struct FaultHooks {
   void (*pause)(const char* point, long a, long b) = nullptr;
   bool (*skip_step)(const char* step) = nullptr;
+  int syscall_table_end = -1;
 };
 
 extern FaultHooks fault_hooks;

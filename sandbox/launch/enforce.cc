@@ -179,21 +179,29 @@ std::optional<StepFailure> ApplyLandlock(const LandlockPlan& ll) {
 
 }  // namespace
 
-std::optional<StepFailure> ApplySeccomp(const std::vector<SeccompRule>& rules) {
+std::optional<StepFailure> ApplySeccomp(const std::vector<SeccompRule>& rules, int highest) {
   constexpr LaunchStep kStep = LaunchStep::kSeccomp;
+  const SeccompArch arch = NativeSeccompArch();
+  // The table program: foreign and x32 calls killed, ENOSYS above the
+  // syscall table, the rows newer than libseccomp (seccomp/filter.h).
+  auto table = MakeTableProgram(rules, arch, highest);
+  if (!table.ok()) return StepFailed(kStep, 0, "%s: %s", table.error().where.c_str(), table.error().what.c_str());
   // The build compiled every row set the table can select; rows it did not
   // (a test build's altered plan) are compiled here, by the same code.
-  std::span<const sock_filter> program = PrecompiledSeccomp(rules);
+  std::span<const sock_filter> program = PrecompiledSeccomp(rules, arch);
   std::vector<sock_filter> compiled;
   if (program.empty()) {
-    auto result = CompileSeccomp(rules);
+    auto result = CompileSeccomp(rules, arch);
     if (!result.ok()) return StepFailed(kStep, 0, "%s: %s", result.error().where.c_str(), result.error().what.c_str());
     compiled = std::move(result).value();
     program = compiled;
   }
-  if (program.size() > BPF_MAXINSNS) return StepFailed(kStep, 0, "the filter has %zu instructions", program.size());
-  sock_fprog prog{static_cast<unsigned short>(program.size()), const_cast<sock_filter*>(program.data())};
-  if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return StepFailed(kStep, errno, "load");
+  for (const std::span<const sock_filter> p : {table.value().span(), program}) {
+    if (p.size() > BPF_MAXINSNS) return StepFailed(kStep, 0, "the filter has %zu instructions", p.size());
+    if (p.data() == table.value().code.data() && FaultSkipStep("seccomp-above-table")) continue;  // test builds only
+    sock_fprog prog{static_cast<unsigned short>(p.size()), const_cast<sock_filter*>(p.data())};
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return StepFailed(kStep, errno, "load");
+  }
   return std::nullopt;
 }
 
@@ -270,7 +278,10 @@ std::optional<StepFailure> ConfineSelf(const Plan& plan, const LaunchOptions& op
       return StepFailed(LaunchStep::kTerminal, err, "%s", what);
   if (auto f = Apply(LaunchStep::kDropCapabilities, DropCapabilities)) return f;
   if (auto f = Apply(LaunchStep::kLandlock, [&] { return ApplyLandlock(plan.landlock); })) return f;
-  if (auto f = Apply(LaunchStep::kSeccomp, [&] { return ApplySeccomp(plan.seccomp); })) return f;
+  if (plan.seccomp_arch != NativeSeccompArch())
+    return StepFailed(LaunchStep::kSeccomp, 0, "the plan's filter is for %s, this launcher runs %s",
+                      SeccompArchName(plan.seccomp_arch), SeccompArchName(NativeSeccompArch()));
+  if (auto f = Apply(LaunchStep::kSeccomp, [&] { return ApplySeccomp(plan.seccomp, plan.seccomp_highest); })) return f;
   // Each writable grant is still the directory at its path: before the
   // gate (a refusal), and again after it, just before the exec (the
   // supervisor reads a failure there as a refusal too: nothing ran).

@@ -166,6 +166,25 @@ void PlanMounts(const Policy& policy, const HostFacts& host, Plan& plan) {
   plan.root_etc_view = host.runs_as_root && host.etc_view.idmap && abi != LandlockAbi::kNone;
 }
 
+// The rows that apply to the policy, for the host's architecture: a row
+// whose syscall it lacks is dropped with the reason, and every number above
+// the syscall table's highest answers ENOSYS.
+void PlanSeccomp(const Policy& policy, const HostFacts& host, Plan& plan) {
+  plan.seccomp_arch = SeccompArchOf(host.arch).value_or(NativeSeccompArch());
+  plan.seccomp_highest = HighestSyscall(plan.seccomp_arch);
+  plan.seccomp.reserve(SeccompRuleTable().size());
+  for (const auto& rule : SeccompRuleTable()) {
+    if (!Applies(rule.when, policy, plan.broker)) continue;
+    if (SyscallNumber(rule.syscall, plan.seccomp_arch) >= 0) {
+      plan.seccomp.push_back(rule);
+      continue;
+    }
+    plan.seccomp_dropped.push_back({rule, rule.syscall + " is not a syscall of " + SeccompArchName(plan.seccomp_arch) +
+                                              " in this build's table (" + SyscallTableSource() + ", up to " +
+                                              std::to_string(plan.seccomp_highest) + ")"});
+  }
+}
+
 }  // namespace
 
 Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
@@ -180,9 +199,7 @@ Plan PlanConfinement(const Policy& policy, const HostFacts& host) {
   for (const auto& fault : plan.placement.at_fault)
     for (auto& field : FieldsOf(fault.id, policy)) plan.gaps.push_back({std::move(field), fault.id, fault.detail});
   PlanMounts(policy, host, plan);
-  plan.seccomp.reserve(SeccompRuleTable().size());
-  for (const auto& rule : SeccompRuleTable())
-    if (Applies(rule.when, policy, plan.broker)) plan.seccomp.push_back(rule);
+  PlanSeccomp(policy, host, plan);
   return plan;
 }
 

@@ -15,6 +15,7 @@
 #include "sandbox/plan/capabilities.h"
 #include "sandbox/policy/policy.h"
 #include "sandbox/seccomp/rules.h"
+#include "sandbox/seccomp/syscall_table.h"
 
 namespace oarbank {
 
@@ -72,6 +73,13 @@ struct Gap {
 enum class BrokerHandoff { kNone, kInheritedFd, kPath };
 const char* BrokerHandoffName(BrokerHandoff handoff);  // "none", "inherited-fd", "path"
 
+// A row of the table the host's architecture has no syscall for
+// (seccomp/syscall_table.h): never in its filter, and said with the reason.
+struct DroppedSeccompRow {
+  SeccompRule rule;
+  std::string reason;
+};
+
 struct Plan {
   Placement placement;
   BrokerHandoff broker = BrokerHandoff::kNone;
@@ -103,7 +111,13 @@ struct Plan {
   // A supervised job's own devpts instance and /dev/shm (sandbox/launch/job_devices.h);
   // off for sandbox-exec, which leaves /dev as the host has it.
   JobDevices job_devices;
+  // The seccomp filter (seccomp/filter.h) for the host's architecture: the
+  // rows, the highest syscall number the table knows (ENOSYS above it), and
+  // the rows dropped because the architecture lacks their syscall.
   std::vector<SeccompRule> seccomp;
+  SeccompArch seccomp_arch = SeccompArch::kX86_64;
+  int seccomp_highest = -1;
+  std::vector<DroppedSeccompRow> seccomp_dropped;
   std::vector<Gap> gaps;
 };
 

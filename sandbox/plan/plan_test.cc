@@ -287,6 +287,27 @@ TEST(Plan, EgressConnectsToTheProxyPortAloneAndNeverBinds) {
   EXPECT_NE(none.landlock.handled_net & kNetConnectTcp, 0u);
 }
 
+// The filter is the host architecture's: a row for a syscall it lacks is
+// dropped with the reason, and ENOSYS starts above its table.
+TEST(Plan, SeccompRowsAreTheArchitecturesAndAnyDroppedRowIsSaid) {
+  TempTree tree;
+  const Plan x86 = PlanConfinement(tree.Runner(), FakeHost(7));
+  EXPECT_EQ(x86.seccomp_arch, SeccompArch::kX86_64);
+  EXPECT_EQ(x86.seccomp_highest, HighestSyscall(SeccompArch::kX86_64));
+  EXPECT_TRUE(x86.seccomp_dropped.empty());
+  HostFacts arm = FakeHost(7);
+  arm.arch = "aarch64";
+  const Plan a64 = PlanConfinement(tree.Runner(), arm);
+  EXPECT_EQ(a64.seccomp_arch, SeccompArch::kAarch64);
+  ASSERT_EQ(a64.seccomp_dropped.size(), 1u);
+  EXPECT_EQ(a64.seccomp_dropped[0].rule.syscall, "uselib");
+  EXPECT_NE(a64.seccomp_dropped[0].reason.find("uselib is not a syscall of aarch64"), std::string::npos)
+      << a64.seccomp_dropped[0].reason;
+  EXPECT_EQ(a64.seccomp.size() + 1, x86.seccomp.size());
+  EXPECT_FALSE(PlanReport(a64)["plan"]["seccomp"]["dropped"].empty());
+  EXPECT_EQ(PlanReport(a64)["plan"]["seccomp"]["arch"], "aarch64");
+}
+
 TEST(Plan, SeccompRowsFollowThePolicy) {
   TempTree tree;
   const Plan strict = PlanConfinement(tree.Runner(), FakeHost(7));

@@ -51,6 +51,7 @@ nlohmann::ordered_json HostReport(const HostFacts& h) {
   nlohmann::ordered_json caps = nlohmann::ordered_json::array();
   for (const auto& c : AssessAll(h))
     caps.push_back({{"id", CapabilityName(c.id)}, {"status", StatusName(c.status)}, {"detail", c.detail}});
+  const SeccompArch arch = SeccompArchOf(h.arch).value_or(NativeSeccompArch());
   return {
       {"kernel", {{"release", h.kernel_release}, {"arch", h.arch}}},
       {"landlock",
@@ -59,7 +60,11 @@ nlohmann::ordered_json HostReport(const HostFacts& h) {
         {"capped", h.landlock_capped},
         {"errata", h.landlock_errata},
         {"errata_detail", ErrataReport(h)}}},
-      {"seccomp", {{"filter", h.seccomp_filter}, {"actions", h.seccomp_actions}}},
+      {"seccomp",
+       {{"filter", h.seccomp_filter},
+        {"actions", h.seccomp_actions},
+        {"syscall_table",
+         {{"arch", SeccompArchName(arch)}, {"source", SyscallTableSource()}, {"highest", HighestSyscall(arch)}}}}},
       {"user_namespaces", {{"available", h.user_namespaces}, {"detail", h.user_namespaces_detail}}},
       {"cgroup_v2",
        {{"mounted", h.cgroup.v2_mounted},
@@ -97,6 +102,8 @@ nlohmann::ordered_json PlanReport(const Plan& plan) {
                        {"errno", r.err},
                        {"when", WhenName(r.when)},
                        {"why", r.why}});
+  nlohmann::ordered_json dropped = nlohmann::ordered_json::array();
+  for (const auto& d : plan.seccomp_dropped) dropped.push_back({{"syscall", d.rule.syscall}, {"why", d.reason}});
   nlohmann::ordered_json gaps = nlohmann::ordered_json::array();
   for (const auto& g : plan.gaps)
     gaps.push_back({{"field", g.field}, {"capability", CapabilityName(g.capability)}, {"detail", g.detail}});
@@ -122,8 +129,13 @@ nlohmann::ordered_json PlanReport(const Plan& plan) {
         {"seccomp",
          {{"default", "allow"},
           {"bad_arch", "kill_process"},
-          {"program", PrecompiledSeccomp(plan.seccomp).empty() ? "compiled at launch" : "built"},
-          {"rules", seccomp}}},
+          {"arch", SeccompArchName(plan.seccomp_arch)},
+          {"syscall_table", SyscallTableSource()},
+          {"highest_syscall", plan.seccomp_highest},
+          {"above_table", "ENOSYS"},
+          {"program", PrecompiledSeccomp(plan.seccomp, plan.seccomp_arch).empty() ? "compiled at launch" : "built"},
+          {"rules", seccomp},
+          {"dropped", dropped}}},
         {"gaps", gaps}}},
   };
 }

@@ -1,7 +1,9 @@
 #include "sandbox/seccomp/filter.h"
 
 #include <errno.h>
+#include <linux/seccomp.h>
 #include <seccomp.h>
+#include <stddef.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,6 +28,8 @@ scmp_compare ToScmp(CmpOp op) {
   return SCMP_CMP_EQ;
 }
 
+constexpr uint32_t kX32SyscallBit = 0x40000000;  // __X32_SYSCALL_BIT
+
 Error Failed(const std::string& where, int err) { return Error{where, strerror(err)}; }
 
 // The program libseccomp exported to `fd`.
@@ -38,30 +42,27 @@ Expected<std::vector<sock_filter>> ReadProgram(int fd) {
   return program;
 }
 
-// A syscall by name; one newer than the libseccomp this is built with
-// (Debian 12's 2.5.4) by its x86_64 number (the kernel's syscall_64.tbl).
-int ResolveSyscall(const std::string& name) {
-  const int nr = seccomp_syscall_resolve_name(name.c_str());
-  if (nr != __NR_SCMP_ERROR) return nr;
-#if defined(__x86_64__)
-  static constexpr std::pair<std::string_view, int> kNewer[] = {
-      {"getxattrat", 464},  // Linux 6.13
-      {"listxattrat", 465},
-  };
-  for (const auto& [newer, number] : kNewer)
-    if (newer == name) return number;
-#endif
-  return __NR_SCMP_ERROR;
-}
+uint32_t ScmpArch(SeccompArch arch) { return arch == SeccompArch::kX86_64 ? SCMP_ARCH_X86_64 : SCMP_ARCH_AARCH64; }
 
-Expected<std::vector<sock_filter>> Compile(scmp_filter_ctx ctx, const std::vector<SeccompRule>& rows) {
-  // Only the native ABI is in the filter: i386 (int 0x80) and x32 calls take
-  // the bad-arch action and kill the process.
+// The audit architecture the kernel reports in seccomp_data.arch.
+uint32_t AuditArch(SeccompArch arch) { return ScmpArch(arch); }  // libseccomp's tokens are the AUDIT_ARCH_* values
+
+Expected<std::vector<sock_filter>> Compile(scmp_filter_ctx ctx, const std::vector<SeccompRule>& rows,
+                                           SeccompArch arch) {
+  // Only `arch` is in the filter: i386 (int 0x80), x32 and AArch32 calls
+  // take the bad-arch action and kill the process.
+  if (arch != NativeSeccompArch()) {
+    if (int rc = seccomp_arch_remove(ctx, SCMP_ARCH_NATIVE); rc != 0) return Failed("architecture", -rc);
+    if (int rc = seccomp_arch_add(ctx, ScmpArch(arch)); rc != 0) return Failed("architecture", -rc);
+  }
   if (int rc = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS); rc != 0)
     return Failed("bad-arch action", -rc);
   if (int rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2); rc != 0) return Failed("optimize", -rc);
   for (const auto& rule : rows) {
-    const int nr = ResolveSyscall(rule.syscall);
+    if (!LibseccompKnows(rule, arch)) continue;  // the table program's
+    // libseccomp takes the native number (or its pseudo-number for a call
+    // the native architecture lacks) and translates it by name to `arch`.
+    const int nr = seccomp_syscall_resolve_name(rule.syscall.c_str());
     if (nr == __NR_SCMP_ERROR) return Failed(rule.syscall, ENOSYS);
     if (rule.args.size() > 6) return Failed(rule.syscall, EINVAL);
     scmp_arg_cmp cmps[6];
@@ -87,8 +88,8 @@ Expected<std::vector<sock_filter>> Compile(scmp_filter_ctx ctx, const std::vecto
 
 }  // namespace
 
-std::string SeccompRowsKey(const std::vector<SeccompRule>& rows) {
-  std::string key;
+std::string SeccompRowsKey(const std::vector<SeccompRule>& rows, SeccompArch arch) {
+  std::string key = std::string("arch ") + SeccompArchName(arch) + "\n";
   key.reserve(rows.size() * 32);
   char buf[96];
   for (const auto& rule : rows) {
@@ -104,7 +105,12 @@ std::string SeccompRowsKey(const std::vector<SeccompRule>& rows) {
   return key;
 }
 
-std::vector<std::vector<SeccompRule>> SeccompRowSets() {
+bool LibseccompKnows(const SeccompRule& rule, SeccompArch arch) {
+  const int nr = seccomp_syscall_resolve_name_arch(ScmpArch(arch), rule.syscall.c_str());
+  return nr >= 0 && nr == SyscallNumber(rule.syscall, arch);
+}
+
+std::vector<std::vector<SeccompRule>> SeccompRowSets(SeccompArch arch) {
   const auto& table = SeccompRuleTable();
   std::vector<When> conditions;
   for (const auto& rule : table)
@@ -119,17 +125,57 @@ std::vector<std::vector<SeccompRule>> SeccompRowSets() {
     };
     std::vector<SeccompRule>& rows = sets.emplace_back();
     for (const auto& rule : table)
-      if (holds(rule.when)) rows.push_back(rule);
+      if (holds(rule.when) && SyscallNumber(rule.syscall, arch) >= 0) rows.push_back(rule);
   }
   return sets;
 }
 
-Expected<std::vector<sock_filter>> CompileSeccomp(const std::vector<SeccompRule>& rows) {
+Expected<std::vector<sock_filter>> CompileSeccomp(const std::vector<SeccompRule>& rows, SeccompArch arch) {
+  for (const auto& rule : rows)
+    if (SyscallNumber(rule.syscall, arch) < 0)
+      return Error{rule.syscall, std::string("no such syscall on ") + SeccompArchName(arch)};
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (ctx == nullptr) return Error{"seccomp_init", "libseccomp could not start a filter"};
-  auto program = Compile(ctx, rows);
+  auto program = Compile(ctx, rows, arch);
   seccomp_release(ctx);
   return program;
+}
+
+Expected<TableProgram> MakeTableProgram(const std::vector<SeccompRule>& rows, SeccompArch arch, int highest) {
+  TableProgram p;
+  auto emit = [&p](uint16_t code, uint8_t jt, uint8_t jf, uint32_t k) {
+    if (p.length < p.code.size()) p.code[p.length] = sock_filter{code, jt, jf, k};
+    ++p.length;
+  };
+  constexpr uint32_t kKill = SECCOMP_RET_KILL_PROCESS;
+  constexpr uint32_t kAllow = SECCOMP_RET_ALLOW;
+  auto errno_of = [](int err) { return SECCOMP_RET_ERRNO | (static_cast<uint32_t>(err) & SECCOMP_RET_DATA); };
+  // Another architecture's call: killed (the bad-arch action).
+  emit(BPF_LD | BPF_W | BPF_ABS, 0, 0, offsetof(seccomp_data, arch));
+  emit(BPF_JMP | BPF_JEQ | BPF_K, 1, 0, AuditArch(arch));
+  emit(BPF_RET | BPF_K, 0, 0, kKill);
+  emit(BPF_LD | BPF_W | BPF_ABS, 0, 0, offsetof(seccomp_data, nr));
+  // An x32 call (its number has bit 30 set): killed, ahead of the ENOSYS
+  // below, which would otherwise answer it.
+  if (arch == SeccompArch::kX86_64) {
+    emit(BPF_JMP | BPF_JGE | BPF_K, 0, 1, kX32SyscallBit);
+    emit(BPF_RET | BPF_K, 0, 0, kKill);
+  }
+  // Above the table: ENOSYS, as a kernel without the call would answer.
+  emit(BPF_JMP | BPF_JGT | BPF_K, 0, 1, static_cast<uint32_t>(highest));
+  emit(BPF_RET | BPF_K, 0, 0, errno_of(ENOSYS));
+  for (const auto& rule : rows) {
+    if (LibseccompKnows(rule, arch)) continue;
+    const int nr = SyscallNumber(rule.syscall, arch);
+    if (nr < 0) return Error{rule.syscall, std::string("no such syscall on ") + SeccompArchName(arch)};
+    if (!rule.args.empty())
+      return Error{rule.syscall, "newer than libseccomp, and the table program takes no argument condition"};
+    emit(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, static_cast<uint32_t>(nr));
+    emit(BPF_RET | BPF_K, 0, 0, errno_of(rule.err));
+  }
+  emit(BPF_RET | BPF_K, 0, 0, kAllow);
+  if (p.length > p.code.size()) return Error{"table program", "more rows newer than libseccomp than it holds"};
+  return p;
 }
 
 }  // namespace oarbank

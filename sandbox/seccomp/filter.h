@@ -1,41 +1,72 @@
-// From seccomp rows (sandbox/seccomp/rules.h) to the BPF program the kernel loads.
+// From seccomp rows (sandbox/seccomp/rules.h) to the BPF programs the kernel
+// loads: two filters, for one architecture (syscall_table.h).
 //
-// libseccomp compiles the rows: default ALLOW, each row's errno, and the
-// bad-arch action KILL_PROCESS, so an i386 (int 0x80) or x32 call never
-// reaches a rule it could side-step. Compiling costs a launch about as much
-// as everything else it does to confine itself, so the build compiles every
-// row set the table can select once (sandbox/seccomp/precompile.cc) and the binary
-// carries the programs (PrecompiledSeccomp). A launch looks its rows up by
-// their exact content, not by the policy that chose them: rows that differ
-// in any way (a test build that drops one on purpose) find nothing and are
-// compiled at launch by the same code.
+// The table program (TableProgram) comes first: a call of another
+// architecture (i386 through int 0x80, AArch32 on arm64) and an x32 call
+// kill the process; every number above the highest the syscall table knows
+// answers ENOSYS, so a kernel newer than the table adds nothing the filter
+// lets through; and the rows that name a syscall newer than libseccomp
+// (Debian 12's 2.5.4 stops before them) answer their errno. It is written
+// here by hand because libseccomp has no rule for "every number above N" and
+// cannot name a syscall it does not know on another architecture than the
+// one it runs on. The kernel runs every filter and takes the strictest
+// answer, so the two need no order.
+//
+// libseccomp compiles every other row (CompileSeccomp): default ALLOW, each
+// row's errno, and the bad-arch action KILL_PROCESS. Compiling costs a launch
+// about as much as everything else it does to confine itself, so the build
+// compiles every row set the table can select once, for each architecture
+// (sandbox/seccomp/precompile.cc), and the binary carries the programs
+// (PrecompiledSeccomp). A launch looks its rows up by their exact content,
+// not by the policy that chose them: rows that differ in any way (a test
+// build that drops one on purpose) find nothing and are compiled at launch by
+// the same code.
 #pragma once
 
 #include <linux/filter.h>
 
+#include <array>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "sandbox/common/expected.h"
 #include "sandbox/seccomp/rules.h"
+#include "sandbox/seccomp/syscall_table.h"
 
 namespace oarbank {
 
-// The rows as the filter sees them: syscall, conditions and errno of each,
-// in order ("why" and "when" do not reach the kernel). Equal keys compile to
-// the same program.
-std::string SeccompRowsKey(const std::vector<SeccompRule>& rows);
+// The rows as the filter of `arch` sees them: the architecture, then the
+// syscall, conditions and errno of each row, in order ("why" and "when" do
+// not reach the kernel). Equal keys compile to the same program.
+std::string SeccompRowsKey(const std::vector<SeccompRule>& rows, SeccompArch arch);
 
-// Every row set PlanConfinement can select from the table: the rows that
-// apply always, plus those of each subset of the table's other conditions.
-std::vector<std::vector<SeccompRule>> SeccompRowSets();
+// Every row set PlanConfinement can select from the table for `arch` (the
+// rows that apply always, plus those of each subset of the table's other
+// conditions), less the rows whose syscall `arch` does not have.
+std::vector<std::vector<SeccompRule>> SeccompRowSets(SeccompArch arch);
 
-// libseccomp's program for `rows`. An error names the row or the libseccomp
-// call that failed (a syscall this libseccomp does not know) and why.
-Expected<std::vector<sock_filter>> CompileSeccomp(const std::vector<SeccompRule>& rows);
+// Whether libseccomp compiles `rule` on `arch`; the table program takes the
+// others (a syscall newer than libseccomp, with no argument condition).
+bool LibseccompKnows(const SeccompRule& rule, SeccompArch arch);
 
-// The build's program for exactly these rows, or an empty span.
-std::span<const sock_filter> PrecompiledSeccomp(const std::vector<SeccompRule>& rows);
+// libseccomp's program for the rows of `rows` it knows on `arch`. An error
+// names the row or the libseccomp call that failed and why.
+Expected<std::vector<sock_filter>> CompileSeccomp(const std::vector<SeccompRule>& rows, SeccompArch arch);
+
+// The build's libseccomp program for exactly these rows on `arch`, or an
+// empty span.
+std::span<const sock_filter> PrecompiledSeccomp(const std::vector<SeccompRule>& rows, SeccompArch arch);
+
+// The table program for `arch`: ENOSYS above `highest` (HighestSyscall),
+// and the rows of `rows` libseccomp does not know (LibseccompKnows). An
+// error names a row it cannot take (one with an argument condition).
+inline constexpr size_t kMaxTableProgram = 64;
+struct TableProgram {
+  std::array<sock_filter, kMaxTableProgram> code{};
+  size_t length = 0;
+  std::span<const sock_filter> span() const { return {code.data(), length}; }
+};
+Expected<TableProgram> MakeTableProgram(const std::vector<SeccompRule>& rows, SeccompArch arch, int highest);
 
 }  // namespace oarbank

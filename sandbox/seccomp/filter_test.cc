@@ -1,6 +1,8 @@
 // The build's seccomp programs (sandbox/seccomp/filter.h): each is exactly what
-// libseccomp compiles for its rows, every plan finds one, and rows the build
-// did not compile are compiled at launch and still enforced.
+// libseccomp compiles for its rows on its architecture, every plan finds
+// one, rows the build did not compile are compiled at launch and still
+// enforced, and every number above the syscall table answers ENOSYS, on
+// x86_64 and on aarch64.
 #include "sandbox/seccomp/filter.h"
 
 #include <errno.h>
@@ -27,15 +29,22 @@ bool SameProgram(std::span<const sock_filter> a, const std::vector<sock_filter>&
   return a.size() == b.size() && memcmp(a.data(), b.data(), b.size() * sizeof(sock_filter)) == 0;
 }
 
-TEST(SeccompPrecompiled, EachRowSetsProgramIsWhatLibseccompCompiles) {
-  const auto sets = SeccompRowSets();
-  ASSERT_GE(sets.size(), 16u);  // four conditions in the table today
-  for (const auto& rows : sets) {
-    auto compiled = CompileSeccomp(rows);
-    ASSERT_TRUE(compiled.ok()) << compiled.error().where << ": " << compiled.error().what;
-    const auto built = PrecompiledSeccomp(rows);
-    ASSERT_FALSE(built.empty()) << SeccompRowsKey(rows);
-    EXPECT_TRUE(SameProgram(built, compiled.value())) << SeccompRowsKey(rows);
+constexpr SeccompArch kNative = SeccompArch::kX86_64;
+
+TEST(SeccompPrecompiled, EachRowSetsProgramIsWhatLibseccompCompilesForEachArchitecture) {
+  for (SeccompArch arch : kSeccompArches) {
+    const auto sets = SeccompRowSets(arch);
+    ASSERT_GE(sets.size(), 16u);  // four conditions in the table today
+    for (const auto& rows : sets) {
+      auto compiled = CompileSeccomp(rows, arch);
+      ASSERT_TRUE(compiled.ok()) << compiled.error().where << ": " << compiled.error().what;
+      const auto built = PrecompiledSeccomp(rows, arch);
+      ASSERT_FALSE(built.empty()) << SeccompRowsKey(rows, arch);
+      EXPECT_TRUE(SameProgram(built, compiled.value())) << SeccompRowsKey(rows, arch);
+      // Another architecture's key finds another program, or none.
+      for (SeccompArch other : kSeccompArches)
+        if (other != arch) EXPECT_FALSE(SameProgram(PrecompiledSeccomp(rows, other), compiled.value()));
+    }
   }
 }
 
@@ -51,32 +60,46 @@ TEST(SeccompPrecompiled, EveryPlanFindsItsProgram) {
         for (bool with_broker : {false, true}) {
           std::string extra = std::string(net) + ", \"exec_writable\": " + exec_writable;
           if (with_broker) extra += ", " + broker;
-          const Plan plan = PlanConfinement(tree.Runner(extra), FakeHost(abi));
-          ASSERT_FALSE(plan.seccomp.empty());
-          EXPECT_FALSE(PrecompiledSeccomp(plan.seccomp).empty()) << "ABI " << abi << ": " << extra;
-          ++plans;
+          for (SeccompArch arch : kSeccompArches) {
+            HostFacts host = FakeHost(abi);
+            host.arch = SeccompArchName(arch);
+            const Plan plan = PlanConfinement(tree.Runner(extra), host);
+            ASSERT_FALSE(plan.seccomp.empty());
+            EXPECT_EQ(plan.seccomp_arch, arch);
+            EXPECT_FALSE(PrecompiledSeccomp(plan.seccomp, arch).empty()) << "ABI " << abi << ": " << extra;
+            ++plans;
+          }
         }
-  EXPECT_EQ(plans, 32);
+  EXPECT_EQ(plans, 64);
 }
 
 TEST(SeccompPrecompiled, RowsTheBuildDidNotCompileFindNothing) {
-  auto rows = SeccompRowSets().front();
-  ASSERT_FALSE(PrecompiledSeccomp(rows).empty());
+  auto rows = SeccompRowSets(kNative).front();
+  ASSERT_FALSE(PrecompiledSeccomp(rows, kNative).empty());
   auto changed = rows;
   changed.back().err = changed.back().err == EPERM ? EACCES : EPERM;
-  EXPECT_TRUE(PrecompiledSeccomp(changed).empty());
+  EXPECT_TRUE(PrecompiledSeccomp(changed, kNative).empty());
   auto fewer = rows;
   fewer.erase(fewer.begin());
-  EXPECT_TRUE(PrecompiledSeccomp(fewer).empty());
-  EXPECT_NE(SeccompRowsKey(rows), SeccompRowsKey(changed));
+  EXPECT_TRUE(PrecompiledSeccomp(fewer, kNative).empty());
+  EXPECT_NE(SeccompRowsKey(rows, kNative), SeccompRowsKey(changed, kNative));
+  EXPECT_NE(SeccompRowsKey(rows, kNative), SeccompRowsKey(rows, SeccompArch::kAarch64));
 }
 
 TEST(SeccompPrecompiled, AnUnknownSyscallIsAnErrorNamingIt) {
-  auto rows = SeccompRowSets().front();
+  auto rows = SeccompRowSets(kNative).front();
   rows.push_back({"no_such_syscall", {}, EPERM, When::kAlways, "test"});
-  auto compiled = CompileSeccomp(rows);
+  auto compiled = CompileSeccomp(rows, kNative);
   ASSERT_FALSE(compiled.ok());
   EXPECT_EQ(compiled.error().where, "no_such_syscall");
+  // A syscall the architecture lacks (arm64 has no uselib) is an error too:
+  // the plan drops such a row with its reason, never the compiler silently.
+  auto arm = SeccompRowSets(SeccompArch::kAarch64).front();
+  arm.push_back({"uselib", {}, EPERM, When::kAlways, "test"});
+  auto lacking = CompileSeccomp(arm, SeccompArch::kAarch64);
+  ASSERT_FALSE(lacking.ok());
+  EXPECT_EQ(lacking.error().where, "uselib");
+  EXPECT_EQ(lacking.error().what, "no such syscall on aarch64");
 }
 
 // In a child: loads `rows` through the launcher's seccomp step and reports
@@ -103,7 +126,7 @@ std::pair<int, int> ErrnosUnder(const std::vector<SeccompRule>& rows) {
 }
 
 TEST(SeccompPrecompiled, BothPathsEnforceTheirRows) {
-  const auto rows = SeccompRowSets().front();
+  const auto rows = SeccompRowSets(kNative).front();
   auto has = [](const std::vector<SeccompRule>& r, const char* name) {
     return std::any_of(r.begin(), r.end(), [&](const SeccompRule& x) { return x.syscall == name; });
   };
@@ -114,7 +137,7 @@ TEST(SeccompPrecompiled, BothPathsEnforceTheirRows) {
   // listen still refused and kcmp reaches the kernel (EINVAL: type 99).
   auto without_kcmp = rows;
   std::erase_if(without_kcmp, [](const SeccompRule& r) { return r.syscall == "kcmp"; });
-  ASSERT_TRUE(PrecompiledSeccomp(without_kcmp).empty());
+  ASSERT_TRUE(PrecompiledSeccomp(without_kcmp, kNative).empty());
   EXPECT_EQ(ErrnosUnder(without_kcmp), std::make_pair(EPERM, EINVAL));
 }
 

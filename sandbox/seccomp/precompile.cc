@@ -1,9 +1,11 @@
 // seccomp_precompile OUT: the build step that compiles, with libseccomp,
-// every row set the seccomp table can select (SeccompRowSets) and writes
-// them as C++ data to OUT, which sandbox/seccomp/precompiled.cc includes. Any error
-// (a row this libseccomp cannot compile) fails the build.
+// every row set the seccomp table can select (SeccompRowSets), for each
+// architecture the filter is built for, and writes them as C++ data to OUT, which sandbox/seccomp/precompiled.cc
+// includes. Any error (a row this libseccomp cannot compile) fails the build.
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sandbox/seccomp/filter.h"
 
@@ -35,9 +37,12 @@ int main(int argc, char** argv) {
   std::string out =
       "// Generated at build time by seccomp_precompile from the rows of sandbox/seccomp/rules.cc. Do not edit.\n\n";
   std::string entries;
-  const auto sets = SeccompRowSets();
+  std::vector<std::pair<SeccompArch, std::vector<SeccompRule>>> sets;
+  for (SeccompArch arch : kSeccompArches)
+    for (auto& rows : SeccompRowSets(arch)) sets.emplace_back(arch, std::move(rows));
   for (size_t i = 0; i < sets.size(); ++i) {
-    auto program = CompileSeccomp(sets[i]);
+    const auto& [arch, rows] = sets[i];
+    auto program = CompileSeccomp(rows, arch);
     if (!program.ok()) {
       fprintf(stderr, "seccomp_precompile: %s: %s\n", program.error().where.c_str(), program.error().what.c_str());
       return 1;
@@ -49,7 +54,7 @@ int main(int argc, char** argv) {
       snprintf(line, sizeof line, "    {0x%04x, %u, %u, 0x%08x},\n", f.code, f.jt, f.jf, f.k);
       out += line;
     }
-    out += "};\nconstexpr char kKey" + n + "[] =\n    " + Quoted(SeccompRowsKey(sets[i])) + ";\n\n";
+    out += "};\nconstexpr char kKey" + n + "[] =\n    " + Quoted(SeccompRowsKey(rows, arch)) + ";\n\n";
     entries += "    {kKey" + n + ", sizeof kKey" + n + " - 1, kProgram" + n + ", std::size(kProgram" + n + ")},\n";
   }
   out += "constexpr PrecompiledEntry kPrecompiled[] = {\n" + entries + "};\n";

@@ -1,5 +1,6 @@
-// The build's seccomp programs (sandbox/seccomp/filter.h): seccomp_precompiled.inc
-// is written by seccomp_precompile when the rule table changes.
+// The build's seccomp programs (sandbox/seccomp/filter.h), for each
+// architecture: precompiled.inc is written by seccomp_precompile when the
+// rule table or the syscall table changes.
 #include <cstring>
 #include <iterator>
 
@@ -19,8 +20,8 @@ struct PrecompiledEntry {
 
 }  // namespace
 
-std::span<const sock_filter> PrecompiledSeccomp(const std::vector<SeccompRule>& rows) {
-  const std::string key = SeccompRowsKey(rows);
+std::span<const sock_filter> PrecompiledSeccomp(const std::vector<SeccompRule>& rows, SeccompArch arch) {
+  const std::string key = SeccompRowsKey(rows, arch);
   for (const auto& e : kPrecompiled)
     if (e.key_size == key.size() && memcmp(e.key, key.data(), key.size()) == 0) return {e.program, e.length};
   return {};

@@ -106,12 +106,14 @@ std::vector<SeccompRule> BuildTable() {
       {"umount2", {}, EPERM, When::kAlways, "no unmounting the noexec binds"},
       {"pivot_root", {}, EPERM, When::kAlways, "no mounts"},
       {"chroot", {}, EPERM, When::kAlways, "no root changes"},
+      {"fchroot", {}, EPERM, When::kAlways, "no root changes, by descriptor either (Linux 7.3)"},
       {"fsopen", {}, EPERM, When::kAlways, "new mount API bypasses a mount() deny"},
       {"fsconfig", {}, EPERM, When::kAlways, "new mount API bypasses a mount() deny"},
       {"fsmount", {}, EPERM, When::kAlways, "new mount API bypasses a mount() deny"},
       {"fspick", {}, EPERM, When::kAlways, "new mount API bypasses a mount() deny"},
       {"move_mount", {}, EPERM, When::kAlways, "new mount API bypasses a mount() deny"},
       {"open_tree", {}, EPERM, When::kAlways, "new mount API bypasses a mount() deny"},
+      {"open_tree_attr", {}, EPERM, When::kAlways, "open_tree that also sets mount attributes (Linux 6.15)"},
       {"mount_setattr", {}, EPERM, When::kAlways, "no clearing noexec on the writable grants"},
 
       // Kernel attack surface.

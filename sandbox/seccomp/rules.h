@@ -2,7 +2,11 @@
 // condition, errno, when it applies, why). The filter is a deny-list over a
 // default of ALLOW; a foreign architecture (int 0x80 i386 calls) or the x32
 // ABI kills the process (the filter's bad-arch action), so a rule here cannot
-// be side-stepped through another syscall table.
+// be side-stepped through another syscall table. Every number above the
+// kernel syscall table the build knows answers ENOSYS (syscall_table.h), so
+// the deny-list does not open with each new kernel. A row names a syscall
+// by its name; an architecture that has no such syscall leaves the row out,
+// and the plan says so.
 //
 // Hot syscalls (read, write, futex, mmap, getppid, ...) never appear here, so
 // the kernel keeps them in its per-syscall "always allow" cache and pays no

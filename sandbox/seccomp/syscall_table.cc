@@ -1,0 +1,71 @@
+#include "sandbox/seccomp/syscall_table.h"
+
+#include <algorithm>
+
+#include "sandbox/common/fault_hooks.h"
+
+namespace oarbank {
+namespace {
+
+struct SyscallRow {
+  const char* name;
+  int x86_64;   // -1: none
+  int aarch64;  // -1: none
+};
+
+// kSyscallTableSource and kSyscallRows, generated from syscalls.tsv.
+#include "sandbox/seccomp/syscall_table.inc"
+
+int Column(const SyscallRow& row, SeccompArch arch) { return arch == SeccompArch::kX86_64 ? row.x86_64 : row.aarch64; }
+
+// The table's end as this build sees it: the fault hook can only lower it.
+int End(int highest) {
+  const int end = fault_hooks.syscall_table_end;
+  return end >= 0 && end < highest ? end : highest;
+}
+
+}  // namespace
+
+const char* SeccompArchName(SeccompArch arch) { return arch == SeccompArch::kX86_64 ? "x86_64" : "aarch64"; }
+
+std::optional<SeccompArch> SeccompArchOf(std::string_view machine) {
+  for (SeccompArch arch : kSeccompArches)
+    if (machine == SeccompArchName(arch)) return arch;
+  return std::nullopt;
+}
+
+SeccompArch NativeSeccompArch() {
+#if defined(__x86_64__) && !defined(__ILP32__)
+  return SeccompArch::kX86_64;
+#elif defined(__aarch64__)
+  return SeccompArch::kAarch64;
+#else
+#error "the seccomp filter is built for x86_64 and aarch64 only"
+#endif
+}
+
+int SyscallNumber(std::string_view name, SeccompArch arch) {
+  for (const SyscallRow& row : kSyscallRows)
+    if (name == row.name) {
+      const int nr = Column(row, arch);
+      return nr >= 0 && nr <= HighestSyscall(arch) ? nr : -1;
+    }
+  return -1;
+}
+
+std::vector<std::string> SyscallNames(SeccompArch arch) {
+  std::vector<std::string> names;
+  for (const SyscallRow& row : kSyscallRows)
+    if (SyscallNumber(row.name, arch) >= 0) names.push_back(row.name);
+  return names;
+}
+
+int HighestSyscall(SeccompArch arch) {
+  int highest = -1;
+  for (const SyscallRow& row : kSyscallRows) highest = std::max(highest, Column(row, arch));
+  return End(highest);
+}
+
+std::string SyscallTableSource() { return kSyscallTableSource; }
+
+}  // namespace oarbank
