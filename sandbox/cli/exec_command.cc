@@ -10,6 +10,7 @@
 
 #include "sandbox/cli/shared_options.h"
 #include "sandbox/common/exit_codes.h"
+#include "sandbox/common/fault_hooks.h"
 #include "sandbox/host/host_facts.h"
 #include "sandbox/launch/broker_handoff.h"
 #include "sandbox/launch/enforce.h"
@@ -17,9 +18,6 @@
 #include "sandbox/plan/report.h"
 #include "sandbox/policy/policy.h"
 #include "sandbox/supervise/environment.h"
-#ifdef OARBANK_FAULT_INJECTION
-#include "sandbox/cli/fault_injection.h"
-#endif
 
 namespace oarbank {
 
@@ -43,9 +41,7 @@ int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, i
   HostFacts host = ProbeHost(abi_cap, LaunchProbeScope(policy.value()));
   ProbeRootEtc(host);
   Plan plan = PlanConfinement(policy.value(), host);
-#ifdef OARBANK_FAULT_INJECTION
-  InjectFaults(plan);
-#endif
+  FaultMutatePlan(plan);  // test-only build (common/fault_hooks.h)
   if (plan.placement.verdict != Verdict::kOk) {
     fprintf(stderr, "%s\n", PlacementLine(plan.placement).c_str());
     return kExitNotEnforced;

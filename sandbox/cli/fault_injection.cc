@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "sandbox/cli/mutation_points.h"
 #include "sandbox/common/fault_hooks.h"
 
 namespace oarbank {
@@ -46,6 +47,7 @@ bool SkipStep(const char* step) {
 void InstallFaultHooks() {
   fault_hooks.pause = PauseAt;
   fault_hooks.skip_step = SkipStep;
+  fault_hooks.mutate_plan = InjectFaults;
   if (const char* end = getenv("OARBANK_FAULT_SYSCALL_TABLE_END")) fault_hooks.syscall_table_end = atoi(end);
 }
 
@@ -60,8 +62,9 @@ void InjectFaults(Plan& plan) {
   }
   if (getenv("OARBANK_FAULT_UNHANDLE_SCOPES")) plan.landlock.scoped = 0;
   if (getenv("OARBANK_FAULT_WRITABLE_MOUNTS")) plan.read_only_mounts = false;
+  if (const char* point = getenv("OARBANK_FAULT_MUTANT")) RemovePlanPoint(point, plan);
   for (const char* v : {"OARBANK_FAULT_DROP_SECCOMP", "OARBANK_FAULT_UNHANDLE_FS", "OARBANK_FAULT_UNHANDLE_SCOPES",
-                        "OARBANK_FAULT_WRITABLE_MOUNTS", "OARBANK_FAULT_SYSCALL_TABLE_END"})
+                        "OARBANK_FAULT_WRITABLE_MOUNTS", "OARBANK_FAULT_SYSCALL_TABLE_END", "OARBANK_FAULT_MUTANT"})
     unsetenv(v);
 }
 

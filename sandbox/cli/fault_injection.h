@@ -19,8 +19,10 @@ void InstallFaultHooks();
 // Breaks one rule of the plan on purpose, so a test can show that the
 // battery turns the matching probe red: OARBANK_FAULT_DROP_SECCOMP=<syscall>,
 // OARBANK_FAULT_UNHANDLE_FS=<bit>, OARBANK_FAULT_UNHANDLE_SCOPES,
-// OARBANK_FAULT_WRITABLE_MOUNTS. The variables are removed before the module
-// runs.
+// OARBANK_FAULT_WRITABLE_MOUNTS, and one mutation point
+// (OARBANK_FAULT_MUTANT=<id>, mutation_points.h). Installed as the
+// mutate_plan hook, so sandbox-exec and the supervisor both apply it. The
+// variables are removed before the module runs.
 void InjectFaults(Plan& plan);
 
 }  // namespace oarbank

@@ -22,6 +22,7 @@
 #include "sandbox/plan/attestation.h"
 #ifdef OARBANK_FAULT_INJECTION
 #include "sandbox/cli/fault_injection.h"
+#include "sandbox/cli/mutation_points.h"
 #endif
 
 namespace oarbank {
@@ -101,6 +102,7 @@ int main(int argc, char** argv) {
   try {
 #ifdef OARBANK_FAULT_INJECTION
     oarbank::InstallFaultHooks();
+    if (argc == 3 && std::string(argv[1]) == "mutation-points") return oarbank::MutationPointsMain(argc, argv);
 #endif
     return oarbank::AgentMain(argc, argv);
   } catch (const std::exception& e) {

@@ -27,6 +27,17 @@
 //   from outside catches a grant swapped before the launcher opened it;
 //   and the seccomp filter's ENOSYS above the syscall table is left out
 //   ("seccomp-above-table", seccomp/filter.h).
+//   The mutation analysis (oarbank-conform mutants) also skips: one of the
+//   job's namespaces ("namespace-pid", "namespace-ipc", "namespace-uts",
+//   "namespace-net": supervise/supervisor.cc), one check of the gate
+//   ("gate-status", "gate-core-limit", "gate-cgroup", "gate-fresh-namespaces",
+//   "gate-read-only-root", "gate-noexec", "gate-read-only-carve-outs",
+//   "gate-inodes", "gate-root-etc", "gate-job-devices": supervise/verify.cc),
+//   and the module environment's filter ("environment-filter": the
+//   caller's variables pass, supervise/environment.cc).
+// - mutate_plan: breaks rules of a launcher's plan on purpose, after it is
+//   made and before it is carried out, under sandbox-exec and under the
+//   supervisor alike (cli/fault_injection.h).
 // - syscall_table_end: >= 0 makes the syscall table end at that number
 //   (seccomp/syscall_table.h), as in a build made before the later
 //   syscalls existed: their rows go, and ENOSYS starts above it.
@@ -34,9 +45,12 @@
 
 namespace oarbank {
 
+struct Plan;
+
 struct FaultHooks {
   void (*pause)(const char* point, long a, long b) = nullptr;
   bool (*skip_step)(const char* step) = nullptr;
+  void (*mutate_plan)(Plan& plan) = nullptr;
   int syscall_table_end = -1;
 };
 
@@ -47,5 +61,9 @@ inline void FaultPause(const char* point, long a = 0, long b = 0) {
 }
 
 inline bool FaultSkipStep(const char* step) { return fault_hooks.skip_step != nullptr && fault_hooks.skip_step(step); }
+
+inline void FaultMutatePlan(Plan& plan) {
+  if (fault_hooks.mutate_plan != nullptr) fault_hooks.mutate_plan(plan);
+}
 
 }  // namespace oarbank

@@ -7,10 +7,11 @@
 
 namespace oarbank {
 
-inline constexpr const char* kReportFormat = "oarbank.report/1";                 // sandbox-report
-inline constexpr const char* kRunFormat = "oarbank.run/1";                       // run --json
-inline constexpr const char* kBatteryFormat = "oarbank.battery/1";               // oarbank-conform's battery.json
-inline constexpr const char* kModuleFormat = "oarbank.module/1";                 // oarbank-conform module's module.json
+inline constexpr const char* kReportFormat = "oarbank.report/1";      // sandbox-report
+inline constexpr const char* kRunFormat = "oarbank.run/1";            // run --json
+inline constexpr const char* kBatteryFormat = "oarbank.battery/1";    // oarbank-conform's battery.json
+inline constexpr const char* kMutationFormat = "oarbank.mutation/1";  // oarbank-conform mutants' mutation.json
+inline constexpr const char* kModuleFormat = "oarbank.module/1";      // oarbank-conform module's module.json
 inline constexpr const char* kManifestCheckFormat = "oarbank.manifest-check/1";  // manifest-check --json
 inline constexpr const char* kBrokerReplyFormat = "oarbank.broker-reply/1";      // each answer line of the broker
 inline constexpr const char* kApprovalsFormat = "oarbank.approvals/1";           // the approval store (approve)

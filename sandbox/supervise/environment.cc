@@ -1,5 +1,10 @@
 #include "sandbox/supervise/environment.h"
 
+#include <string.h>
+#include <unistd.h>
+
+#include "sandbox/common/fault_hooks.h"
+
 namespace oarbank {
 
 std::vector<std::string> BuildModuleEnvironment(const Policy& policy, const std::map<std::string, std::string>& named) {
@@ -23,6 +28,9 @@ std::vector<std::string> BuildModuleEnvironment(const Policy& policy, const std:
     }
   }
   for (const auto& [key, value] : named) env[key] = value;
+  if (FaultSkipStep("environment-filter"))  // test-only build: the caller's variables pass
+    for (char** e = environ; *e != nullptr; ++e)
+      if (const char* eq = strchr(*e, '=')) env.emplace(std::string(*e, static_cast<size_t>(eq - *e)), eq + 1);
   std::vector<std::string> out;
   for (const auto& [key, value] : env) out.push_back(key + "=" + value);
   return out;

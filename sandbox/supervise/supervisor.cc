@@ -8,6 +8,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
@@ -156,6 +157,11 @@ std::optional<std::string> PrepareChild(ChildPlan& cp, ChildStrings& strings, Un
   const NamespacePlan& ns = job.namespaces;
   cp.plan = &plan;
   cp.clone_flags = ns.clone_flags;
+  for (const auto& [name, flag] : {std::pair{"namespace-pid", CLONE_NEWPID},
+                                   {"namespace-ipc", CLONE_NEWIPC},
+                                   {"namespace-uts", CLONE_NEWUTS},
+                                   {"namespace-net", CLONE_NEWNET}})
+    if (FaultSkipStep(name)) cp.clone_flags &= ~flag;  // test-only build (common/fault_hooks.h)
   cp.maps = job.id_maps;
   cp.leaf = s.leaf ? &*s.leaf : nullptr;
   cp.root_etc_idmap_fd = host.etc_view.idmap ? host.etc_view.idmap->get() : -1;
@@ -322,8 +328,9 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   const HostFacts host = ProbeSupervisedHost(options.landlock_abi_max, policy.net().mode == NetMode::kEgressAny
                                                                            ? JobNetworkProbeDepth::kParts
                                                                            : JobNetworkProbeDepth::kNone);
-  const JobPlan plan = PlanSupervisedJob(policy, host, options);
+  JobPlan plan = PlanSupervisedJob(policy, host, options);
   TakePlan(s, plan);
+  FaultMutatePlan(plan.confinement);  // test-only build: the gate still expects the plan as made
   if (!plan.refusal.empty()) return refuse(plan.refusal);
   auto proof = CheckProof(policy, host, options);
   if (!proof.ok()) return refuse(proof.error().what);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <map>
 
+#include "sandbox/common/fault_hooks.h"
 #include "sandbox/common/open_no_symlinks.h"
 #include "sandbox/common/unique_fd.h"
 
@@ -150,7 +151,8 @@ std::optional<std::string> CheckProcess(const std::string& p, pid_t pid, pid_t p
   const std::string status = ReadSmallFile("/proc/" + p + "/status", &err);
   if (err != 0) return "cannot read /proc/" + p + "/status: " + strerror(err);
   reading = ParseProcStatus(status);
-  if (auto why = CheckGateReading(reading, parent)) return why;
+  if (auto why = CheckGateReading(reading, parent); why && !FaultSkipStep("gate-status")) return why;
+  if (FaultSkipStep("gate-core-limit")) return std::nullopt;  // test-only build (common/fault_hooks.h)
   rlimit core{};
   if (prlimit(pid, RLIMIT_CORE, nullptr, &core) != 0)
     return std::string("cannot read its RLIMIT_CORE: ") + strerror(errno);
@@ -162,7 +164,7 @@ std::optional<std::string> CheckProcess(const std::string& p, pid_t pid, pid_t p
 
 // The job's cgroup leaf (when it has one) and its fresh namespaces.
 std::optional<std::string> CheckContainer(const std::string& p, const GateExpectations& want) {
-  if (!want.cgroup_line.empty()) {
+  if (!want.cgroup_line.empty() && !FaultSkipStep("gate-cgroup")) {
     int err = 0;
     const std::string cgroup = ReadSmallFile("/proc/" + p + "/cgroup", &err);
     if (cgroup.find(want.cgroup_line + "\n") == std::string::npos)
@@ -175,6 +177,7 @@ std::optional<std::string> CheckContainer(const std::string& p, const GateExpect
     return links;
   }();
   for (const auto& ns : want.fresh) {
+    if (FaultSkipStep("gate-fresh-namespaces")) break;
     const auto it = own.find(ns);
     const std::string mine = it != own.end() ? it->second : NsLink("self", ns);
     const std::string theirs = NsLink(p, ns);
@@ -191,21 +194,24 @@ std::optional<std::string> CheckMounts(const std::string& p, const GateExpectati
   int err = 0;
   const std::string mountinfo = ReadSmallFile("/proc/" + p + "/mountinfo", &err);
   const std::string unreadable = err != 0 ? std::string(" (mountinfo: ") + strerror(err) + ")" : "";
-  if (CheckMountOption(mountinfo, {"/"}, "ro")) return "/ is not mounted read-only (filesystem.metadata)" + unreadable;
-  if (auto path = CheckNoexecMounts(mountinfo, want.noexec))
+  // Each check can be left out by the test-only build (common/fault_hooks.h).
+  auto skip = [](const char* check) { return FaultSkipStep(check); };
+  if (!skip("gate-read-only-root") && CheckMountOption(mountinfo, {"/"}, "ro"))
+    return "/ is not mounted read-only (filesystem.metadata)" + unreadable;
+  if (auto path = CheckNoexecMounts(mountinfo, want.noexec); path && !skip("gate-noexec"))
     return "the writable grant " + *path + " is not mounted noexec" + unreadable;
-  if (auto path = CheckMountOption(mountinfo, want.read_only, "ro"))
+  if (auto path = CheckMountOption(mountinfo, want.read_only, "ro"); path && !skip("gate-read-only-carve-outs"))
     return "the read-only carve-out " + *path + " is not mounted read-only" + unreadable;
-  if (!want.inodes.empty()) {
+  if (!want.inodes.empty() && !skip("gate-inodes")) {
     const UniqueFd root(open(("/proc/" + p + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!root.valid()) return "cannot open /proc/" + p + "/root: " + strerror(errno);
     if (auto why = CheckMountedInodes(root.get(), want.inodes)) return why;
   }
-  if (want.root_etc_idmapped && CheckMountOption(mountinfo, {"/etc"}, "idmapped"))
+  if (want.root_etc_idmapped && !skip("gate-root-etc") && CheckMountOption(mountinfo, {"/etc"}, "idmapped"))
     return "a root job's /etc is not the idmapped view (root_etc.h)" + unreadable;
   // Every mount the job inherited is read-only: a writable one on these
   // paths is the job's own, mounted after.
-  if (want.job_devices) {
+  if (want.job_devices && !skip("gate-job-devices")) {
     if (auto path = CheckMountOption(mountinfo, {"/dev/pts", "/dev/shm"}, "rw"))
       return *path + " is not the job's own (job_devices.h)" + unreadable;
     if (CheckMountOption(mountinfo, {"/dev/shm"}, "noexec"))
