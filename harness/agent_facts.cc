@@ -67,8 +67,10 @@ std::string KernelSyscallsAbove(int end) {
 
 }  // namespace
 
-AgentFacts AskAgent(const std::string& agent) {
-  const ProbeRun r = SpawnProbe({agent, "sandbox-report"}, {"PATH=/usr/bin:/bin"}, 0, kReportTimeoutMs);
+AgentFacts AskAgent(const std::string& agent, const std::vector<std::string>& env) {
+  std::vector<std::string> environment = {"PATH=/usr/bin:/bin"};
+  environment.insert(environment.end(), env.begin(), env.end());
+  const ProbeRun r = SpawnProbe({agent, "sandbox-report"}, environment, 0, kReportTimeoutMs);
   const auto report = nlohmann::json::parse(r.stdout_text, nullptr, false);
   AgentFacts facts;
   facts.egress_any_unenforceable = EgressAnyUnenforceable(report, r);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace oarbank {
 
@@ -23,6 +24,7 @@ struct AgentFacts {
 
 inline constexpr int kSyscallsAboveScanned = 64;
 
-AgentFacts AskAgent(const std::string& agent);
+// `env`: NAME=VALUE added to the agent's environment (BatteryOptions::agent_env).
+AgentFacts AskAgent(const std::string& agent, const std::vector<std::string>& env);
 
 }  // namespace oarbank

@@ -515,7 +515,8 @@ class BatteryRun {
     std::string outside_dir;
     auto vars = Prepare(probe, uid, policy.work() ? world_.work : world_.data, outside_dir, sinks);
     // The agent's own environment, which holds its secret.
-    const std::vector<std::string> env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world_.env_secret};
+    std::vector<std::string> env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world_.env_secret};
+    env.insert(env.end(), o_.agent_env.begin(), o_.agent_env.end());
     const Expectation* row = table_.Find(probe, name, result_.abi);
     const bool egress_any = policy.net().mode == NetMode::kEgressAny;
     // Enforced here, but the world has no public host to prove it with: not
@@ -589,7 +590,7 @@ Expected<BatteryResult> RunBattery(const BatteryOptions& o) {
   auto table = Expectations::Load(o.expectations);
   if (!table.ok()) return table.error();
   if (auto error = SelectProbesAndPolicies(o, result)) return *error;
-  AgentFacts agent = AskAgent(o.agent);
+  AgentFacts agent = AskAgent(o.agent, o.agent_env);
   auto world = MakeWorld(o.probe_dir, o.uids, agent.egress_any_unenforceable.empty());
   if (!world.ok()) return world.error();
   result.notes = world.value()->notes;

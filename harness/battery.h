@@ -59,6 +59,9 @@ struct BatteryOptions {
   std::vector<uid_t> uids = {0, 65534};
   std::vector<std::string> only_probes;
   std::vector<std::string> only_policies;
+  // NAME=VALUE added to the agent's environment: the variable of a
+  // test-only build's fault (a mutant, harness/mutants.h).
+  std::vector<std::string> agent_env;
 };
 
 struct BatteryResult {

@@ -13,6 +13,7 @@
 
 #include "harness/battery.h"
 #include "harness/module_conform.h"
+#include "harness/mutants.h"
 #include "harness/reports.h"
 #include "sandbox/common/exit_codes.h"
 #include "sandbox/common/install_paths.h"
@@ -88,10 +89,11 @@ std::string PartialRun(const CLI::App& app, const BatteryOptions& o, const std::
   return "";
 }
 
-// The command line: the battery's options, and `module`'s.
+// The command line: the battery's options, and `module`'s and `mutants`'.
 struct ConformArgs {
   BatteryOptions battery;
   ModuleConformOptions module;
+  MutantOptions mutants;
   std::string out = "conform-report";
   std::string attest = AttestationPath();
   std::vector<int> uids = {0, 65534};
@@ -131,6 +133,45 @@ void AddBatteryOptions(CLI::App& app, ConformArgs& a) {
                  "Where a complete, uncapped run records the policy classes it proved (cage-before-capability)");
   app.add_option("--probe", o.only_probes, "Only these probes")->delimiter(',');
   app.add_option("--policy", o.only_policies, "Only these policies")->delimiter(',');
+}
+
+CLI::App* AddMutantsCommand(CLI::App& app, MutantOptions& mo) {
+  CLI::App* mutants = app.add_subcommand(
+      "mutants", "Remove each enforcement point of the test-only agent alone and run the battery against it");
+  mutants->add_option("--point", mo.only_points, "Only these points (ids of mutation.json)")->delimiter(',');
+  mutants
+      ->add_option("--killers", mo.killers,
+                   "An earlier mutation.json: its killers run first, its survivors are not rerun")
+      ->check(CLI::ExistingFile);
+  return mutants;
+}
+
+// `mutants`: the mutation report, mutation.{json,md,html} in --out; exit 1
+// when a point survives that the --killers report did not list as a survivor.
+int RunMutantsCommand(ConformArgs& a, const BatteryOptions& o) {
+  if (access(o.agent.c_str(), X_OK) != 0) {
+    std::cerr << "oarbank-conform: mutants: " << o.agent << ": not there (the test-only build, oarbank-agent-faulty)\n";
+    return kExitUsage;
+  }
+  a.mutants.battery = o;
+  auto report = RunMutants(a.mutants);
+  if (!report.ok()) {
+    std::cerr << "oarbank-conform: " << report.error().where << ": " << report.error().what << "\n";
+    return kExitUsage;
+  }
+  bool written = true;
+  for (const auto& [name, text] :
+       std::vector<std::pair<std::string, std::string>>{{"mutation.json", MutationJson(report.value()).dump(2) + "\n"},
+                                                        {"mutation.md", MutationMarkdown(report.value())},
+                                                        {"mutation.html", MutationHtml(report.value())}})
+    if (auto why = WriteReportFile(a.out + "/" + name, text); !why.empty()) {
+      std::cerr << "oarbank-conform: cannot write " << why << "\n";
+      written = false;
+    }
+  std::cout << MutationSummary(report.value());
+  if (!written) return 1;
+  std::cout << "reports: " << a.out << "/mutation.{json,md,html}\n";
+  return report.value().new_survivors == 0 ? 0 : 1;
 }
 
 // Every report, or false after a line for each that did not land: nobody
@@ -185,6 +226,7 @@ int ConformMain(int argc, char** argv) {
   CLI::App app{"oarbank-conform: the escape battery on this host"};
   AddBatteryOptions(app, a);
   CLI::App* module = AddModuleCommand(app, a.module);
+  CLI::App* mutants = AddMutantsCommand(app, a.mutants);
   app.require_subcommand(0, 1);
   try {
     app.parse(argc, argv);
@@ -204,6 +246,11 @@ int ConformMain(int argc, char** argv) {
   if (auto why = PrepareReportDir(a.out); !why.empty()) {
     std::cerr << "oarbank-conform: --out " << why << "\n";
     return kExitUsage;
+  }
+  if (mutants->parsed()) {
+    if (app.get_option("--agent")->count() == 0)
+      o.agent = fs::path(layout.agent).parent_path() / "oarbank-agent-faulty";
+    return RunMutantsCommand(a, o);
   }
   auto result = RunBattery(o);
   if (!result.ok()) {

@@ -67,10 +67,11 @@ def test_every_agent_subcommand_and_option_is_documented():
 def test_every_conform_option_is_documented():
     page = source("oarbank-conform.1")
     top = help_text(CONFORM)
-    assert subcommands(top) == ["module"], top
+    assert subcommands(top) == ["module", "mutants"], top
     missing = [o for o in options(top) if o not in page]
-    missing += [f"module {o}" for o in options(help_text(CONFORM, "module")) if o not in page]
-    assert "*module*" in page
+    for sub in ("module", "mutants"):
+        missing += [f"{sub} {o}" for o in options(help_text(CONFORM, sub)) if o not in page]
+        assert f"*{sub}*" in page
     assert not missing, "not in man/oarbank-conform.1.scd: " + ", ".join(missing)
 
 

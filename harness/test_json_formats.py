@@ -49,7 +49,7 @@ from testlib import AGENT, CONFORM, NOBODY
 ROOT, BUILD = pathlib.Path(testlib.ROOT), pathlib.Path(testlib.BUILD)
 UIDS = [0, NOBODY]
 KINDS = ["report", "run", "battery", "attestation", "matrix", "module", "manifest-check", "approvals", "tools",
-         "broker-reply"]
+         "broker-reply", "mutation"]
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="runs the tools as root and as uid 65534: needs root")
 

@@ -1,0 +1,64 @@
+// The mutation analysis: how much of the cage the battery would notice
+// missing. Each enforcement point of the test-only agent (its
+// `mutation-points`, sandbox/cli/mutation_points.h) is removed alone, the
+// battery runs against that mutant under the policies the point belongs to,
+// and the point counts as
+//   killed    some confined cell ESCAPED;
+//   changed   no escape, but some cell gave another answer than the table
+//             (the layer behind took over);
+//   survived  the battery stayed green with the point gone.
+// A report from an earlier run (--killers) makes a run short: each point's
+// killers there run first, and a point it lists as a survivor is not run
+// again (a point that survives now but was killed there, or is new, is a
+// new survivor and fails the run).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/battery.h"
+#include "sandbox/common/expected.h"
+
+namespace oarbank {
+
+struct MutantOptions {
+  BatteryOptions battery;                // its agent is the test-only build
+  std::vector<std::string> only_points;  // ids; empty: every point
+  std::string killers;                   // an earlier mutation.json, or ""
+};
+
+// A confined cell of a mutant's battery that did not match the table.
+struct MutantCell {
+  std::string probe, policy;
+  uid_t uid = 0;
+  std::string actual;
+};
+
+struct MutantResult {
+  std::string id, layer, what;
+  std::string var, value;             // the fault variable that removes it
+  std::vector<std::string> policies;  // the battery policies that have it
+  std::string outcome;                // killed, changed, survived, known survivor
+  std::vector<MutantCell> killers;    // each ESCAPED cell
+  std::vector<MutantCell> changed;    // each other mismatch (the layer behind answered)
+  double seconds = 0;
+};
+
+struct MutationReport {
+  std::string kernel;
+  int abi = 0;
+  std::vector<MutantResult> points;
+  double seconds = 0;
+  int new_survivors = 0;  // survived now, and not a survivor of --killers
+};
+
+Expected<MutationReport> RunMutants(const MutantOptions& options);
+
+nlohmann::ordered_json MutationJson(const MutationReport& report);
+std::string MutationMarkdown(const MutationReport& report);
+std::string MutationHtml(const MutationReport& report);
+std::string MutationSummary(const MutationReport& report);  // one line per new survivor, then the totals
+
+}  // namespace oarbank
