@@ -68,7 +68,7 @@ Expected<std::vector<MutantResult>> ListPoints(const BatteryOptions& o) {
 
 struct Known {
   std::string outcome;
-  std::vector<std::string> killer_probes;
+  std::vector<std::string> probes;  // of its killers, or of its changed cells
 };
 
 // An earlier report's outcome and killer probes by point.
@@ -82,9 +82,12 @@ Expected<std::map<std::string, Known>> LoadKnown(const std::string& path) {
   for (const auto& p : doc["points"]) {
     Known k;
     k.outcome = p.value("outcome", "");
-    for (const auto& c : p.value("killers", nlohmann::json::array()))
-      if (std::find(k.killer_probes.begin(), k.killer_probes.end(), c.value("probe", "")) == k.killer_probes.end())
-        k.killer_probes.push_back(c.value("probe", ""));
+    for (const char* list : {"killers", "changed"}) {
+      for (const auto& c : p.value(list, nlohmann::json::array()))
+        if (std::find(k.probes.begin(), k.probes.end(), c.value("probe", "")) == k.probes.end())
+          k.probes.push_back(c.value("probe", ""));
+      if (!k.probes.empty()) break;
+    }
     known[p.value("id", "")] = k;
   }
   return known;
@@ -132,10 +135,11 @@ Expected<MutationReport> RunMutants(const MutantOptions& options) {
     if (was_known && k->second.outcome == "survived") {
       m.outcome = "known survivor";
     } else {
-      // The earlier killers first: a point they still kill needs no more.
-      if (was_known && !k->second.killer_probes.empty())
-        if (auto error = RunOne(options.battery, m, k->second.killer_probes)) return *error;
-      if (m.outcome != "killed")
+      // The earlier killers (or the probes whose answer changed) first: a
+      // point they still kill, or still notice as before, needs no more.
+      if (was_known && !k->second.probes.empty())
+        if (auto error = RunOne(options.battery, m, k->second.probes)) return *error;
+      if (m.outcome != "killed" && !(was_known && m.outcome == k->second.outcome))
         if (auto error = RunOne(options.battery, m, options.battery.only_probes)) return *error;
       if (m.outcome == "survived") ++report.new_survivors;
     }

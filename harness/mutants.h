@@ -8,9 +8,10 @@
 //             (the layer behind took over);
 //   survived  the battery stayed green with the point gone.
 // A report from an earlier run (--killers) makes a run short: each point's
-// killers there run first, and a point it lists as a survivor is not run
-// again (a point that survives now but was killed there, or is new, is a
-// new survivor and fails the run).
+// killers there (or the probes whose answer it changed) run first and
+// settle it when they still kill it (or still notice it so), and a point
+// it lists as a survivor is not run again (a point that survives now but
+// was noticed there, or is new, is a new survivor and fails the run).
 #pragma once
 
 #include <string>
