@@ -311,10 +311,14 @@ class BatteryRun {
   // the world sees is attributed by the probe's name.
   void RunAll() {
     result_.unconfined.resize(result_.probes.size());
-    result_.confined.resize(result_.probes.size() * PerProbe());
+    per_probe_.resize(result_.probes.size());
     std::vector<std::thread> workers;
     for (int j = 0; j < std::max(1, o_.jobs); ++j) workers.emplace_back([this] { Worker(); });
     for (auto& w : workers) w.join();
+    for (auto& cells : per_probe_)
+      result_.confined.insert(result_.confined.end(), std::make_move_iterator(cells.begin()),
+                              std::make_move_iterator(cells.end()));
+    result_.both_entries = o_.both_entries;
   }
 
   // Anything a probe moved into the outer cgroup is killed with the world.
@@ -325,8 +329,6 @@ class BatteryRun {
   }
 
  private:
-  size_t PerProbe() const { return result_.policies.size() * o_.uids.size(); }
-
   void Worker() {
     SignalSinks sinks;  // this worker's own: what is pending there is its probe's
     for (size_t i; (i = next_++) < result_.probes.size();) {
@@ -334,9 +336,25 @@ class BatteryRun {
       result_.unconfined[i] = RunUnconfined(probe, sinks);
       std::optional<Evidence> last;  // what the unconfined run changed is no evidence: observe afresh
       for (size_t p = 0; p < result_.policies.size(); ++p)
-        for (size_t u = 0; u < o_.uids.size(); ++u)
-          result_.confined[i * PerProbe() + p * o_.uids.size() + u] = RunConfined(probe, p, o_.uids[u], last, sinks);
+        for (const std::string& entry : Entries(probe, p))
+          for (uid_t uid : o_.uids) per_probe_[i].push_back(RunConfined(probe, p, uid, last, sinks, entry));
     }
+  }
+
+  // The entry points a probe's cells run under for a policy: the cage for
+  // a crossrun_git_* probe under the coding-agent policy; the supervisor
+  // where only a job has what it tests (job_*), where only containment stops
+  // it (contained) and for egress-any; else the bare launcher, and with
+  // --both-entries the supervisor too.
+  std::vector<std::string> Entries(const std::string& probe, size_t policy_index) const {
+    const std::string& name = result_.policies[policy_index];
+    if (IsCageRun(probe, name)) return {"cage"};
+    const Expectation* row = table_.Find(probe, name, result_.abi, "sandbox-exec");
+    if (IsJobProbe(probe) || policies_[policy_index].net().mode == NetMode::kEgressAny ||
+        (row != nullptr && row->expect == Expect::kContained))
+      return {"run"};
+    if (o_.both_entries) return {"sandbox-exec", "run"};
+    return {"sandbox-exec"};
   }
 
   // Per run: a fresh outside dir and writable subdirectory, and the probe's
@@ -509,7 +527,7 @@ class BatteryRun {
   //    `last` is the worker's latest observation of the world, which stands
   //    for the next run's "before" of the shared directories (ObserveWorld).
   Cell RunConfined(const std::string& probe, size_t policy_index, uid_t uid, std::optional<Evidence>& last,
-                   SignalSinks& sinks) {
+                   SignalSinks& sinks, const std::string& entry) {
     const Policy& policy = policies_[policy_index];
     const std::string& name = result_.policies[policy_index];
     std::string outside_dir;
@@ -517,7 +535,8 @@ class BatteryRun {
     // The agent's own environment, which holds its secret.
     std::vector<std::string> env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world_.env_secret};
     env.insert(env.end(), o_.agent_env.begin(), o_.agent_env.end());
-    const Expectation* row = table_.Find(probe, name, result_.abi);
+    const bool supervised = entry != "sandbox-exec";
+    const Expectation* row = table_.Find(probe, name, result_.abi, supervised ? "run" : "sandbox-exec");
     const bool egress_any = policy.net().mode == NetMode::kEgressAny;
     // Enforced here, but the world has no public host to prove it with: not
     // run, and no verdict, so the class is not proven (the notes say why).
@@ -529,8 +548,8 @@ class BatteryRun {
                   ProbeRun{},
                   Outcome::kUnsupported,
                   "not run: the battery's network world could not be built (see the notes): egress-any is not "
-                  "proven here"};
-    const bool supervised = (row != nullptr && row->expect == Expect::kContained) || IsJobProbe(probe) || egress_any;
+                  "proven here",
+                  entry};
     std::string policy_path = policy_paths_[policy_index];
     // A crossrun_* probe's first run refused as not enforceable here (below
     // the policy's Landlock ABI, egress-any without its job network) is the
@@ -544,14 +563,14 @@ class BatteryRun {
       if (auto why = PlantFirst(probe, policy_paths_[policy_index], policy.work().has_value(), vars, policy_path, first,
                                 spawn)) {
         if (first.exit_code != kExitNotEnforced || !first.verdict.empty())
-          return Cell{probe, name, uid, "planted", first, Outcome::kUnexpected, *why};
+          return Cell{probe, name, uid, "planted", first, Outcome::kUnexpected, *why, entry};
         refused_first = first;
       }
     }
     const auto argv = ConfinedArgv(probe, policy_index, policy_path, supervised, vars);
     const Evidence before = ObserveWorld(world_, outside_dir, probe, last ? &*last : nullptr);
-    Cell cell{probe,          name, uid, "", refused_first ? *refused_first : SpawnProbe(argv, env, uid, kTimeoutMs),
-              Outcome::kPass, ""};
+    Cell cell{probe,          name, uid,  "", refused_first ? *refused_first : SpawnProbe(argv, env, uid, kTimeoutMs),
+              Outcome::kPass, "",   entry};
     // `run` exits 128+N for a job killed by signal N; a probe that dies
     // prints no verdict.
     if (supervised && cell.run.verdict.empty() && cell.run.exit_code > 128 && cell.run.exit_code <= 128 + 64) {
@@ -574,6 +593,7 @@ class BatteryRun {
   const std::string& egress_any_unenforceable_;
   std::vector<std::string> policy_paths_;  // in the world, one per result_.policies
   std::vector<Policy> policies_;
+  std::vector<std::vector<Cell>> per_probe_;  // each probe's confined cells, in order
   std::atomic<int> run_number_{0};
   std::atomic<size_t> next_{0};
 };

@@ -46,7 +46,8 @@ struct Cell {
   std::string expected;
   ProbeRun run;
   Outcome outcome = Outcome::kPass;
-  std::string why;  // the table's why, or what went wrong
+  std::string why;    // the table's why, or what went wrong
+  std::string entry;  // confined: "sandbox-exec", "run" or "cage"; "" unconfined
 };
 
 struct BatteryOptions {
@@ -59,6 +60,11 @@ struct BatteryOptions {
   std::vector<uid_t> uids = {0, 65534};
   std::vector<std::string> only_probes;
   std::vector<std::string> only_policies;
+  // Every cell the bare launcher can run (not a job_* probe, a contained
+  // row, an egress-any policy or a cage run) also under the supervisor, as
+  // a cell of its own judged by the table's rows for entry "run": the rules
+  // that protect sandbox-exec alone are proven there, and run's there.
+  bool both_entries = false;
   // NAME=VALUE added to the agent's environment: the variable of a
   // test-only build's fault (a mutant, harness/mutants.h).
   std::vector<std::string> agent_env;
@@ -72,6 +78,7 @@ struct BatteryResult {
   std::vector<uid_t> uids;
   std::vector<Cell> unconfined;  // one per probe
   std::vector<Cell> confined;
+  bool both_entries = false;  // BatteryOptions::both_entries
   std::vector<std::string> notes;
   double seconds = 0;
   bool passed = false;

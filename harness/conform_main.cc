@@ -133,6 +133,8 @@ void AddBatteryOptions(CLI::App& app, ConformArgs& a) {
                  "Where a complete, uncapped run records the policy classes it proved (cage-before-capability)");
   app.add_option("--probe", o.only_probes, "Only these probes")->delimiter(',');
   app.add_option("--policy", o.only_policies, "Only these policies")->delimiter(',');
+  app.add_flag("--both-entries", o.both_entries,
+               "Run every cell of the bare launcher under the supervisor (run) too, as a cell of its own");
 }
 
 CLI::App* AddMutantsCommand(CLI::App& app, MutantOptions& mo) {
@@ -154,6 +156,7 @@ int RunMutantsCommand(ConformArgs& a, const BatteryOptions& o) {
     return kExitUsage;
   }
   a.mutants.battery = o;
+  a.mutants.battery.both_entries = true;  // a point may protect one entry point alone
   auto report = RunMutants(a.mutants);
   if (!report.ok()) {
     std::cerr << "oarbank-conform: " << report.error().where << ": " << report.error().what << "\n";

@@ -38,37 +38,42 @@ Expected<Expectations> Expectations::Load(const std::string& path) {
     if (number == 1 || line.empty() || line[0] == '#') continue;  // header
     const auto f = SplitTabs(line);
     const std::string where = path + ":" + std::to_string(number);
-    if (f.size() != 6) return Error{where, "expected 6 tab-separated fields, got " + std::to_string(f.size())};
+    if (f.size() != 7) return Error{where, "expected 7 tab-separated fields, got " + std::to_string(f.size())};
     Expectation e;
     e.probe = f[0];
     e.policy = f[1];
+    e.entry = f[2];
     e.line = number;
+    if (e.entry != "*" && e.entry != "sandbox-exec" && e.entry != "run")
+      return Error{where, "entry: one of *, sandbox-exec, run"};
     try {
-      e.min_abi = std::stoi(f[2]);
+      e.min_abi = std::stoi(f[3]);
     } catch (...) {
       return Error{where, "min_abi: expected an integer"};
     }
     if (e.probe == "(policy)") {
-      if (f[3] != "runs") return Error{where, "a (policy) row's expect is \"runs\""};
+      if (f[4] != "runs") return Error{where, "a (policy) row's expect is \"runs\""};
       table.policy_min_abi_[e.policy] = e.min_abi;
       continue;
     }
-    if (f[3] == "blocked")
+    if (f[4] == "blocked")
       e.expect = Expect::kBlocked;
-    else if (f[3] == "killed")
+    else if (f[4] == "killed")
       e.expect = Expect::kKilled;
-    else if (f[3] == "allowed")
+    else if (f[4] == "allowed")
       e.expect = Expect::kAllowed;
-    else if (f[3] == "gap")
+    else if (f[4] == "gap")
       e.expect = Expect::kGap;
-    else if (f[3] == "contained")
+    else if (f[4] == "contained")
       e.expect = Expect::kContained;
-    else if (f[3] == "refused")
+    else if (f[4] == "refused")
       e.expect = Expect::kRefused;
     else
       return Error{where, "expect: one of blocked, killed, allowed, gap, contained, refused"};
-    e.code = f[4];
-    e.why = f[5];
+    if (e.expect == Expect::kContained && e.entry == "sandbox-exec")
+      return Error{where, "contained runs under the supervisor: its entry is * or run"};
+    e.code = f[5];
+    e.why = f[6];
     if (e.expect == Expect::kBlocked && e.code.rfind("E", 0) != 0 && e.code != "-")
       return Error{where, "blocked needs an errno name such as EPERM, or - when no call fails (a value not found)"};
     if (e.expect == Expect::kRefused && e.code != "64" && e.code != "70")
@@ -76,17 +81,25 @@ Expected<Expectations> Expectations::Load(const std::string& path) {
                    "refused needs the launcher's exit code: 64 (a path it refuses) or 70 (what it cannot enforce)"};
     if (e.expect == Expect::kKilled && e.code.rfind("SIG", 0) != 0)
       return Error{where, "killed needs a signal name such as SIGSYS"};
-    if (!table.rows_.emplace(std::make_pair(e.probe, e.policy), e).second)
-      return Error{where, "a second row for " + e.probe + " under " + e.policy};
+    if (!table.rows_.emplace(std::make_tuple(e.probe, e.policy, e.entry), e).second)
+      return Error{where, "a second row for " + e.probe + " under " + e.policy + " (entry " + e.entry + ")"};
   }
   return table;
 }
 
-const Expectation* Expectations::Find(const std::string& probe, const std::string& policy, int abi) const {
-  const auto own = rows_.find({probe, policy});
-  if (own != rows_.end() && abi >= own->second.min_abi) return &own->second;
-  if (auto it = rows_.find({probe, "*"}); it != rows_.end()) return &it->second;
-  return own != rows_.end() ? &own->second : nullptr;
+const Expectation* Expectations::Row(const std::string& probe, const std::string& policy,
+                                     const std::string& entry) const {
+  if (auto it = rows_.find({probe, policy, entry}); it != rows_.end()) return &it->second;
+  if (auto it = rows_.find({probe, policy, "*"}); it != rows_.end()) return &it->second;
+  return nullptr;
+}
+
+const Expectation* Expectations::Find(const std::string& probe, const std::string& policy, int abi,
+                                      const std::string& entry) const {
+  const Expectation* own = Row(probe, policy, entry);
+  if (own != nullptr && abi >= own->min_abi) return own;
+  if (const Expectation* any = Row(probe, "*", entry)) return any;
+  return own;
 }
 
 int Expectations::PolicyMinAbi(const std::string& policy) const {
@@ -97,7 +110,7 @@ int Expectations::PolicyMinAbi(const std::string& policy) const {
 
 std::vector<std::string> Expectations::Probes() const {
   std::set<std::string> names;
-  for (const auto& [key, row] : rows_) names.insert(key.first);
+  for (const auto& [key, row] : rows_) names.insert(std::get<0>(key));
   return {names.begin(), names.end()};
 }
 

@@ -1,13 +1,18 @@
 // escapes/expectations.tsv: what each probe must show, confined, under each
-// battery policy. One row per (probe, policy); policy "*" covers every
-// policy without a row of its own, and a policy whose row needs a higher
-// Landlock ABI than the host has. A row whose probe is "(policy)" and whose
-// expect is "runs" states the Landlock ABI a policy needs at all.
+// battery policy and entry point. One row per (probe, policy, entry);
+// policy "*" covers every policy without a row of its own, and a policy
+// whose row needs a higher Landlock ABI than the host has; entry "*" covers
+// both entry points (the bare launcher, sandbox-exec, and the supervisor,
+// run), "run" or "sandbox-exec" one of them where they answer differently
+// (a pid namespace hides a host process that the bare launcher still sees).
+// A row whose probe is "(policy)" and whose expect is "runs" states the
+// Landlock ABI a policy needs at all.
 #pragma once
 
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "sandbox/common/expected.h"
@@ -34,6 +39,7 @@ const char* ExpectName(Expect expect);
 struct Expectation {
   std::string probe;
   std::string policy;  // or "*"
+  std::string entry;   // "sandbox-exec", "run" or "*"
   int min_abi = 0;     // below it the launcher must refuse the policy (exit 70)
   Expect expect = Expect::kBlocked;
   std::string code;  // errno name, signal name, exit code (refused), or "-"
@@ -46,17 +52,20 @@ class Expectations {
   static Expected<Expectations> Load(const std::string& path);
   // The row for (probe, policy) if `abi` reaches its min_abi, else
   // (probe, "*"), else the policy's own row (whose min_abi then says the
-  // policy is refused), else none. A policy's row can so state what
-  // changes from some ABI on (runner_broker: RESOLVE_UNIX from ABI 9, the
-  // seccomp rule of every policy below it).
-  const Expectation* Find(const std::string& probe, const std::string& policy, int abi) const;
+  // policy is refused), else none; at each step a row of `entry` before
+  // one of "*". A policy's row can so state what changes from some ABI on
+  // (runner_broker: RESOLVE_UNIX from ABI 9, the seccomp rule of every
+  // policy below it).
+  const Expectation* Find(const std::string& probe, const std::string& policy, int abi,
+                          const std::string& entry = "sandbox-exec") const;
   std::vector<std::string> Probes() const;
   // A policy's own floor, from its "(policy)" row: below it the launcher
   // must refuse every run under that policy. 0 when it has no such row.
   int PolicyMinAbi(const std::string& policy) const;
 
  private:
-  std::map<std::pair<std::string, std::string>, Expectation> rows_;
+  const Expectation* Row(const std::string& probe, const std::string& policy, const std::string& entry) const;
+  std::map<std::tuple<std::string, std::string, std::string>, Expectation> rows_;
   std::map<std::string, int> policy_min_abi_;
 };
 

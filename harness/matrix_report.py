@@ -71,8 +71,8 @@ def policy_floor(expectations_tsv: str) -> int:
         with open(expectations_tsv) as f:
             for line in f:
                 cols = line.rstrip("\n").split("\t")
-                if len(cols) >= 4 and cols[0] == "(policy)" and cols[1] == "*" and cols[3] == "runs":
-                    floor = int(cols[2])
+                if len(cols) >= 5 and cols[0] == "(policy)" and cols[1] == "*" and cols[4] == "runs":
+                    floor = int(cols[3])
     except OSError:
         pass
     return floor

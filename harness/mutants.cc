@@ -105,7 +105,7 @@ std::optional<Error> RunOne(const BatteryOptions& base, MutantResult& m, const s
   m.changed.clear();
   for (const auto& c : result.value().confined) {
     if (!IsFailure(c.outcome)) continue;
-    MutantCell cell{c.probe, c.policy, c.uid, c.run.Summary()};
+    MutantCell cell{c.probe, c.policy, c.entry, c.uid, c.run.Summary()};
     (c.outcome == Outcome::kEscaped ? m.killers : m.changed).push_back(cell);
   }
   m.outcome = !m.killers.empty() ? "killed" : !m.changed.empty() ? "changed" : "survived";
@@ -155,7 +155,7 @@ namespace {
 nlohmann::ordered_json Cells(const std::vector<MutantCell>& cells) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const auto& c : cells)
-    out.push_back({{"probe", c.probe}, {"policy", c.policy}, {"uid", c.uid}, {"actual", c.actual}});
+    out.push_back({{"probe", c.probe}, {"policy", c.policy}, {"entry", c.entry}, {"uid", c.uid}, {"actual", c.actual}});
   return out;
 }
 
@@ -166,7 +166,8 @@ std::map<std::string, int> Counts(const MutationReport& r) {
 }
 
 std::string CellText(const MutantCell& c) {
-  return c.probe + " [" + c.policy + ", " + (c.uid == 0 ? "root" : "uid " + std::to_string(c.uid)) + "]: " + c.actual;
+  return c.probe + " [" + c.policy + (c.entry == "run" ? " (run)" : "") + ", " +
+         (c.uid == 0 ? "root" : "uid " + std::to_string(c.uid)) + "]: " + c.actual;
 }
 
 std::string Html(const std::string& s) {

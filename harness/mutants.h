@@ -32,7 +32,7 @@ struct MutantOptions {
 
 // A confined cell of a mutant's battery that did not match the table.
 struct MutantCell {
-  std::string probe, policy;
+  std::string probe, policy, entry;
   uid_t uid = 0;
   std::string actual;
 };

@@ -79,7 +79,8 @@ std::string VerdictLine(const BatteryResult& r) {
   const Counts counts = CountAll(r);
   std::ostringstream s;
   s << "oarbank-conform: " << (r.passed ? "PASS" : "FAIL") << ": " << r.probes.size() << " probes x "
-    << r.policies.size() << " policies x " << r.uids.size() << " identities on Linux " << r.host.kernel_release
+    << r.policies.size() << " policies x " << r.uids.size() << " identities"
+    << (r.both_entries ? " x 2 entry points (sandbox-exec, run)" : "") << " on Linux " << r.host.kernel_release
     << " (Landlock ABI " << r.abi << (r.host.landlock_capped ? ", capped" : "") << "): ";
   bool first = true;
   for (const auto& [o, k] : counts.by_outcome) {
@@ -90,11 +91,32 @@ std::string VerdictLine(const BatteryResult& r) {
   return s.str();
 }
 
+// A confined cell's column: its policy, and with both entry points the
+// supervisor's cells a column of their own.
+std::string Column(const BatteryResult& r, const Cell& c) {
+  return r.both_entries && c.entry == "run" ? c.policy + " (run)" : c.policy;
+}
+
+std::vector<std::string> Columns(const BatteryResult& r) {
+  std::vector<std::string> columns;
+  for (const auto& p : r.policies) {
+    columns.push_back(p);
+    if (r.both_entries) columns.push_back(p + " (run)");
+  }
+  return columns;
+}
+
 nlohmann::ordered_json CellJson(const Cell& c) {
-  nlohmann::ordered_json j = {
-      {"probe", c.probe},       {"policy", c.policy},        {"uid", c.uid},
-      {"expected", c.expected}, {"actual", c.run.Summary()}, {"outcome", OutcomeName(c.outcome)},
-      {"why", c.why},           {"detail", c.run.detail},    {"ms", static_cast<int>(c.run.ms * 10) / 10.0}};
+  nlohmann::ordered_json j = {{"probe", c.probe},
+                              {"policy", c.policy},
+                              {"entry", c.entry.empty() ? "none" : c.entry},
+                              {"uid", c.uid},
+                              {"expected", c.expected},
+                              {"actual", c.run.Summary()},
+                              {"outcome", OutcomeName(c.outcome)},
+                              {"why", c.why},
+                              {"detail", c.run.detail},
+                              {"ms", static_cast<int>(c.run.ms * 10) / 10.0}};
   if (!c.run.stderr_text.empty()) j["stderr"] = c.run.stderr_text;
   return j;
 }
@@ -116,6 +138,7 @@ nlohmann::ordered_json BatteryJson(const BatteryResult& r) {
           {"counts", counts},
           {"probes", r.probes},
           {"policies", r.policies},
+          {"both_entries", r.both_entries},
           {"uids", r.uids},
           {"notes", r.notes},
           {"host", HostReport(r.host)},
@@ -127,7 +150,7 @@ std::string BatteryJunit(const BatteryResult& r) {
   // One suite for the unconfined proofs, one per policy and identity.
   std::map<std::string, std::vector<const Cell*>> suites;
   for (const auto& c : r.unconfined) suites["unconfined (root): the probe must escape"].push_back(&c);
-  for (const auto& c : r.confined) suites[c.policy + " (" + Identity(c.uid) + ")"].push_back(&c);
+  for (const auto& c : r.confined) suites[Column(r, c) + " (" + Identity(c.uid) + ")"].push_back(&c);
   std::ostringstream x;
   const Counts all = CountAll(r);
   x << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
@@ -144,8 +167,9 @@ std::string BatteryJunit(const BatteryResult& r) {
     x << "  <testsuite name=\"" << Escape(name) << "\" tests=\"" << cells.size() << "\" failures=\"" << failures
       << "\" errors=\"0\" skipped=\"" << skipped << "\" time=\"" << Seconds(time) << "\">\n";
     for (const Cell* c : cells) {
-      x << "    <testcase classname=\"oarbank.battery." << Escape(c->policy) << "." << (c->uid == 0 ? "root" : "nobody")
-        << "\" name=\"" << Escape(c->probe) << "\" time=\"" << Seconds(c->run.ms / 1000) << "\"";
+      x << "    <testcase classname=\"oarbank.battery." << Escape(c->policy) << (c->entry == "run" ? ".run." : ".")
+        << (c->uid == 0 ? "root" : "nobody") << "\" name=\"" << Escape(c->probe) << "\" time=\""
+        << Seconds(c->run.ms / 1000) << "\"";
       const std::string text = "expected " + c->expected + ", got " + c->run.Summary() + ": " + c->why;
       if (IsFailure(c->outcome)) {
         x << ">\n      <failure message=\"" << OutcomeName(c->outcome) << ": " << Escape(text) << "\" type=\""
@@ -166,18 +190,18 @@ std::string BatteryJunit(const BatteryResult& r) {
 
 std::string BatteryMarkdown(const BatteryResult& r) {
   std::map<std::pair<std::string, std::string>, const Cell*> grid;
-  for (const auto& c : r.confined) grid[{c.probe, c.policy + "/" + std::to_string(c.uid)}] = &c;
+  for (const auto& c : r.confined) grid[{c.probe, Column(r, c) + "/" + std::to_string(c.uid)}] = &c;
   std::ostringstream m;
   m << "# Escape battery\n\n" << VerdictLine(r) << "\n\n| probe | unconfined |";
-  for (const auto& p : r.policies)
+  for (const auto& p : Columns(r))
     for (uid_t u : r.uids) m << " " << p << " (" << (u == 0 ? "root" : "nobody") << ") |";
   m << "\n|---|---|";
-  for (size_t i = 0; i < r.policies.size() * r.uids.size(); ++i) m << "---|";
+  for (size_t i = 0; i < Columns(r).size() * r.uids.size(); ++i) m << "---|";
   m << "\n";
   for (size_t i = 0; i < r.probes.size(); ++i) {
     const Cell& u = r.unconfined[i];
     m << "| " << u.probe << " | " << (u.outcome == Outcome::kPass ? "escapes" : OutcomeName(u.outcome)) << " |";
-    for (const auto& p : r.policies)
+    for (const auto& p : Columns(r))
       for (uid_t uid : r.uids) {
         const Cell* c = grid[{u.probe, p + "/" + std::to_string(uid)}];
         m << " "
@@ -193,7 +217,7 @@ std::string BatteryMarkdown(const BatteryResult& r) {
 
 std::string BatteryHtml(const BatteryResult& r) {
   std::map<std::pair<std::string, std::string>, const Cell*> grid;
-  for (const auto& c : r.confined) grid[{c.probe, c.policy + "/" + std::to_string(c.uid)}] = &c;
+  for (const auto& c : r.confined) grid[{c.probe, Column(r, c) + "/" + std::to_string(c.uid)}] = &c;
   auto klass = [](const Cell& c) -> std::string {
     switch (c.outcome) {
       case Outcome::kPass:
@@ -231,7 +255,7 @@ std::string BatteryHtml(const BatteryResult& r) {
     h << "</ul>\n";
   }
   h << "<table id=\"matrix\"><thead><tr><th class=\"probe\">probe</th><th>unconfined<br>(root)</th>";
-  for (const auto& p : r.policies)
+  for (const auto& p : Columns(r))
     for (uid_t u : r.uids) h << "<th>" << Escape(p) << "<br>" << (u == 0 ? "root" : "nobody") << "</th>";
   h << "</tr></thead><tbody>\n";
   for (size_t i = 0; i < r.probes.size(); ++i) {
@@ -239,7 +263,7 @@ std::string BatteryHtml(const BatteryResult& r) {
     h << "<tr><td class=\"probe\">" << Escape(u.probe) << "</td><td class=\""
       << (u.outcome == Outcome::kPass ? "allowed" : klass(u)) << "\" title=\"" << Escape(u.run.detail) << "\">"
       << (u.outcome == Outcome::kPass ? "escapes" : OutcomeName(u.outcome)) << "</td>";
-    for (const auto& p : r.policies)
+    for (const auto& p : Columns(r))
       for (uid_t uid : r.uids) {
         const Cell* c = grid[{u.probe, p + "/" + std::to_string(uid)}];
         if (!c) {
@@ -258,9 +282,10 @@ std::string BatteryHtml(const BatteryResult& r) {
 std::string BatterySummary(const BatteryResult& r) {
   std::ostringstream s;
   for (const auto& n : r.notes) s << "note: " << n << "\n";
-  auto list = [&s](const Cell& c) {
+  auto list = [&](const Cell& c) {
     if (IsFailure(c.outcome) || c.outcome == Outcome::kGap || c.outcome == Outcome::kUnsupported)
-      s << "  " << OutcomeName(c.outcome) << "  " << c.probe << " [" << c.policy << ", " << Identity(c.uid)
+      s << "  " << OutcomeName(c.outcome) << "  " << c.probe << " [" << (c.entry.empty() ? c.policy : Column(r, c))
+        << ", " << Identity(c.uid)
         << "]: " << (c.expected.empty() ? "" : "expected " + c.expected + ", got " + c.run.Summary() + ": ") << c.why
         << "\n";
   };

@@ -468,7 +468,7 @@ def test_a_gap_row_whose_gap_closed_fails(tmp_path):
     probe the cage blocks as a gap must fail, so a closed gap is never left
     standing in the table (and the real gap row stays amber)."""
     table = (pathlib.Path(ROOT) / "escapes" / "expectations.tsv").read_text()
-    stale = "bpf_syscall\trunner_strict\t6\tgap\t-\ta gap this test pretends is still open\n"
+    stale = "bpf_syscall\trunner_strict\t*\t6\tgap\t-\ta gap this test pretends is still open\n"
     expectations = tmp_path / "expectations.tsv"
     expectations.write_text(table + stale)
     r = conform(tmp_path / "out", "--expectations", str(expectations), "--probe",
@@ -520,3 +520,38 @@ def test_the_real_build_knows_every_syscall_this_kernel_has(battery):
     cells = [c for c in report["unconfined"] + report["confined"] if c["probe"] == "syscall_above_table"]
     assert cells and all(c["outcome"] == "UNSUPPORTED" for c in cells), cells
     assert "no syscall above the table's" in cells[0]["why"], cells[0]
+
+
+# ---- both entry points ----------------------------------------------------------------
+
+def test_both_entries_run_each_cell_under_the_launcher_and_the_supervisor(tmp_path):
+    """--both-entries: each cell of the bare launcher runs under `run` as a
+    cell of its own, judged by the table's `run` rows: the job's pid
+    namespace answers ESRCH where the launcher's signal scope answers EPERM,
+    and its network namespace closes the gap Landlock leaves at the proxy's
+    port."""
+    r = conform(tmp_path / "out", "--both-entries", "--probe", "signal_outside,bpf_syscall,tcp_proxy_port_other_address",
+                "--policy", "runner_strict,runner_egress")
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads((tmp_path / "out" / "battery.json").read_text())
+    assert report["both_entries"] is True
+    cells = {(c["probe"], c["policy"], c["entry"], c["uid"]): c for c in report["confined"]}
+    assert len(cells) == 3 * 2 * 2 * 2
+    for uid in (0, 65534):
+        assert cells[("signal_outside", "runner_strict", "sandbox-exec", uid)]["actual"] == "blocked EPERM"
+        assert cells[("signal_outside", "runner_strict", "run", uid)]["actual"] == "blocked ESRCH"
+        assert cells[("bpf_syscall", "runner_egress", "run", uid)]["actual"] == "blocked EPERM"
+        assert cells[("tcp_proxy_port_other_address", "runner_egress", "sandbox-exec", uid)]["outcome"] == "GAP"
+        closed = cells[("tcp_proxy_port_other_address", "runner_egress", "run", uid)]
+        assert closed["outcome"] == "PASS" and closed["actual"] == "blocked ECONNREFUSED", closed
+    assert "runner_strict (run)" in (tmp_path / "out" / "battery.md").read_text()
+
+
+def test_a_row_for_an_entry_point_that_does_not_exist_is_refused(tmp_path):
+    table = (pathlib.Path(ROOT) / "escapes" / "expectations.tsv").read_text()
+    bad = tmp_path / "expectations.tsv"
+    bad.write_text(table + "bpf_syscall\trunner_strict\tboth\t6\tblocked\tEPERM\tnot an entry point\n")
+    r = conform(tmp_path / "out", "--expectations", str(bad), "--probe", "bpf_syscall")
+    assert r.returncode == 64, r.stdout + r.stderr
+    line = len(table.splitlines()) + 1
+    assert r.stderr == f"oarbank-conform: {bad}:{line}: entry: one of *, sandbox-exec, run\n", r.stderr
