@@ -129,10 +129,9 @@ std::vector<MutationPoint> MutationPoints(const Plan& plan, bool egress_any) {
     out.push_back(
         {std::string(s.layer) + "." + s.name, s.layer, s.what, "OARBANK_FAULT_SKIP_STEP", s.name, s.supervised_only});
   if (egress_any)
-    for (const char* name : {"job-ruleset-classes", "job-ruleset-host-addresses"})
-      out.push_back({std::string("egress.") + name, "egress",
-                     std::string("the egress-any ruleset's ") +
-                         (name[12] == 'c' ? "non-public address classes" : "host addresses"),
+    for (const auto& [name, what] : {std::pair{"job-ruleset-classes", "non-public address classes"},
+                                     {"job-ruleset-host-addresses", "host addresses"}})
+      out.push_back({std::string("egress.") + name, "egress", std::string("the egress-any ruleset's ") + what,
                      "OARBANK_FAULT_SKIP_STEP", name, true});
   return out;
 }
