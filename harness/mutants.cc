@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "harness/probe_spawn.h"
+#include "harness/reports.h"
 #include "harness/world.h"
 #include "sandbox/common/json_formats.h"
 
@@ -170,12 +171,6 @@ std::string CellText(const MutantCell& c) {
          (c.uid == 0 ? "root" : "uid " + std::to_string(c.uid)) + "]: " + c.actual;
 }
 
-std::string Html(const std::string& s) {
-  std::string out;
-  for (char c : s) out += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
-  return out;
-}
-
 }  // namespace
 
 nlohmann::ordered_json MutationJson(const MutationReport& r) {
@@ -226,15 +221,15 @@ std::string MutationHtml(const MutationReport& r) {
   h << "<!doctype html><meta charset=utf-8><title>oarbank mutation analysis</title><style>"
        "td,th{border:1px solid #ccc;padding:2px 6px}td.killed{background:#9be39b}td.changed{background:#f7dc8c}"
        "td.survived{background:#f08a80;font-weight:bold}</style><h1>Mutation analysis</h1><p>Linux "
-    << Html(r.kernel) << ", Landlock ABI " << r.abi << ": " << r.points.size() << " points in "
+    << Escape(r.kernel) << ", Landlock ABI " << r.abi << ": " << r.points.size() << " points in "
     << static_cast<int>(r.seconds) << " s.</p><table><tr><th>point<th>layer<th>outcome<th>cells<th>what";
   for (const auto& p : r.points) {
     std::string cells;
     for (const auto* list : {&p.killers, &p.changed})
-      for (const auto& c : *list) cells += Html(CellText(c)) + "<br>";
-    h << "<tr><td><code>" << Html(p.id) << "</code><td>" << p.layer << "<td class=\""
+      for (const auto& c : *list) cells += Escape(CellText(c)) + "<br>";
+    h << "<tr><td><code>" << Escape(p.id) << "</code><td>" << p.layer << "<td class=\""
       << (p.outcome == "known survivor" ? "survived" : p.outcome) << "\">" << p.outcome << "<td>" << cells << "<td>"
-      << Html(p.what);
+      << Escape(p.what);
   }
   h << "</table>\n";
   return h.str();

@@ -24,25 +24,6 @@ std::string Seconds(double s) {
 
 std::string Identity(uid_t uid) { return uid == 0 ? "root" : "uid " + std::to_string(uid); }
 
-std::string Escape(const std::string& s) {  // XML and HTML
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
-          out += '?';
-        else
-          out += c;
-    }
-  }
-  return out;
-}
-
 // The short text shown in a matrix cell.
 std::string CellText(const Cell& c) {
   const ProbeRun& r = c.run;
@@ -293,6 +274,25 @@ std::string BatterySummary(const BatteryResult& r) {
   for (const auto& c : r.confined) list(c);
   s << VerdictLine(r) << "\n";
   return s.str();
+}
+
+std::string Escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t')
+          out += '?';
+        else
+          out += c;
+    }
+  }
+  return out;
 }
 
 std::string PrepareReportDir(const std::string& dir) {

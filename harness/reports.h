@@ -24,5 +24,7 @@ std::string BatterySummary(const BatteryResult& result);
 std::string PrepareReportDir(const std::string& dir);
 // Writes one report whole: "" or one line naming the file and the error.
 std::string WriteReportFile(const std::string& path, const std::string& text);
+// `s` escaped for XML and HTML text and attributes.
+std::string Escape(const std::string& s);
 
 }  // namespace oarbank
