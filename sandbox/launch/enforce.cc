@@ -182,13 +182,21 @@ std::optional<StepFailure> ApplyLandlock(const LandlockPlan& ll) {
 std::optional<StepFailure> ApplySeccomp(const std::vector<SeccompRule>& rules, int highest) {
   constexpr LaunchStep kStep = LaunchStep::kSeccomp;
   const SeccompArch arch = NativeSeccompArch();
-  // The table program: foreign and x32 calls killed, ENOSYS above the
-  // syscall table, the rows newer than libseccomp (seccomp/filter.h).
-  auto table = MakeTableProgram(rules, arch, highest);
-  if (!table.ok()) return StepFailed(kStep, 0, "%s: %s", table.error().where.c_str(), table.error().what.c_str());
-  // The build compiled every row set the table can select; rows it did not
-  // (a test build's altered plan) are compiled here, by the same code.
-  std::span<const sock_filter> program = PrecompiledSeccomp(rules, arch);
+  // The build compiled every row set the table can select, with its table
+  // program (foreign and x32 calls killed, ENOSYS above the syscall table,
+  // the rows newer than libseccomp: seccomp/filter.h); rows or a table end
+  // it did not (a test build's altered plan) are compiled here, by the same
+  // code.
+  const PrecompiledFilters built = FindPrecompiled(rules, arch);
+  TableProgram made;
+  std::span<const sock_filter> table = built.table;
+  if (table.empty() || built.highest != highest) {
+    auto result = MakeTableProgram(rules, arch, highest);
+    if (!result.ok()) return StepFailed(kStep, 0, "%s: %s", result.error().where.c_str(), result.error().what.c_str());
+    made = result.value();
+    table = made.span();
+  }
+  std::span<const sock_filter> program = built.rows;
   std::vector<sock_filter> compiled;
   if (program.empty()) {
     auto result = CompileSeccomp(rules, arch);
@@ -196,9 +204,9 @@ std::optional<StepFailure> ApplySeccomp(const std::vector<SeccompRule>& rules, i
     compiled = std::move(result).value();
     program = compiled;
   }
-  for (const std::span<const sock_filter> p : {table.value().span(), program}) {
+  for (const std::span<const sock_filter> p : {table, program}) {
     if (p.size() > BPF_MAXINSNS) return StepFailed(kStep, 0, "the filter has %zu instructions", p.size());
-    if (p.data() == table.value().code.data() && FaultSkipStep("seccomp-above-table")) continue;  // test builds only
+    if (p.data() == table.data() && FaultSkipStep("seccomp-above-table")) continue;  // test builds only
     sock_fprog prog{static_cast<unsigned short>(p.size()), const_cast<sock_filter*>(p.data())};
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return StepFailed(kStep, errno, "load");
   }

@@ -15,8 +15,9 @@
 // libseccomp compiles every other row (CompileSeccomp): default ALLOW, each
 // row's errno, and the bad-arch action KILL_PROCESS. Compiling costs a launch
 // about as much as everything else it does to confine itself, so the build
-// compiles every row set the table can select once, for each architecture
-// (sandbox/seccomp/precompile.cc), and the binary carries the programs
+// compiles every row set the table can select once, for each architecture,
+// with its table program (sandbox/seccomp/precompile.cc), and the binary
+// carries the programs
 // (PrecompiledSeccomp). A launch looks its rows up by their exact content,
 // not by the policy that chose them: rows that differ in any way (a test
 // build that drops one on purpose) find nothing and are compiled at launch by
@@ -54,8 +55,15 @@ bool LibseccompKnows(const SeccompRule& rule, SeccompArch arch);
 // names the row or the libseccomp call that failed and why.
 Expected<std::vector<sock_filter>> CompileSeccomp(const std::vector<SeccompRule>& rows, SeccompArch arch);
 
-// The build's libseccomp program for exactly these rows on `arch`, or an
-// empty span.
+// The build's programs for exactly these rows on `arch`: libseccomp's, and
+// the table program for the table's end as the build knew it (`highest`).
+// Empty spans when the build did not compile these rows.
+struct PrecompiledFilters {
+  std::span<const sock_filter> rows, table;
+  int highest = -1;
+};
+PrecompiledFilters FindPrecompiled(const std::vector<SeccompRule>& rows, SeccompArch arch);
+// FindPrecompiled's libseccomp program alone.
 std::span<const sock_filter> PrecompiledSeccomp(const std::vector<SeccompRule>& rows, SeccompArch arch);
 
 // The table program for `arch`: ENOSYS above `highest` (HighestSyscall),

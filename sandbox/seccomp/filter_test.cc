@@ -41,6 +41,14 @@ TEST(SeccompPrecompiled, EachRowSetsProgramIsWhatLibseccompCompilesForEachArchit
       const auto built = PrecompiledSeccomp(rows, arch);
       ASSERT_FALSE(built.empty()) << SeccompRowsKey(rows, arch);
       EXPECT_TRUE(SameProgram(built, compiled.value())) << SeccompRowsKey(rows, arch);
+      // And its table program is MakeTableProgram's for the table's end.
+      const PrecompiledFilters all = FindPrecompiled(rows, arch);
+      EXPECT_EQ(all.highest, HighestSyscall(arch));
+      auto table = MakeTableProgram(rows, arch, HighestSyscall(arch));
+      ASSERT_TRUE(table.ok()) << table.error().what;
+      EXPECT_TRUE(all.table.size() == table.value().length &&
+                  memcmp(all.table.data(), table.value().code.data(), all.table.size_bytes()) == 0)
+          << SeccompRowsKey(rows, arch);
       // Another architecture's key finds another program, or none.
       for (SeccompArch other : kSeccompArches)
         if (other != arch) EXPECT_FALSE(SameProgram(PrecompiledSeccomp(rows, other), compiled.value()));

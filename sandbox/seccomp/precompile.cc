@@ -1,6 +1,7 @@
 // seccomp_precompile OUT: the build step that compiles, with libseccomp,
 // every row set the seccomp table can select (SeccompRowSets), for each
-// architecture the filter is built for, and writes them as C++ data to OUT, which sandbox/seccomp/precompiled.cc
+// architecture the filter is built for, with the table program of each
+// (filter.h), and writes them as C++ data to OUT, which sandbox/seccomp/precompiled.cc
 // includes. Any error (a row this libseccomp cannot compile) fails the build.
 #include <cstdio>
 #include <string>
@@ -26,6 +27,17 @@ std::string Quoted(const std::string& s) {
   return out + "\"";
 }
 
+// A program as a C++ array named `name`.
+std::string Array(const std::string& name, std::span<const sock_filter> program) {
+  std::string out = "constexpr sock_filter " + name + "[] = {\n";
+  char line[96];
+  for (const sock_filter& f : program) {
+    snprintf(line, sizeof line, "    {0x%04x, %u, %u, 0x%08x},\n", f.code, f.jt, f.jf, f.k);
+    out += line;
+  }
+  return out + "};\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -47,15 +59,17 @@ int main(int argc, char** argv) {
       fprintf(stderr, "seccomp_precompile: %s: %s\n", program.error().where.c_str(), program.error().what.c_str());
       return 1;
     }
-    const std::string n = std::to_string(i);
-    out += "constexpr sock_filter kProgram" + n + "[] = {\n";
-    char line[96];
-    for (const sock_filter& f : program.value()) {
-      snprintf(line, sizeof line, "    {0x%04x, %u, %u, 0x%08x},\n", f.code, f.jt, f.jf, f.k);
-      out += line;
+    const int highest = HighestSyscall(arch);
+    auto table = MakeTableProgram(rows, arch, highest);
+    if (!table.ok()) {
+      fprintf(stderr, "seccomp_precompile: %s: %s\n", table.error().where.c_str(), table.error().what.c_str());
+      return 1;
     }
-    out += "};\nconstexpr char kKey" + n + "[] =\n    " + Quoted(SeccompRowsKey(rows, arch)) + ";\n\n";
-    entries += "    {kKey" + n + ", sizeof kKey" + n + " - 1, kProgram" + n + ", std::size(kProgram" + n + ")},\n";
+    const std::string n = std::to_string(i);
+    out += Array("kProgram" + n, program.value()) + Array("kTable" + n, table.value().span());
+    out += "constexpr char kKey" + n + "[] =\n    " + Quoted(SeccompRowsKey(rows, arch)) + ";\n\n";
+    entries += "    {kKey" + n + ", sizeof kKey" + n + " - 1, kProgram" + n + ", std::size(kProgram" + n + "), kTable" +
+               n + ", std::size(kTable" + n + "), " + std::to_string(highest) + "},\n";
   }
   out += "constexpr PrecompiledEntry kPrecompiled[] = {\n" + entries + "};\n";
   const std::string tmp = std::string(argv[1]) + ".tmp";

@@ -16,7 +16,19 @@ struct SyscallRow {
 // kSyscallTableSource and kSyscallRows, generated from syscalls.tsv.
 #include "sandbox/seccomp/syscall_table.inc"
 
-int Column(const SyscallRow& row, SeccompArch arch) { return arch == SeccompArch::kX86_64 ? row.x86_64 : row.aarch64; }
+constexpr int Column(const SyscallRow& row, SeccompArch arch) {
+  return arch == SeccompArch::kX86_64 ? row.x86_64 : row.aarch64;
+}
+
+// The highest number of each architecture's column, worked out at compile
+// time: every lookup compares against it.
+constexpr int TableHighest(SeccompArch arch) {
+  int highest = -1;
+  for (const SyscallRow& row : kSyscallRows) highest = std::max(highest, Column(row, arch));
+  return highest;
+}
+constexpr int kHighestX86_64 = TableHighest(SeccompArch::kX86_64);
+constexpr int kHighestAarch64 = TableHighest(SeccompArch::kAarch64);
 
 // The table's end as this build sees it: the fault hook can only lower it.
 int End(int highest) {
@@ -60,11 +72,7 @@ std::vector<std::string> SyscallNames(SeccompArch arch) {
   return names;
 }
 
-int HighestSyscall(SeccompArch arch) {
-  int highest = -1;
-  for (const SyscallRow& row : kSyscallRows) highest = std::max(highest, Column(row, arch));
-  return End(highest);
-}
+int HighestSyscall(SeccompArch arch) { return End(arch == SeccompArch::kX86_64 ? kHighestX86_64 : kHighestAarch64); }
 
 std::string SyscallTableSource() { return kSyscallTableSource; }
 
