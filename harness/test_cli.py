@@ -9,7 +9,7 @@ import pytest
 
 from job_tree import write_policy
 
-from testlib import AGENT
+from testlib import AGENT, FAULTY
 
 
 def run(*args, **kw):
@@ -112,6 +112,41 @@ def test_a_kernel_that_cannot_enforce_refuses_with_70(tree, abi, verdict, capabi
     assert r.stderr.startswith(f"sandbox: {verdict}: {capability} (")
     assert r.stderr.count("\n") == 1
     assert not marker.exists(), "nothing may run unconfined"
+
+
+# A kernel that reports an ABI without one of its features (a backport
+# reporting ABI 6 without signal scoping): each feature the plan relies on
+# is tried, and the test-only agent takes one as missing. The policy that
+# needs it is refused with the feature named, through both entry points.
+@pytest.mark.parametrize("feature,abi,capability", [
+    ("scope_signal", 6, "ipc.scoping"),
+    ("scope_abstract_unix", 6, "ipc.scoping"),
+    ("ioctl_dev", 5, "ipc.scoping"),
+    ("truncate", 3, "filesystem"),
+])
+@pytest.mark.parametrize("entry", ["sandbox-exec", "run"])
+def test_a_kernel_missing_a_feature_of_its_abi_refuses_with_70(tree, feature, abi, capability, entry):
+    marker = tree / "work" / "ran"
+    env = {**os.environ, "OARBANK_FAULT_LANDLOCK_MISSING": feature}
+    extra = ["--unproven"] if entry == "run" else []
+    r = subprocess.run([FAULTY, entry, *extra, write_policy(tree), "--", "/bin/sh", "-c", f"touch {marker}"],
+                       capture_output=True, text=True, timeout=30, env=env)
+    assert r.returncode == 70, r.stdout + r.stderr
+    assert f"{capability} (" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert f"refuses a ruleset with {feature} (ABI {abi})" in r.stderr, r.stderr
+    assert not marker.exists(), "nothing may run unconfined"
+    report = json.loads(subprocess.run([FAULTY, "sandbox-report"], capture_output=True, text=True, timeout=30,
+                                       env=env).stdout)["landlock"]
+    assert report["abi"] == abi - 1 and report["missing"] == f"{feature} (ABI {abi})", report
+    assert report["kernel_abi"] >= abi
+
+
+def test_every_feature_of_this_kernels_abi_is_there_and_the_whiteout_right_is_tried():
+    report = json.loads(run("sandbox-report").stdout)["landlock"]
+    assert report["missing"] == "" and report["abi"] == report["kernel_abi"], report
+    assert report["whiteout_needs"] in ("make_reg", "make_char"), report
+    erratum4 = [e for e in report["errata_detail"] if e["erratum"] == 4]
+    assert erratum4 and "RENAME_WHITEOUT" in erratum4[0]["without_the_fix"], report
 
 
 def test_egress_any_is_never_enforced(tree):

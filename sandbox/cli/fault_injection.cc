@@ -49,6 +49,7 @@ void InstallFaultHooks() {
   fault_hooks.skip_step = SkipStep;
   fault_hooks.mutate_plan = InjectFaults;
   if (const char* end = getenv("OARBANK_FAULT_SYSCALL_TABLE_END")) fault_hooks.syscall_table_end = atoi(end);
+  fault_hooks.landlock_missing = getenv("OARBANK_FAULT_LANDLOCK_MISSING");
 }
 
 void InjectFaults(Plan& plan) {

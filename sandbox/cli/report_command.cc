@@ -38,7 +38,7 @@ int SandboxReport(const std::string& policy_path, int abi_cap) {
   }
   // What sandbox-exec meets here, and what a job of `run` meets (egress-any
   // is enforced there, never by sandbox-exec alone): each probed as it is.
-  HostFacts host = ProbeHost(abi_cap);
+  HostFacts host = ProbeHost(abi_cap, {.landlock_whiteout = true});
   ProbeRootEtc(host);
   const HostFacts supervised = ProbeSupervisedHost(abi_cap, JobNetworkProbeDepth::kTrial);
   nlohmann::ordered_json report = {{"format", kReportFormat}};

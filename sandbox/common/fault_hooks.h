@@ -41,6 +41,9 @@
 // - syscall_table_end: >= 0 makes the syscall table end at that number
 //   (seccomp/syscall_table.h), as in a build made before the later
 //   syscalls existed: their rows go, and ENOSYS starts above it.
+// - landlock_missing: a Landlock feature (host_facts.h's names:
+//   "scope_signal", "resolve_unix", ...) that the host probe takes as
+//   missing, as on a kernel that reports an ABI without all of it.
 #pragma once
 
 namespace oarbank {
@@ -52,6 +55,7 @@ struct FaultHooks {
   bool (*skip_step)(const char* step) = nullptr;
   void (*mutate_plan)(Plan& plan) = nullptr;
   int syscall_table_end = -1;
+  const char* landlock_missing = nullptr;
 };
 
 extern FaultHooks fault_hooks;

@@ -14,8 +14,10 @@
 #include <mutex>
 #include <string_view>
 
+#include "sandbox/common/fault_hooks.h"
 #include "sandbox/common/read_file.h"
 #include "sandbox/host/landlock_abi.h"
+#include "sandbox/host/whiteout_trial.h"
 #include "sandbox/policy/base_system.h"
 
 namespace oarbank {
@@ -56,6 +58,47 @@ std::vector<std::string> Words(std::string_view s) {
   }
 }
 
+// The Landlock features a plan relies on, each with the ABI that brings it
+// and a ruleset that handles it, in ABI order.
+struct LandlockFeature {
+  const char* name;
+  int abi;
+  uint64_t fs, net, scoped;
+};
+constexpr LandlockFeature kLandlockFeatures[] = {
+    {"filesystem", 1, kFsReadFile | kFsWriteFile | kFsMakeReg, 0, 0},
+    {"refer", 2, kFsRefer, 0, 0},
+    {"truncate", 3, kFsTruncate, 0, 0},
+    {"tcp", 4, 0, kNetBindTcp | kNetConnectTcp, 0},
+    {"ioctl_dev", 5, kFsIoctlDev, 0, 0},
+    {"scope_abstract_unix", 6, 0, 0, kScopeAbstractUnixSocket},
+    {"scope_signal", 6, 0, 0, kScopeSignal},
+    {"resolve_unix", 9, kFsResolveUnix, 0, 0},
+    {"udp", 10, 0, kNetBindUdp | kNetConnectSendUdp, 0},
+};
+
+// A ruleset handling the feature can be made (an unknown right is EINVAL).
+bool HasLandlockFeature(const LandlockFeature& feature) {
+  if (fault_hooks.landlock_missing != nullptr && std::string_view(fault_hooks.landlock_missing) == feature.name)
+    return false;
+  const uint64_t attr[3] = {feature.fs, feature.net, feature.scoped};
+  const size_t size = feature.scoped != 0 ? sizeof attr : feature.net != 0 ? 2 * sizeof(uint64_t) : sizeof(uint64_t);
+  const long fd = syscall(SYS_landlock_create_ruleset, attr, size, 0);
+  if (fd < 0) return false;
+  close(static_cast<int>(fd));
+  return true;
+}
+
+void ProbeLandlockFeatures(HostFacts& f) {
+  for (const LandlockFeature& feature : kLandlockFeatures) {
+    if (feature.abi > f.landlock_abi) return;
+    if (HasLandlockFeature(feature)) continue;
+    f.landlock_missing = std::string(feature.name) + " (ABI " + std::to_string(feature.abi) + ")";
+    f.landlock_abi = feature.abi - 1;
+    return;
+  }
+}
+
 void ProbeLandlock(HostFacts& f, int abi_cap) {
   const long abi = syscall(SYS_landlock_create_ruleset, nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
   f.landlock_kernel_abi = abi > 0 ? static_cast<int>(abi) : 0;
@@ -69,6 +112,7 @@ void ProbeLandlock(HostFacts& f, int abi_cap) {
     f.landlock_errata_known = errata >= 0;
     f.landlock_errata = errata > 0 ? static_cast<uint32_t>(errata) : 0;
   }
+  ProbeLandlockFeatures(f);
 }
 
 void ProbeSeccomp(HostFacts& f) {
@@ -203,6 +247,7 @@ HostFacts ProbeHost(int abi_cap, ProbeScope scope) {
   ProbeUserNamespaces(f);
   if (scope.cgroup) ProbeCgroup(f);
   if (scope.gpu_nodes) ProbeGpuNodes(f);
+  if (scope.landlock_whiteout) f.landlock_whiteout_needs = ProbeWhiteoutRight(f.landlock_kernel_abi);
   f.uid = geteuid();
   f.gid = getegid();
   f.runs_as_root = f.uid == 0;

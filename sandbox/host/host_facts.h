@@ -35,6 +35,17 @@ struct HostFacts {
   bool landlock_capped = false;
   uint32_t landlock_errata = 0;        // bit N-1: erratum N is fixed here
   bool landlock_errata_known = false;  // the kernel answers the query (6.15, backports)
+  // Each feature the plan relies on (refer, truncate, TCP and UDP rules,
+  // ioctl_dev, the scopes, resolve_unix) is tried, not read off the ABI
+  // number: a kernel can report an ABI without one of its features (a
+  // backport reporting ABI 6 without signal scoping). The first one missing
+  // at or below the ABI lowers `landlock_abi` to the ABI before it, so a
+  // policy that needs it is refused; this names it ("" when none is).
+  std::string landlock_missing;
+  // Which right a whiteout (renameat2 RENAME_WHITEOUT) needs on this kernel
+  // (Landlock erratum 4), tried in a child when ProbeScope asks:
+  // "make_char", "make_reg" (a kernel without the fix), or "unknown: why".
+  std::string landlock_whiteout_needs;
 
   bool seccomp_filter = false;  // SECCOMP_SET_MODE_FILTER is built in
   std::vector<std::string> seccomp_actions;
@@ -86,6 +97,9 @@ struct HostFacts {
 struct ProbeScope {
   bool cgroup = true;
   bool gpu_nodes = true;
+  // The whiteout trial forks a child: only reports (sandbox-report, the
+  // battery) ask for it.
+  bool landlock_whiteout = false;
 };
 
 // Reads the facts of the running kernel for this process. `abi_cap` >= 0

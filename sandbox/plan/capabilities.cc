@@ -19,10 +19,13 @@ CapabilityStatus NeedsAbi(CapabilityId id, const HostFacts& h, int need, const c
   if (h.landlock_abi >= need)
     return Enforced(id,
                     std::string(what) + " (" + needs + "; this host has ABI " + std::to_string(h.landlock_abi) + ")");
-  return Unavailable(id,
-                     std::string(what) + " needs " + needs + "; this host has " +
-                         (h.landlock_abi == 0 ? std::string("no Landlock") : "ABI " + std::to_string(h.landlock_abi)) +
-                         (h.landlock_capped ? " (capped for testing)" : ""));
+  return Unavailable(
+      id, std::string(what) + " needs " + needs + "; this host has " +
+              (h.landlock_abi == 0 ? std::string("no Landlock") : "ABI " + std::to_string(h.landlock_abi)) +
+              (h.landlock_capped ? " (capped for testing)" : "") +
+              (h.landlock_missing.empty() ? std::string()
+                                          : " (the kernel reports ABI " + std::to_string(h.landlock_kernel_abi) +
+                                                " but refuses a ruleset with " + h.landlock_missing + ")"));
 }
 
 CapabilityStatus NeedsSeccomp(CapabilityId id, const HostFacts& h, const char* what) {

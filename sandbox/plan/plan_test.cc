@@ -368,12 +368,15 @@ TEST(Report, ErrataAreNamedFixedOrUnknown) {
   host.landlock_errata_known = true;
   host.landlock_errata = 0b101;  // 1 and 3
   auto errata = HostReport(host)["landlock"]["errata_detail"];
-  ASSERT_EQ(errata.size(), 3u);
+  ASSERT_EQ(errata.size(), 4u);
   EXPECT_EQ(errata[0]["erratum"], 1);
   EXPECT_EQ(errata[0]["fixed"], true);
   EXPECT_EQ(errata[1]["fixed"], false);
   EXPECT_EQ(errata[2]["fixed"], true);
   EXPECT_NE(errata[2]["without_the_fix"].get<std::string>().find("read-only"), std::string::npos);
+  EXPECT_EQ(errata[3]["erratum"], 4);
+  EXPECT_EQ(errata[3]["fixed"], false);
+  EXPECT_NE(errata[3]["without_the_fix"].get<std::string>().find("RENAME_WHITEOUT"), std::string::npos);
   // A kernel that cannot be asked: neither fixed nor not.
   host.landlock_errata_known = false;
   host.landlock_errata = 0;

@@ -30,6 +30,10 @@ constexpr Erratum kLandlockErrata[] = {
      "rename or link can widen rights through a directory moved out from under a bind mount; in the cage every "
      "mount but the writable grants is read-only and each grant is a mount of its own, so no process inside can "
      "move a directory out from under one"},
+    {4, "the right a whiteout needs (renameat2 RENAME_WHITEOUT)",
+     "a whiteout, a character device, is made with MAKE_REG alone where MAKE_CHAR should be needed "
+     "(whiteout_needs says what this kernel asks); the seccomp filter refuses RENAME_WHITEOUT, so the cage never "
+     "relies on it"},
 };
 
 nlohmann::ordered_json ErrataReport(const HostFacts& h) {
@@ -58,6 +62,8 @@ nlohmann::ordered_json HostReport(const HostFacts& h) {
        {{"abi", h.landlock_abi},
         {"kernel_abi", h.landlock_kernel_abi},
         {"capped", h.landlock_capped},
+        {"missing", h.landlock_missing},
+        {"whiteout_needs", h.landlock_whiteout_needs.empty() ? "not tried" : h.landlock_whiteout_needs},
         {"errata", h.landlock_errata},
         {"errata_detail", ErrataReport(h)}}},
       {"seccomp",

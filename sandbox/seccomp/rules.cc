@@ -20,6 +20,7 @@ constexpr uint64_t kSeccompSetModeFilter = 1;
 constexpr uint64_t kSeccompFilterFlagNewListener = 1ull << 3;
 constexpr uint64_t kPersonalityQueryBit = 1ull << 31;
 constexpr uint64_t kIoprioWhoProcess = 1;
+constexpr uint64_t kRenameWhiteout = 1ull << 2;  // RENAME_WHITEOUT, linux/fs.h
 
 ArgCmp Eq(unsigned arg, uint64_t v) { return {arg, CmpOp::kEq, v}; }
 ArgCmp Ge(unsigned arg, uint64_t v) { return {arg, CmpOp::kGe, v}; }
@@ -185,6 +186,16 @@ std::vector<SeccompRule> BuildTable() {
       // ones (CVE-2019-10063).
       {"ioctl", {Masked(1, kLow32, TIOCSTI)}, EPERM, When::kAlways, "no typing into the agent's terminal"},
       {"ioctl", {Masked(1, kLow32, TIOCLINUX)}, EPERM, When::kAlways, "no console selection/paste injection"},
+
+      // A whiteout (a character device 0:0) made by rename: which Landlock
+      // right it needs changed with the kernel (erratum 4), and a kernel
+      // without the fix asks only MAKE_REG, so a job would make a device node
+      // where it has no MAKE_CHAR. Only overlayfs needs whiteouts.
+      {"renameat2",
+       {Masked(4, kRenameWhiteout, kRenameWhiteout)},
+       EPERM,
+       When::kAlways,
+       "no whiteouts: renameat2(RENAME_WHITEOUT) makes a character device"},
 
       // exec_writable = false: executing a written file without execve on a path.
       {"memfd_create", {}, EPERM, When::kExecWritableDeny, "memfd + fexecve runs unwritten-to-disk code"},
