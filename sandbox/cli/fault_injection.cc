@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string>
 
 #include "sandbox/cli/mutation_points.h"
 #include "sandbox/common/fault_hooks.h"
@@ -37,9 +38,18 @@ void PauseAt(const char* point, long a, long b) {
   }
 }
 
+// OARBANK_FAULT_SKIP_STEP names one step or several, comma-separated (a
+// pair mutant removes two layers at once).
 bool SkipStep(const char* step) {
   const char* skip = getenv("OARBANK_FAULT_SKIP_STEP");
-  return skip != nullptr && strcmp(skip, step) == 0;
+  const size_t len = strlen(step);
+  for (const char* at = skip; at != nullptr && *at != '\0';) {
+    const char* comma = strchr(at, ',');
+    const size_t n = comma != nullptr ? static_cast<size_t>(comma - at) : strlen(at);
+    if (n == len && strncmp(at, step, len) == 0) return true;
+    at = comma != nullptr ? comma + 1 : nullptr;
+  }
+  return false;
 }
 
 }  // namespace
@@ -63,7 +73,15 @@ void InjectFaults(Plan& plan) {
   }
   if (getenv("OARBANK_FAULT_UNHANDLE_SCOPES")) plan.landlock.scoped = 0;
   if (getenv("OARBANK_FAULT_WRITABLE_MOUNTS")) plan.read_only_mounts = false;
-  if (const char* point = getenv("OARBANK_FAULT_MUTANT")) RemovePlanPoint(point, plan);
+  if (const char* points = getenv("OARBANK_FAULT_MUTANT")) {
+    // One point or several, comma-separated (a pair mutant).
+    std::string list = points;
+    for (size_t from = 0, comma; from <= list.size(); from = comma + 1) {
+      comma = list.find(',', from);
+      if (comma == std::string::npos) comma = list.size();
+      RemovePlanPoint(list.substr(from, comma - from), plan);
+    }
+  }
   for (const char* v : {"OARBANK_FAULT_DROP_SECCOMP", "OARBANK_FAULT_UNHANDLE_FS", "OARBANK_FAULT_UNHANDLE_SCOPES",
                         "OARBANK_FAULT_WRITABLE_MOUNTS", "OARBANK_FAULT_SYSCALL_TABLE_END", "OARBANK_FAULT_MUTANT"})
     unsetenv(v);

@@ -42,9 +42,9 @@ struct HostFacts {
   // at or below the ABI lowers `landlock_abi` to the ABI before it, so a
   // policy that needs it is refused; this names it ("" when none is).
   std::string landlock_missing;
-  // Which right a whiteout (renameat2 RENAME_WHITEOUT) needs on this kernel
-  // (Landlock erratum 4), tried in a child when ProbeScope asks:
-  // "make_char", "make_reg" (a kernel without the fix), or "unknown: why".
+  // Which right a whiteout needs on this kernel (Landlock erratum 4), made
+  // by rename and by mknod, tried in children when ProbeScope asks
+  // (whiteout_trial.h): "rename make_reg, mknod make_char" without the fix.
   std::string landlock_whiteout_needs;
 
   bool seccomp_filter = false;  // SECCOMP_SET_MODE_FILTER is built in

@@ -6,13 +6,15 @@
 
 namespace oarbank {
 
-// In a child with a Landlock domain over a fresh directory under /tmp
-// (handling MAKE_CHAR and MAKE_REG), renames a file there with
-// RENAME_WHITEOUT: "make_reg" when MAKE_REG alone lets the whiteout be made
-// (a kernel without the fix), "make_char" when MAKE_CHAR is needed too, or
-// "unknown: WHY" (no Landlock, no RENAME_WHITEOUT on /tmp's filesystem, no
-// directory). The cage never relies on the answer: its seccomp filter
-// refuses RENAME_WHITEOUT.
+// In children with a Landlock domain over a fresh directory under /tmp
+// (handling MAKE_CHAR and MAKE_REG), makes a whiteout there by
+// renameat2(RENAME_WHITEOUT) and by mknodat(S_IFCHR, 0:0), each with
+// MAKE_REG alone and then with MAKE_CHAR too: "rename R, mknod M", each
+// "make_reg" (MAKE_REG alone is enough), "make_char" or "fails"; or
+// "unknown: WHY" (no Landlock, no directory, no whiteout at all). A kernel
+// without the fix answers "rename make_reg, mknod make_char"; one with it
+// asks MAKE_REG for both. The cage never relies on the answer: its seccomp
+// filter refuses RENAME_WHITEOUT and mknod of a character device 0:0.
 std::string ProbeWhiteoutRight(int landlock_kernel_abi);
 
 }  // namespace oarbank

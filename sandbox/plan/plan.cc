@@ -102,9 +102,12 @@ LandlockPlan PlanLandlock(const Policy& policy, const HostFacts& host) {
   ll.abi = abi;
   ll.handled_fs = HandledFs(abi);
   ll.handled_net = HandledNet(abi);
-  // egress-any: any TCP port; its job network's ruleset decides by address
-  // (job_network.h). Bind stays handled (and refused by seccomp too).
-  if (policy.net().mode == NetMode::kEgressAny) ll.handled_net &= ~kNetConnectTcp;
+  // egress-any: any TCP port and, from ABI 10, any UDP destination; its job
+  // network's ruleset decides by address (job_network.h). Bind stays
+  // handled (and refused by seccomp too). Under every other mode UDP is
+  // handled with no rule from ABI 10: a second layer under the seccomp rows
+  // that refuse UDP sockets there.
+  if (policy.net().mode == NetMode::kEgressAny) ll.handled_net &= ~(kNetConnectTcp | kNetConnectSendUdp);
   ll.scoped = HandledScopes(abi);
   if (abi != LandlockAbi::kNone) {
     for (auto base : kBaseReadExecute) {

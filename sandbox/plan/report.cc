@@ -31,9 +31,10 @@ constexpr Erratum kLandlockErrata[] = {
      "mount but the writable grants is read-only and each grant is a mount of its own, so no process inside can "
      "move a directory out from under one"},
     {4, "the right a whiteout needs (renameat2 RENAME_WHITEOUT)",
-     "a whiteout, a character device, is made with MAKE_REG alone where MAKE_CHAR should be needed "
-     "(whiteout_needs says what this kernel asks); the seccomp filter refuses RENAME_WHITEOUT, so the cage never "
-     "relies on it"},
+     "renameat2(RENAME_WHITEOUT) makes a whiteout (a character device) with MAKE_REG alone while mknod of one "
+     "asks MAKE_CHAR; with the fix both ask MAKE_REG, which writable grants have (whiteout_needs says what this "
+     "kernel asks): the seccomp filter refuses RENAME_WHITEOUT and mknod of a character device 0:0, so the cage "
+     "never relies on either"},
 };
 
 nlohmann::ordered_json ErrataReport(const HostFacts& h) {

@@ -8,6 +8,7 @@
 #include <sys/personality.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 
@@ -196,6 +197,20 @@ std::vector<SeccompRule> BuildTable() {
        EPERM,
        When::kAlways,
        "no whiteouts: renameat2(RENAME_WHITEOUT) makes a character device"},
+      // A whiteout made by mknod(S_IFCHR, 0:0) needs no CAP_MKNOD, and a
+      // kernel with the erratum's fix asks MAKE_REG for it, which writable
+      // grants have. The device number is compared on its low 32 bits, as
+      // the kernel reads it (arm64 has mknodat alone).
+      {"mknodat",
+       {Masked(2, S_IFMT, S_IFCHR), Masked(3, kLow32, 0)},
+       EPERM,
+       When::kAlways,
+       "no whiteouts: mknod of a character device 0:0"},
+      {"mknod",
+       {Masked(1, S_IFMT, S_IFCHR), Masked(2, kLow32, 0)},
+       EPERM,
+       When::kAlways,
+       "no whiteouts: mknod of a character device 0:0"},
 
       // exec_writable = false: executing a written file without execve on a path.
       {"memfd_create", {}, EPERM, When::kExecWritableDeny, "memfd + fexecve runs unwritten-to-disk code"},
