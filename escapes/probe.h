@@ -215,6 +215,35 @@ __attribute__((noreturn)) static inline void verdict_reached_kernel(const char *
   escaped("%s succeeded", what);
 }
 
+/* Several calls of one family, each with arguments the kernel rejects (a
+ * bad id, descriptor or pointer): the filter refuses each row before the
+ * kernel looks at them, so any other answer, or success, means that call
+ * reached the kernel. One probe so covers every row of a family, and a
+ * filter that lost any one of them turns it escaped. */
+struct probe_call {
+  const char *what;
+  long ret;
+  int err;
+};
+static inline struct probe_call probe_call(const char *what, long ret) {
+  struct probe_call c = {what, ret, errno};
+  return c;
+}
+__attribute__((noreturn)) static inline void verdict_calls_reached(const struct probe_call *calls, size_t n,
+                                                                   int filter_errno) {
+  char seen[1024] = "";
+  int reached = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int through = calls[i].ret != -1 || calls[i].err != filter_errno;
+    reached |= through;
+    size_t len = strlen(seen);
+    snprintf(seen + len, sizeof seen - len, "%s%s=%s", len ? " " : "", calls[i].what,
+             calls[i].ret != -1 ? "ok" : probe_errno_name(calls[i].err));
+  }
+  if (reached) escaped("reached the kernel: %s", seen);
+  blocked(filter_errno, "%s", seen);
+}
+
 /* crossrun_* probes (escapes/README.md). The first run moves `path`, a path
  * in the writable grant OARBANK_PROBE_GRANT that the policy of the next run
  * names, aside and puts a symbolic link to `target` in its place; any failure

@@ -14,6 +14,10 @@ int main(void) {
   long fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
   int err = errno;
   if (fd >= 0) escaped("userfaultfd() made fd %ld", fd);
+  /* vm.unprivileged_userfaultfd = 0 (the default) refuses a process without
+   * CAP_SYS_PTRACE, but not one that asks for user-mode faults only (5.11). */
+  fd = syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | 1 /* UFFD_USER_MODE_ONLY */);
+  if (fd >= 0) escaped("userfaultfd(UFFD_USER_MODE_ONLY) made fd %ld (without it: %s)", fd, probe_errno_name(err));
   char dev[96] = "absent";
   int dfd = open("/dev/userfaultfd", O_RDWR | O_CLOEXEC);
   if (dfd >= 0) {
