@@ -76,6 +76,12 @@ AgentFacts AskAgent(const std::string& agent, const std::vector<std::string>& en
   facts.egress_any_unenforceable = EgressAnyUnenforceable(report, r);
   facts.syscall_table_end = SyscallTableEnd(report);
   facts.kernel_syscalls_above = KernelSyscallsAbove(facts.syscall_table_end);
+  const auto landlock =
+      report.is_object() ? report.value("/landlock"_json_pointer, nlohmann::json()) : nlohmann::json();
+  if (landlock.is_object() && landlock.contains("abi") && landlock["abi"].is_number_integer())
+    facts.landlock_abi = landlock["abi"].get<int>();
+  if (landlock.is_object() && landlock.contains("missing") && landlock["missing"].is_string())
+    facts.landlock_missing = landlock["missing"].get<std::string>();
   return facts;
 }
 

@@ -20,6 +20,11 @@ struct AgentFacts {
   // calling each of the next kSyscallsAboveScanned with bad arguments from
   // a throw-away child: what the syscall_above_table probe tries.
   std::string kernel_syscalls_above;
+  // The Landlock ABI the agent uses (landlock.abi; -1 when the report does
+  // not say) and the feature its host probe found missing (landlock.missing):
+  // the battery's expectations follow the launcher's ABI, not its own.
+  int landlock_abi = -1;
+  std::string landlock_missing;
 };
 
 inline constexpr int kSyscallsAboveScanned = 64;

@@ -24,6 +24,7 @@
 
 #include "harness/agent_facts.h"
 #include "harness/cross_run.h"
+#include "harness/mutants.h"
 #include "harness/probe_spawn.h"
 #include "sandbox/common/exit_codes.h"
 #include "sandbox/plan/attestation.h"
@@ -344,8 +345,8 @@ class BatteryRun {
   // The entry points a probe's cells run under for a policy: the cage for
   // a crossrun_git_* probe under the coding-agent policy; the supervisor
   // where only a job has what it tests (job_*), where only containment stops
-  // it (contained) and for egress-any; else the bare launcher, and with
-  // --both-entries the supervisor too.
+  // it (contained) and for egress-any; else the bare launcher and the
+  // supervisor (only the bare launcher with --single-entry).
   std::vector<std::string> Entries(const std::string& probe, size_t policy_index) const {
     const std::string& name = result_.policies[policy_index];
     if (IsCageRun(probe, name)) return {"cage"};
@@ -381,6 +382,10 @@ class BatteryRun {
       (void)!fchown(fd, uid, uid);
       close(fd);
     }
+    // And a directory, for the removal probes.
+    const std::string victim_dir = victim + ".d";
+    mkdir(victim_dir.c_str(), 0777);
+    (void)!chown(victim_dir.c_str(), uid, uid);
     const auto outside_pid =
         world_.outside_pid.count(uid) ? world_.outside_pid.at(uid) : world_.outside_pid.begin()->second;
     const pid_t sink = sinks.For(uid);  // -1 if it could not start: unset, so the probe errors
@@ -603,12 +608,18 @@ class BatteryRun {
 Expected<BatteryResult> RunBattery(const BatteryOptions& o) {
   const auto start = std::chrono::steady_clock::now();
   BatteryResult result;
-  result.host = ProbeHost(o.abi_cap);
+  result.host = ProbeHost(o.abi_cap, {.landlock_whiteout = true});
   result.abi = result.host.landlock_abi;
   result.uids = o.uids;
 
   auto table = Expectations::Load(o.expectations);
   if (!table.ok()) return table.error();
+  result.mutation = MutationScore(o.mutation);
+  if (!o.catalogue.empty()) {
+    auto catalogue = LoadCatalogue(o.catalogue);
+    if (!catalogue.ok()) return catalogue.error();
+    result.catalogue = std::move(catalogue.value());
+  }
   if (auto error = SelectProbesAndPolicies(o, result)) return *error;
   AgentFacts agent = AskAgent(o.agent, o.agent_env);
   auto world = MakeWorld(o.probe_dir, o.uids, agent.egress_any_unenforceable.empty());
@@ -618,6 +629,15 @@ Expected<BatteryResult> RunBattery(const BatteryOptions& o) {
     result.notes.push_back(agent.egress_any_unenforceable +
                            ": the egress-any policies' runs must be refused, and the egress probes, "
                            "with no public test host, say unsupported");
+  if (agent.landlock_abi >= 0 && agent.landlock_abi < result.abi) {
+    // The launcher decides the ABI (a kernel that reports one without all of
+    // its features is used at the ABI below): its policies are judged there.
+    result.notes.push_back("the agent uses Landlock ABI " + std::to_string(agent.landlock_abi) + ", not " +
+                           std::to_string(result.abi) +
+                           (agent.landlock_missing.empty() ? "" : ": the kernel lacks " + agent.landlock_missing));
+    result.abi = result.host.landlock_abi = agent.landlock_abi;
+    result.host.landlock_missing = agent.landlock_missing;
+  }
   if (agent.syscall_table_end < 0)
     result.notes.push_back("sandbox-report named no syscall table: syscall_above_table has nothing to try");
 

@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "harness/catalogue.h"
 #include "harness/expectations.h"
 #include "harness/world.h"
 #include "sandbox/host/host_facts.h"
@@ -55,6 +58,8 @@ struct BatteryOptions {
   std::string probe_dir;     // built probes
   std::string policy_dir;    // fixtures/policies/battery
   std::string expectations;  // escapes/expectations.tsv
+  std::string catalogue;     // escapes/catalogue.tsv; "" for none (the report then has no catalogue table)
+  std::string mutation;      // the checked-in mutation report (escapes/mutation.json) whose score the report shows
   int abi_cap = -1;          // --landlock-abi-max for the launcher
   int jobs = 2;              // probes run at once (each probe's runs stay in order)
   std::vector<uid_t> uids = {0, 65534};
@@ -64,7 +69,8 @@ struct BatteryOptions {
   // row, an egress-any policy or a cage run) also under the supervisor, as
   // a cell of its own judged by the table's rows for entry "run": the rules
   // that protect sandbox-exec alone are proven there, and run's there.
-  bool both_entries = false;
+  // False (--single-entry) runs such cells under sandbox-exec alone.
+  bool both_entries = true;
   // NAME=VALUE added to the agent's environment: the variable of a
   // test-only build's fault (a mutant, harness/mutants.h).
   std::vector<std::string> agent_env;
@@ -78,7 +84,9 @@ struct BatteryResult {
   std::vector<uid_t> uids;
   std::vector<Cell> unconfined;  // one per probe
   std::vector<Cell> confined;
-  bool both_entries = false;  // BatteryOptions::both_entries
+  bool both_entries = false;              // BatteryOptions::both_entries
+  std::vector<CatalogueEntry> catalogue;  // BatteryOptions::catalogue, loaded
+  nlohmann::ordered_json mutation;        // MutationScore of BatteryOptions::mutation (null without one)
   std::vector<std::string> notes;
   double seconds = 0;
   bool passed = false;

@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "harness/battery.h"
+#include "harness/catalogue.h"
 #include "harness/module_conform.h"
 #include "harness/mutants.h"
 #include "harness/reports.h"
@@ -35,18 +36,27 @@ namespace fs = std::filesystem;
 // build/probes/, and the tables and policies in the source tree.
 struct Layout {
   bool installed = false;
-  std::string agent, probes, policies, expectations;
+  std::string agent, probes, policies, expectations, catalogue, mutation;
 };
 
 Layout FindLayout(const fs::path& self) {
   const fs::path data = (self / OARBANK_BIN_TO_DATA).lexically_normal();
   std::error_code ec;
   if (fs::is_regular_file(data / "expectations.tsv", ec) && fs::is_regular_file(self / "oarbank-agent", ec))
-    return {true, (self / "oarbank-agent").string(), (self / OARBANK_BIN_TO_PROBES).lexically_normal().string(),
-            (data / "policies" / "battery").string(), (data / "expectations.tsv").string()};
-  return {false, (self.parent_path() / "sandbox" / "oarbank-agent").string(), (self.parent_path() / "probes").string(),
+    return {true,
+            (self / "oarbank-agent").string(),
+            (self / OARBANK_BIN_TO_PROBES).lexically_normal().string(),
+            (data / "policies" / "battery").string(),
+            (data / "expectations.tsv").string(),
+            (data / "catalogue.tsv").string(),
+            (data / "mutation.json").string()};
+  return {false,
+          (self.parent_path() / "sandbox" / "oarbank-agent").string(),
+          (self.parent_path() / "probes").string(),
           std::string(OARBANK_SOURCE_DIR) + "/fixtures/policies/battery",
-          std::string(OARBANK_SOURCE_DIR) + "/escapes/expectations.tsv"};
+          std::string(OARBANK_SOURCE_DIR) + "/escapes/expectations.tsv",
+          std::string(OARBANK_SOURCE_DIR) + "/escapes/catalogue.tsv",
+          std::string(OARBANK_SOURCE_DIR) + "/escapes/mutation.json"};
 }
 
 // Where `f` (a path in the source tree, as the build hashed it) lies in
@@ -68,7 +78,8 @@ std::string BatteryFilePath(const Layout& layout, const BatteryFile& f) {
 // policy directory may hold no policy the build did not hash.
 std::string PartialRun(const CLI::App& app, const BatteryOptions& o, const std::vector<int>& uids,
                        const Layout& layout) {
-  for (const char* option : {"--probes", "--policies", "--expectations", "--probe", "--policy", "--landlock-abi-max"})
+  for (const char* option : {"--probes", "--policies", "--expectations", "--probe", "--policy", "--landlock-abi-max",
+                             "--catalogue", "--single-entry", "--agent-env"})
     if (app.get_option(option)->count() > 0) return std::string("a partial run (") + option + ") proves nothing";
   if (o.abi_cap >= 0) return "a run with a capped Landlock ABI proves nothing";
   if (std::vector<int>(uids) != std::vector<int>{0, 65534}) return "the battery runs as uids 0 and 65534 (--uids)";
@@ -97,6 +108,8 @@ struct ConformArgs {
   std::string out = "conform-report";
   std::string attest = AttestationPath();
   std::vector<int> uids = {0, 65534};
+  bool catalogue_only = false;
+  bool single_entry = false;
 };
 
 CLI::App* AddModuleCommand(CLI::App& app, ModuleConformOptions& mo) {
@@ -133,8 +146,14 @@ void AddBatteryOptions(CLI::App& app, ConformArgs& a) {
                  "Where a complete, uncapped run records the policy classes it proved (cage-before-capability)");
   app.add_option("--probe", o.only_probes, "Only these probes")->delimiter(',');
   app.add_option("--policy", o.only_policies, "Only these policies")->delimiter(',');
-  app.add_flag("--both-entries", o.both_entries,
-               "Run every cell of the bare launcher under the supervisor (run) too, as a cell of its own");
+  app.add_flag("--single-entry", a.single_entry,
+               "Run the bare launcher's cells under sandbox-exec only, not under the supervisor (run) too");
+  app.add_option("--catalogue-table", o.catalogue, "catalogue.tsv: the published escapes the report's table lists")
+      ->check(CLI::ExistingFile);
+  app.add_option("--agent-env", o.agent_env,
+                 "NAME=VALUE added to the agent's environment: a test-only agent's fault (writes no attestation)");
+  app.add_flag("--catalogue", a.catalogue_only,
+               "Run only the probes the catalogue names and print its table: technique, source, verdicts");
 }
 
 CLI::App* AddMutantsCommand(CLI::App& app, MutantOptions& mo) {
@@ -144,6 +163,10 @@ CLI::App* AddMutantsCommand(CLI::App& app, MutantOptions& mo) {
   mutants
       ->add_option("--killers", mo.killers,
                    "An earlier mutation.json: its killers run first, its survivors are not rerun")
+      ->check(CLI::ExistingFile);
+  mutants
+      ->add_option("--covers", mo.covers,
+                   "What covers a point the battery cannot see alone (default: escapes/mutation-cover.tsv)")
       ->check(CLI::ExistingFile);
   return mutants;
 }
@@ -196,6 +219,28 @@ bool WriteReports(const std::string& out, const BatteryResult& result) {
   return written;
 }
 
+// --catalogue: the battery on the probes the catalogue names, its reports
+// in --out, and the catalogue's table on the terminal. Exit 0 when every
+// such cell matched the table (a documented gap is no failure).
+int RunCatalogueCommand(ConformArgs& a, BatteryOptions& o) {
+  auto entries = LoadCatalogue(o.catalogue);
+  if (!entries.ok()) {
+    std::cerr << "oarbank-conform: " << entries.error().where << ": " << entries.error().what << "\n";
+    return kExitUsage;
+  }
+  if (o.only_probes.empty()) o.only_probes = CatalogueProbes(entries.value());
+  auto result = RunBattery(o);
+  if (!result.ok()) {
+    std::cerr << "oarbank-conform: " << result.error().where << ": " << result.error().what << "\n";
+    return kExitUsage;
+  }
+  const bool written = WriteReports(a.out, result.value());
+  std::cout << CatalogueText(result.value());
+  if (!written) return 1;
+  std::cout << "reports: " << a.out << "/battery.{json,xml,md,html}\n";
+  return result.value().passed ? 0 : 1;
+}
+
 // The attestation of a complete run: a class is proven when every cell of
 // its policies passed (ProvenClasses). False after one line.
 bool Attest(const std::string& path, const BatteryResult& result, const std::string& agent) {
@@ -225,7 +270,12 @@ int ConformMain(int argc, char** argv) {
   o.probe_dir = layout.probes;
   o.policy_dir = layout.policies;
   o.expectations = layout.expectations;
+  o.catalogue = layout.catalogue;
+  o.mutation = layout.mutation;
   a.module.agent = o.agent;
+  // The test-only agent the analysis needs is never installed: its table
+  // is the source tree's.
+  if (!layout.installed) a.mutants.covers = std::string(OARBANK_SOURCE_DIR) + "/escapes/mutation-cover.tsv";
   CLI::App app{"oarbank-conform: the escape battery on this host"};
   AddBatteryOptions(app, a);
   CLI::App* module = AddModuleCommand(app, a.module);
@@ -246,6 +296,7 @@ int ConformMain(int argc, char** argv) {
     return RunModuleConform(a.module);
   }
   o.uids.assign(a.uids.begin(), a.uids.end());
+  o.both_entries = !a.single_entry;
   if (auto why = PrepareReportDir(a.out); !why.empty()) {
     std::cerr << "oarbank-conform: --out " << why << "\n";
     return kExitUsage;
@@ -255,6 +306,7 @@ int ConformMain(int argc, char** argv) {
       o.agent = fs::path(layout.agent).parent_path() / "oarbank-agent-faulty";
     return RunMutantsCommand(a, o);
   }
+  if (a.catalogue_only) return RunCatalogueCommand(a, o);
   auto result = RunBattery(o);
   if (!result.ok()) {
     std::cerr << "oarbank-conform: " << result.error().where << ": " << result.error().what << "\n";

@@ -45,11 +45,12 @@ class Check:
 @dataclass
 class Row:
     id: str
-    kind: str  # "guest" (a Debian kernel in QEMU) or "capped" (this host, launcher capped)
+    kind: str  # "guest" (a Debian kernel in QEMU), "capped" (this host, launcher capped) or "missing"
     label: str
     checks: list[Check] = field(default_factory=list)
     cells: dict = field(default_factory=dict)  # probe -> {status, text, details}
     facts: dict = field(default_factory=dict)
+    catalogue: dict = field(default_factory=dict)  # entry id -> {sandbox_exec, run}
 
     @property
     def ok(self) -> bool:
@@ -181,6 +182,21 @@ def routes_check(battery: dict | None, probes: list) -> Check:
                  "routes this kernel has, proven to exist before the cage is judged on them")
 
 
+def catalogue_verdicts(battery: dict | None) -> dict:
+    """Each published escape's verdicts in a battery report, by its id."""
+    return {str(c["id"]): {"sandbox_exec": c["sandbox_exec"], "run": c["run"]}
+            for c in (battery or {}).get("catalogue", [])}
+
+
+def catalogue_check(row: Row) -> Check:
+    """The catalogue table is there and no entry escaped or failed."""
+    bad = [f'{i}: {v["sandbox_exec"]}/{v["run"]}' for i, v in row.catalogue.items()
+           if {v["sandbox_exec"], v["run"]} & {"ESCAPED", "FAIL"}]
+    return Check("catalogue", bool(row.catalogue) and not bad, "every published escape held, a gap or n/a",
+                 f"{len(row.catalogue)} entries" + (f", {len(bad)} escaped or failed" if bad else ""),
+                 "; ".join(bad[:5]))
+
+
 def judge_guest(g: dict, d: str) -> Row:
     """The checks of one guest, from its results directory, ABI first."""
     e = g["expect"]
@@ -233,6 +249,9 @@ def judge_guest(g: dict, d: str) -> Row:
         row.checks.append(Check("battery_abi", False, str(abi), str(battery.get("landlock_abi")),
                                 "oarbank-conform used another ABI than sandbox-report saw"))
     row.cells = probe_cells(battery)
+    row.catalogue = catalogue_verdicts(battery)
+    if battery is not None:
+        row.checks.append(catalogue_check(row))
     if battery:
         row.facts["battery_summary"] = battery.get("summary")
     return row
@@ -260,10 +279,53 @@ def judge_capped(n: int, d: str, floor: int) -> Row:
                             f'the host kernel offers ABI {host.get("kernel_abi")}'))
     row.checks.append(battery_check(battery, "refused" if n < floor else "pass"))
     row.cells = probe_cells(battery)
+    row.catalogue = catalogue_verdicts(battery)
+    row.checks.append(catalogue_check(row))
     return row
 
 
-def build(kernels_json: str, results: str, guests=None, capped=None, expectations=None) -> dict:
+def catalogue_entries(results: str, rows: list) -> list:
+    """The catalogue's entries (id, technique, where, source), from the
+    first battery report that has them."""
+    dirs = [os.path.join(results, "guests", r.id, "results", "battery") if r.kind == "guest"
+            else os.path.join(results, r.kind, r.id) for r in rows]
+    for d in dirs:
+        entries = (load_json(os.path.join(d, "battery.json")) or {}).get("catalogue")
+        if entries:
+            return [{k: c[k] for k in ("id", "technique", "where", "source", "status")} for c in entries]
+    return []
+
+
+# The ABI each Landlock feature comes with (sandbox/host/host_facts.cc).
+FEATURE_ABI = {"refer": 2, "truncate": 3, "tcp": 4, "ioctl_dev": 5, "scope_abstract_unix": 6, "scope_signal": 6,
+               "resolve_unix": 9, "udp": 10}
+
+
+def judge_missing(feature: str, d: str, floor: int) -> Row:
+    """The battery on this host with the test-only agent taking `feature` as
+    missing: it must run at the ABI below the feature's, name the feature,
+    and refuse every policy below the floor."""
+    battery = load_json(os.path.join(d, "battery.json"))
+    abi = FEATURE_ABI.get(feature, 0) - 1
+    row = Row(feature, "missing", f"ABI {abi + 1} without {feature} (host, test-only agent)")
+    if battery is None:
+        row.checks.append(Check("landlock_abi", False, str(abi), "no battery report", d))
+        return row
+    missing = battery.get("host", {}).get("landlock", {}).get("missing", "")
+    row.facts = {"landlock_abi": battery.get("landlock_abi"), "missing": missing,
+                 "kernel": battery.get("host", {}).get("kernel", {}).get("release"),
+                 "battery_s": battery.get("seconds"), "battery_summary": battery.get("summary")}
+    row.checks.append(Check("landlock_abi", battery.get("landlock_abi") == abi and missing.startswith(feature + " "),
+                            f"{abi}, missing {feature}", f'{battery.get("landlock_abi")}, missing {missing!r}',
+                            "a kernel that reports an ABI without one of its features is used at the ABI below"))
+    row.checks.append(battery_check(battery, "refused" if abi < floor else "pass"))
+    row.cells = probe_cells(battery)
+    row.catalogue = catalogue_verdicts(battery)
+    row.checks.append(catalogue_check(row))
+    return row
+
+
+def build(kernels_json: str, results: str, guests=None, capped=None, expectations=None, missing=None) -> dict:
     with open(kernels_json) as f:
         spec = json.load(f)
     rows: list[Row] = []
@@ -279,8 +341,14 @@ def build(kernels_json: str, results: str, guests=None, capped=None, expectation
     floor = policy_floor(expectations)
     for n in capped:
         rows.append(judge_capped(int(n), os.path.join(capped_dir, str(n)), floor))
+    missing_dir = os.path.join(results, "missing")
+    if missing is None:
+        missing = sorted(os.listdir(missing_dir)) if os.path.isdir(missing_dir) else []
+    for feature in missing:
+        rows.append(judge_missing(feature, os.path.join(missing_dir, feature), floor))
     probes = sorted({p for r in rows for p in r.cells})
     return {
+        "catalogue": catalogue_entries(results, rows),
         "format": FORMAT,
         "generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "kernels_json": os.path.abspath(kernels_json),
@@ -331,6 +399,36 @@ def to_junit(m: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def catalogue_html(m: dict) -> list:
+    """Published escapes per kernel: one row per entry, one column per
+    matrix row; a cell shows the verdict under sandbox-exec, and under run
+    where it differs."""
+    e = html.escape
+    if not m.get("catalogue"):
+        return []
+    klass = {"held": "pass", "gap": "gap", "unsupported": "unsupported", "ESCAPED": "fail", "FAIL": "fail"}
+    h = ['<h2 id="catalogue">Published escapes per kernel</h2>',
+         '<table id="catalogue-table"><thead><tr><th>#</th><th class="k">technique</th>']
+    for r in m["rows"]:
+        h.append(f'<th class="p">{e(r["label"])}</th>')
+    h.append("</tr></thead><tbody>")
+    for c in m["catalogue"]:
+        h.append(f'<tr><td>{c["id"]}</td><td class="k"><a href="{e(c["source"])}">{e(c["technique"])}</a>'
+                 f'<br><small>{e(c["where"])}</small></td>')
+        for r in m["rows"]:
+            v = r["catalogue"].get(str(c["id"]))
+            if not v:
+                h.append('<td class="none"></td>')
+                continue
+            se, run = v["sandbox_exec"], v["run"]
+            worst = "fail" if {se, run} & {"ESCAPED", "FAIL"} else klass.get(se, "refused")
+            h.append(f'<td class="{worst}" title="sandbox-exec: {e(se)}; run: {e(run)}">'
+                     f'{e(se if se == run else se + " / " + run)}</td>')
+        h.append("</tr>")
+    h.append("</tbody></table>")
+    return h
+
+
 def to_html(m: dict) -> str:
     e = html.escape
     h = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8"><title>oarbank kernel matrix</title>',
@@ -349,7 +447,8 @@ def to_html(m: dict) -> str:
          f'<p class="verdict {"PASS" if m["passed"] else "FAIL"}" id="verdict">'
          f'{"PASS" if m["passed"] else "FAIL"}: {sum(r["ok"] for r in m["rows"])} of {len(m["rows"])} rows green '
          f'({sum(r["kind"] == "guest" for r in m["rows"])} Debian kernels in QEMU, '
-         f'{sum(r["kind"] == "capped" for r in m["rows"])} capped ABIs on this host)</p>',
+         f'{sum(r["kind"] == "capped" for r in m["rows"])} capped ABIs on this host, '
+         f'{sum(r["kind"] == "missing" for r in m["rows"])} with a feature of its ABI missing)</p>',
          f'<p>Generated {e(m["generated"])} from {e(m["kernels_json"])}. Rows: a guest is a Debian kernel booted '
          "in QEMU with the battery run inside; <i>capped</i> rows run on this host with the launcher's Landlock ABI "
          "capped (<code>--landlock-abi-max</code>): they cover ABIs no Debian kernel offers and are not real kernels. "
@@ -365,7 +464,7 @@ def to_html(m: dict) -> str:
     h.append("</tr></thead><tbody>")
     for r in m["rows"]:
         checks = {c["name"]: c for c in r["checks"]}
-        klass = ("ok" if r["ok"] else "red") + (" capped" if r["kind"] == "capped" else "")
+        klass = ("ok" if r["ok"] else "red") + (" capped" if r["kind"] in ("capped", "missing") else "")
         f = r["facts"]
         title = "; ".join(Check(**c).message() for c in r["checks"])
         h.append(f'<tr class="{klass}" id="row-{e(r["kind"])}-{e(r["id"])}" data-ok="{str(r["ok"]).lower()}">'
@@ -396,6 +495,7 @@ def to_html(m: dict) -> str:
                          f'{e(v["text"])}</td>')
         h.append("</tr>")
     h.append("</tbody></table>")
+    h.extend(catalogue_html(m))
     h.append("<h2>Checks</h2><ul>")
     for r in m["rows"]:
         h.append(f'<li><b>{e(r["kind"])} {e(r["label"])}</b>: ' + "; ".join(

@@ -7,7 +7,9 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
+#include "harness/mutant_cover.h"
 #include "harness/probe_spawn.h"
 #include "harness/reports.h"
 #include "harness/world.h"
@@ -72,6 +74,9 @@ struct Known {
   std::vector<std::string> probes;  // of its killers, or of its changed cells
 };
 
+using CellKey = std::tuple<std::string, std::string, std::string, uid_t>;
+CellKey KeyOf(const MutantCell& c) { return {c.probe, c.policy, c.entry, c.uid}; }
+
 // An earlier report's outcome and killer probes by point.
 Expected<std::map<std::string, Known>> LoadKnown(const std::string& path) {
   std::map<std::string, Known> known;
@@ -94,12 +99,14 @@ Expected<std::map<std::string, Known>> LoadKnown(const std::string& path) {
   return known;
 }
 
-// The battery against the mutant; its escapes and other mismatches.
-std::optional<Error> RunOne(const BatteryOptions& base, MutantResult& m, const std::vector<std::string>& probes) {
+// The battery against the mutant (`env` removes its points); its escapes
+// and other mismatches.
+std::optional<Error> RunOne(const BatteryOptions& base, MutantResult& m, const std::vector<std::string>& probes,
+                            const std::vector<std::string>& env) {
   BatteryOptions o = base;
   o.only_policies = m.policies;
   o.only_probes = probes;
-  o.agent_env = {m.var + "=" + m.value};
+  o.agent_env = env;
   auto result = RunBattery(o);
   if (!result.ok()) return result.error();
   m.killers.clear();
@@ -115,35 +122,133 @@ std::optional<Error> RunOne(const BatteryOptions& base, MutantResult& m, const s
 
 }  // namespace
 
+namespace {
+
+// One run of the analysis: each point alone, then, where it was not killed
+// and the cover table names what covers it, with its cover.
+class Analysis {
+ public:
+  Analysis(const MutantOptions& o, std::map<std::string, Known> known, std::map<std::string, MutantCover> covers,
+           std::vector<MutantResult> points)
+      : o_(o), known_(std::move(known)), covers_(std::move(covers)), points_(std::move(points)) {}
+
+  // The point settled: its outcome, killers and changed cells.
+  std::optional<Error> Settle(MutantResult& m, int& new_survivors) {
+    const auto k = known_.find(m.id);
+    const bool was_known = k != known_.end();
+    if (was_known && k->second.outcome == "survived") {
+      m.outcome = "known survivor";
+      return std::nullopt;
+    }
+    const auto c = covers_.find(m.id);
+    if (was_known && k->second.outcome == "explained" && c != covers_.end() && c->second.cover == "-") {
+      m.outcome = "explained";
+      m.reason = c->second.why;
+      return std::nullopt;
+    }
+    if (auto error = Alone(m, was_known ? &k->second : nullptr)) return error;
+    if (m.outcome != "killed")
+      if (auto error = Paired(m, was_known ? &k->second : nullptr)) return error;
+    if (m.outcome == "survived") ++new_survivors;
+    return std::nullopt;
+  }
+
+ private:
+  // Removed alone: the earlier killers (or the probes whose answer changed)
+  // first; a point they still kill, or still notice as before, needs no more.
+  std::optional<Error> Alone(MutantResult& m, const Known* known) {
+    if (known != nullptr && known->outcome == "killed in pair") return std::nullopt;  // its pair settles it
+    const std::vector<std::string> env = MergeFaultEnv({{m.var, m.value}});
+    if (known != nullptr && !known->probes.empty() && known->outcome != "killed in pair")
+      if (auto error = RunOne(o_.battery, m, known->probes, env)) return error;
+    if (m.outcome != "killed" && !(known != nullptr && m.outcome == known->outcome))
+      if (auto error = RunOne(o_.battery, m, o_.battery.only_probes, env)) return error;
+    return std::nullopt;
+  }
+
+  // Removed with its cover: killed when a cell escapes that did not with
+  // the cover alone. A cover of "-" explains a survivor instead.
+  std::optional<Error> Paired(MutantResult& m, const Known* known) {
+    const auto c = covers_.find(m.id);
+    if (c == covers_.end()) return std::nullopt;
+    if (c->second.cover == "-") {
+      if (m.outcome == "survived") m.outcome = "explained";
+      m.reason = c->second.why;
+      return std::nullopt;
+    }
+    const MutantResult* cover = Find(c->second.cover);
+    if (cover == nullptr) return std::nullopt;  // not a point of these policies
+    m.paired_with = cover->id;
+    m.reason = c->second.why;
+    // The earlier pair killers first, then every probe.
+    std::vector<MutantCell> killers;
+    if (known != nullptr && known->outcome == "killed in pair" && !known->probes.empty())
+      if (auto error = PairKillers(m, *cover, known->probes, killers)) return error;
+    if (killers.empty())
+      if (auto error = PairKillers(m, *cover, o_.battery.only_probes, killers)) return error;
+    if (killers.empty()) return std::nullopt;
+    m.outcome = "killed in pair";
+    m.killers = std::move(killers);
+    m.changed.clear();
+    return std::nullopt;
+  }
+
+  // The cells of `probes` that escape with the point and its cover removed
+  // together and not with the cover removed alone.
+  std::optional<Error> PairKillers(const MutantResult& m, const MutantResult& cover,
+                                   const std::vector<std::string>& probes, std::vector<MutantCell>& killers) {
+    MutantResult pair = m, alone = cover;
+    if (auto error =
+            RunOne(o_.battery, pair, probes, MergeFaultEnv({{m.var, m.value}, {cover.var, cover.value}})))
+      return error;
+    if (pair.killers.empty()) return std::nullopt;
+    if (auto error = RunOne(o_.battery, alone, probes, MergeFaultEnv({{cover.var, cover.value}}))) return error;
+    const std::set<CellKey> cover_killers = Keys(alone.killers);
+    for (auto& cell : pair.killers)
+      if (!cover_killers.count(KeyOf(cell))) killers.push_back(std::move(cell));
+    return std::nullopt;
+  }
+
+  const MutantResult* Find(const std::string& id) const {
+    for (const auto& p : points_)
+      if (p.id == id) return &p;
+    return nullptr;
+  }
+
+  static std::set<CellKey> Keys(const std::vector<MutantCell>& cells) {
+    std::set<CellKey> keys;
+    for (const auto& c : cells) keys.insert(KeyOf(c));
+    return keys;
+  }
+
+  const MutantOptions& o_;
+  std::map<std::string, Known> known_;
+  std::map<std::string, MutantCover> covers_;
+  std::vector<MutantResult> points_;  // every point, as listed (the covers are looked up here)
+};
+
+}  // namespace
+
 Expected<MutationReport> RunMutants(const MutantOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   auto known = LoadKnown(options.killers);
   if (!known.ok()) return known.error();
+  auto covers = LoadMutantCovers(options.covers);
+  if (!covers.ok()) return covers.error();
   auto points = ListPoints(options.battery);
   if (!points.ok()) return points.error();
   MutationReport report;
   const HostFacts host = ProbeHost(options.battery.abi_cap);
   report.kernel = host.kernel_release;
   report.abi = host.landlock_abi;
-  std::vector<MutantResult> list = std::move(points).value();
+  std::vector<MutantResult> list = points.value();
+  Analysis analysis(options, known.value(), covers.value(), list);
   for (auto& m : list) {
     if (!options.only_points.empty() &&
         std::find(options.only_points.begin(), options.only_points.end(), m.id) == options.only_points.end())
       continue;
     const auto t0 = std::chrono::steady_clock::now();
-    const auto k = known.value().find(m.id);
-    const bool was_known = k != known.value().end();
-    if (was_known && k->second.outcome == "survived") {
-      m.outcome = "known survivor";
-    } else {
-      // The earlier killers (or the probes whose answer changed) first: a
-      // point they still kill, or still notice as before, needs no more.
-      if (was_known && !k->second.probes.empty())
-        if (auto error = RunOne(options.battery, m, k->second.probes)) return *error;
-      if (m.outcome != "killed" && !(was_known && m.outcome == k->second.outcome))
-        if (auto error = RunOne(options.battery, m, options.battery.only_probes)) return *error;
-      if (m.outcome == "survived") ++report.new_survivors;
-    }
+    if (auto error = analysis.Settle(m, report.new_survivors)) return *error;
     m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     report.points.push_back(std::move(m));
   }
@@ -161,7 +266,8 @@ nlohmann::ordered_json Cells(const std::vector<MutantCell>& cells) {
 }
 
 std::map<std::string, int> Counts(const MutationReport& r) {
-  std::map<std::string, int> n = {{"killed", 0}, {"changed", 0}, {"survived", 0}, {"known survivor", 0}};
+  std::map<std::string, int> n = {{"killed", 0},   {"killed in pair", 0}, {"changed", 0},
+                                  {"survived", 0}, {"explained", 0},      {"known survivor", 0}};
   for (const auto& p : r.points) ++n[p.outcome];
   return n;
 }
@@ -183,6 +289,8 @@ nlohmann::ordered_json MutationJson(const MutationReport& r) {
                       {"env", {{p.var, p.value}}},
                       {"policies", p.policies},
                       {"outcome", p.outcome},
+                      {"paired_with", p.paired_with},
+                      {"reason", p.reason},
                       {"killers", Cells(p.killers)},
                       {"changed", Cells(p.changed)},
                       {"seconds", static_cast<int>(p.seconds * 10) / 10.0}});
@@ -193,8 +301,10 @@ nlohmann::ordered_json MutationJson(const MutationReport& r) {
           {"summary",
            {{"points", r.points.size()},
             {"killed", n.at("killed")},
+            {"killed_in_pair", n.at("killed in pair")},
             {"changed", n.at("changed")},
             {"survived", n.at("survived")},
+            {"explained", n.at("explained")},
             {"known_survivors", n.at("known survivor")},
             {"new_survivors", r.new_survivors}}},
           {"seconds", static_cast<int>(r.seconds * 10) / 10.0}};
@@ -207,11 +317,12 @@ std::string MutationMarkdown(const MutationReport& r) {
      << "|---|---|---|---|---|\n";
   for (const auto& p : r.points) {
     const auto& cells = p.killers.empty() ? p.changed : p.killers;
-    md << "| `" << p.id << "` | " << p.layer << " | " << p.outcome << " | "
+    md << "| `" << p.id << "` | " << p.layer << " | " << p.outcome
+       << (p.paired_with.empty() ? "" : " (with `" + p.paired_with + "`)") << " | "
        << (cells.empty()
                ? std::string("-")
                : CellText(cells.front()) + (cells.size() > 1 ? " (+" + std::to_string(cells.size() - 1) + ")" : ""))
-       << " | " << p.what << " |\n";
+       << " | " << p.what << (p.reason.empty() ? "" : ": " + p.reason) << " |\n";
   }
   return md.str();
 }
@@ -227,12 +338,42 @@ std::string MutationHtml(const MutationReport& r) {
     std::string cells;
     for (const auto* list : {&p.killers, &p.changed})
       for (const auto& c : *list) cells += Escape(CellText(c)) + "<br>";
-    h << "<tr><td><code>" << Escape(p.id) << "</code><td>" << p.layer << "<td class=\""
-      << (p.outcome == "known survivor" ? "survived" : p.outcome) << "\">" << p.outcome << "<td>" << cells << "<td>"
-      << Escape(p.what);
+    const std::string klass = p.outcome == "known survivor" ? "survived"
+                              : p.outcome == "killed in pair" ? "killed"
+                              : p.outcome == "explained"      ? "changed"
+                                                              : p.outcome;
+    h << "<tr><td><code>" << Escape(p.id) << "</code><td>" << p.layer << "<td class=\"" << klass << "\">" << p.outcome
+      << (p.paired_with.empty() ? "" : " with <code>" + Escape(p.paired_with) + "</code>") << "<td>" << cells << "<td>"
+      << Escape(p.what) << (p.reason.empty() ? "" : ": " + Escape(p.reason));
   }
   h << "</table>\n";
   return h.str();
+}
+
+nlohmann::ordered_json MutationScore(const std::string& path) {
+  if (path.empty()) return nullptr;
+  std::ifstream in(path);
+  const auto doc = nlohmann::json::parse(in, nullptr, false);
+  if (!doc.is_object() || doc.value("format", "") != kMutationFormat || !doc.contains("points") ||
+      !doc["points"].is_array())
+    return nullptr;
+  std::set<std::string> policies;
+  std::map<std::string, int> n = {{"killed", 0},   {"killed in pair", 0}, {"changed", 0},
+                                  {"survived", 0}, {"explained", 0},      {"known survivor", 0}};
+  for (const auto& p : doc["points"]) {
+    ++n[p.value("outcome", "")];
+    for (const auto& name : p.value("policies", nlohmann::json::array())) policies.insert(name.get<std::string>());
+  }
+  return {{"report", fs::path(path).filename().string()},
+          {"kernel", doc.value("kernel", "")},
+          {"landlock_abi", doc.value("landlock_abi", 0)},
+          {"policies", policies},
+          {"points", doc["points"].size()},
+          {"killed", n["killed"]},
+          {"killed_in_pair", n["killed in pair"]},
+          {"changed", n["changed"]},
+          {"survived", n["survived"] + n["known survivor"]},
+          {"explained", n["explained"]}};
 }
 
 std::string MutationSummary(const MutationReport& r) {
@@ -241,8 +382,9 @@ std::string MutationSummary(const MutationReport& r) {
     if (p.outcome == "survived") out += "  SURVIVED  " + p.id + ": " + p.what + "\n";
   const auto n = Counts(r);
   out += "oarbank-conform mutants: " + std::to_string(r.points.size()) + " points: " + std::to_string(n.at("killed")) +
-         " killed, " + std::to_string(n.at("changed")) + " changed, " + std::to_string(n.at("survived")) +
-         " survived (" + std::to_string(r.new_survivors) + " new), " + std::to_string(n.at("known survivor")) +
+         " killed, " + std::to_string(n.at("killed in pair")) + " killed in a pair, " + std::to_string(n.at("changed")) +
+         " changed, " + std::to_string(n.at("survived")) + " survived (" + std::to_string(r.new_survivors) +
+         " new), " + std::to_string(n.at("explained")) + " explained, " + std::to_string(n.at("known survivor")) +
          " known survivors not rerun, in " + std::to_string(static_cast<int>(r.seconds)) + " s\n";
   return out;
 }

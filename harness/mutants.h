@@ -6,7 +6,13 @@
 //   killed    some confined cell ESCAPED;
 //   changed   no escape, but some cell gave another answer than the table
 //             (the layer behind took over);
-//   survived  the battery stayed green with the point gone.
+//   killed in pair  not alone, but some cell ESCAPED with the point removed
+//             together with the one point that covers it
+//             (escapes/mutation-cover.tsv, harness/mutant_cover.h), and not
+//             with the cover removed alone;
+//   survived  the battery stayed green with the point gone;
+//   explained it survived, and the cover table says why no probe can
+//             reach it.
 // A report from an earlier run (--killers) makes a run short: each point's
 // killers there (or the probes whose answer it changed) run first and
 // settle it when they still kill it (or still notice it so), and a point
@@ -28,6 +34,7 @@ struct MutantOptions {
   BatteryOptions battery;                // its agent is the test-only build
   std::vector<std::string> only_points;  // ids; empty: every point
   std::string killers;                   // an earlier mutation.json, or ""
+  std::string covers;                    // escapes/mutation-cover.tsv, or ""
 };
 
 // A confined cell of a mutant's battery that did not match the table.
@@ -41,8 +48,10 @@ struct MutantResult {
   std::string id, layer, what;
   std::string var, value;             // the fault variable that removes it
   std::vector<std::string> policies;  // the battery policies that have it
-  std::string outcome;                // killed, changed, survived, known survivor
-  std::vector<MutantCell> killers;    // each ESCAPED cell
+  std::string outcome;                // killed, killed in pair, changed, survived, explained, known survivor
+  std::string paired_with;            // the cover removed with it (killed in pair)
+  std::string reason;                 // why no probe can reach it (explained)
+  std::vector<MutantCell> killers;    // each ESCAPED cell (in pair: not escaped with the cover alone)
   std::vector<MutantCell> changed;    // each other mismatch (the layer behind answered)
   double seconds = 0;
 };
@@ -56,6 +65,11 @@ struct MutationReport {
 };
 
 Expected<MutationReport> RunMutants(const MutantOptions& options);
+
+// The score of a mutation report (mutation.json) for the battery's report:
+// its kernel, ABI and policies, the number of points and of each outcome;
+// null when there is no such report or it is not one.
+nlohmann::ordered_json MutationScore(const std::string& path);
 
 nlohmann::ordered_json MutationJson(const MutationReport& report);
 std::string MutationMarkdown(const MutationReport& report);

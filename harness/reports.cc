@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "sandbox/common/json_formats.h"
 #include "sandbox/plan/report.h"
@@ -54,6 +55,19 @@ Counts CountAll(const BatteryResult& r) {
   for (const auto& c : r.unconfined) counts.Add(c);
   for (const auto& c : r.confined) counts.Add(c);
   return counts;
+}
+
+// The checked-in mutation report's score, in a line ("" without one).
+std::string MutationLine(const BatteryResult& r) {
+  const auto& m = r.mutation;
+  if (!m.is_object()) return "";
+  std::ostringstream s;
+  s << "Mutation analysis (" << m.value("report", "") << ", Linux " << m.value("kernel", "") << ", Landlock ABI "
+    << m.value("landlock_abi", 0) << "): " << m.value("points", 0) << " enforcement points removed one at a time: "
+    << m.value("killed", 0) << " killed, " << m.value("killed_in_pair", 0) << " killed with the layer covering them, "
+    << m.value("changed", 0) << " changed an answer, " << m.value("explained", 0) << " explained, "
+    << m.value("survived", 0) << " survived.";
+  return s.str();
 }
 
 std::string VerdictLine(const BatteryResult& r) {
@@ -122,6 +136,8 @@ nlohmann::ordered_json BatteryJson(const BatteryResult& r) {
           {"both_entries", r.both_entries},
           {"uids", r.uids},
           {"notes", r.notes},
+          {"catalogue", CatalogueJson(r)},
+          {"mutation", r.mutation},
           {"host", HostReport(r.host)},
           {"unconfined", unconfined},
           {"confined", confined}};
@@ -193,6 +209,8 @@ std::string BatteryMarkdown(const BatteryResult& r) {
     m << "\n";
   }
   m << "\nCells show what the confined probe got (errno, signal, `refused 70`, `allowed`); bold marks a failure.\n";
+  if (r.mutation.is_object()) m << "\n" << MutationLine(r) << "\n";
+  if (!r.catalogue.empty()) m << "\n" << CatalogueMarkdown(r);
   return m.str();
 }
 
@@ -225,6 +243,7 @@ std::string BatteryHtml(const BatteryResult& r) {
        "</style></head><body>\n";
   h << "<h1>oarbank escape battery</h1>\n<p class=\"verdict " << (r.passed ? "PASS" : "FAIL") << "\" id=\"verdict\">"
     << Escape(VerdictLine(r)) << "</p>\n";
+  if (r.mutation.is_object()) h << "<p id=\"mutation\">" << Escape(MutationLine(r)) << "</p>\n";
   h << "<p class=\"legend\"><span class=\"b\" style=\"background:#b7e4b0\">blocked (errno or signal)</span>"
        "<span style=\"background:#a9cdf5\">allowed: a grant, the positive control</span>"
        "<span style=\"background:#d9d9d9\">refused 70: the launcher would not run it on this ABI</span>"
@@ -256,22 +275,40 @@ std::string BatteryHtml(const BatteryResult& r) {
       }
     h << "</tr>\n";
   }
-  h << "</tbody></table>\n</body></html>\n";
+  h << "</tbody></table>\n" << CatalogueHtml(r) << "</body></html>\n";
   return h.str();
 }
 
 std::string BatterySummary(const BatteryResult& r) {
   std::ostringstream s;
   for (const auto& n : r.notes) s << "note: " << n << "\n";
+  // A failure is listed cell by cell; a gap or an absent route once per
+  // probe and reason, with the cells it covers counted.
+  std::map<std::tuple<std::string, std::string, std::string>, std::pair<int, const Cell*>> known;
+  std::vector<std::tuple<std::string, std::string, std::string>> order;
   auto list = [&](const Cell& c) {
-    if (IsFailure(c.outcome) || c.outcome == Outcome::kGap || c.outcome == Outcome::kUnsupported)
+    if (IsFailure(c.outcome)) {
       s << "  " << OutcomeName(c.outcome) << "  " << c.probe << " [" << (c.entry.empty() ? c.policy : Column(r, c))
         << ", " << Identity(c.uid)
         << "]: " << (c.expected.empty() ? "" : "expected " + c.expected + ", got " + c.run.Summary() + ": ") << c.why
         << "\n";
+    } else if (c.outcome == Outcome::kGap || c.outcome == Outcome::kUnsupported) {
+      const auto key = std::make_tuple(std::string(OutcomeName(c.outcome)), c.probe, c.why);
+      auto [it, added] = known.try_emplace(key, 0, &c);
+      if (added) order.push_back(key);
+      ++it->second.first;
+    }
   };
   for (const auto& c : r.unconfined) list(c);
   for (const auto& c : r.confined) list(c);
+  for (const auto& key : order) {
+    const auto& [outcome, probe, why] = key;
+    const auto& [n, first] = known[key];
+    s << "  " << outcome << "  " << probe << " ["
+      << (n == 1 ? (first->entry.empty() ? first->policy : Column(r, *first)) + ", " + Identity(first->uid)
+                 : std::to_string(n) + " cells")
+      << "]: " << why << "\n";
+  }
   s << VerdictLine(r) << "\n";
   return s.str();
 }

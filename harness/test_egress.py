@@ -319,6 +319,26 @@ def test_an_unlisted_port_of_a_listed_name_is_refused(world, proxy):
     assert accepts(world, ALLOWED, 8443) == before
 
 
+# A name that hides another behind the listed one: a resolver that stops at
+# a NUL, a percent-escape, a fragment or a path would dial the first name
+# after an allow check that read the whole string (the SOCKS5 NUL-byte
+# bypass of an agent sandbox's proxy). The proxy refuses each: nothing
+# reaches the unlisted host.
+@pytest.mark.parametrize("target", ["unlisted.test\x00.allowed.test:443", "unlisted.test%00.allowed.test:443",
+                                    "unlisted.test/.allowed.test:443", "unlisted.test#.allowed.test:443",
+                                    "unlisted.test\\.allowed.test:443", "unlisted.test.:443",
+                                    "UNLISTED.test:443", "unlisted.test..allowed.test:443"])
+def test_a_name_hiding_another_behind_the_listed_one_is_refused(world, proxy, target):
+    before = accepts(world, UNLISTED, 443)
+    status, reason, s, _ = connect(proxy.port, target)
+    s.close()
+    assert status in (400, 403), reason
+    assert reason.startswith("egress: ") and reason.count("\n") == 1, reason
+    time.sleep(0.2)
+    assert accepts(world, UNLISTED, 443) == before
+    assert private_accepts(world) == 0
+
+
 @pytest.mark.parametrize("target", [f"{ALLOWED}:443", "[::1]:443", "127.1:443", "2130706433:443", "0x7f.1:443",
                                     "[::ffff:198.19.0.2]:443"])
 def test_an_ip_literal_is_refused(world, proxy, target):

@@ -50,6 +50,14 @@ def _selected_capped():
     return sorted(int(n) for n in os.listdir(d) if n.isdigit()) if os.path.isdir(d) else []
 
 
+def _selected_missing():
+    env = os.environ.get("OARBANK_KERNEL_MATRIX_MISSING")
+    if env is not None:
+        return env.replace(",", " ").split()
+    d = os.path.join(RESULTS, "missing")
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
 def _assert_row(row):
     """The row's checks in order (the ABI first): the first that fails fails the test."""
     assert row.checks, f"{row.label}: nothing to check"
@@ -74,9 +82,16 @@ if RESULTS:
                                          matrix_report.policy_floor(EXPECTATIONS))
         _assert_row(row)
 
+    @pytest.mark.parametrize("feature", _selected_missing() or [pytest.param(None, marks=pytest.mark.skip(
+        reason="no run with a feature missing in these results"))])
+    def test_missing_feature(feature):
+        row = matrix_report.judge_missing(feature, os.path.join(RESULTS, "missing", feature),
+                                          matrix_report.policy_floor(EXPECTATIONS))
+        _assert_row(row)
+
     def test_matrix_report_shows_every_row(tmp_path):
         m = matrix_report.build(KERNELS_JSON, RESULTS, guests=_selected_guests(), capped=_selected_capped(),
-                                expectations=EXPECTATIONS)
+                                expectations=EXPECTATIONS, missing=_selected_missing())
         matrix_report.write(m, str(tmp_path))
         page = (tmp_path / "matrix.html").read_text()
         for g in _selected_guests():
@@ -84,7 +99,9 @@ if RESULTS:
         for n in _selected_capped():
             assert f'id="row-capped-{n}"' in page
         junit = (tmp_path / "matrix.xml").read_text()
-        assert junit.count("<testsuite ") == len(_selected_guests()) + len(_selected_capped())
+        for feature in _selected_missing():
+            assert f'id="row-missing-{feature}"' in page
+        assert junit.count("<testsuite ") == len(_selected_guests()) + len(_selected_capped()) + len(_selected_missing())
 else:
     def test_kernel_matrix_results():
         pytest.skip("the kernel matrix was not run here: scripts/kernel-matrix.sh boots the guests and runs "
@@ -92,7 +109,8 @@ else:
 
 
 # ---- the report itself: a wrong ABI in kernels.json turns its row red ----
-def _fake_guest(d, abi, verdict="ok", at_fault=(), battery_verdict="PASS", refused=False, cgroup=None):
+def _fake_guest(d, abi, verdict="ok", at_fault=(), battery_verdict="PASS", refused=False, cgroup=None,
+                catalogue_verdict="held"):
     """A results directory as qemu-run.sh leaves it, for a guest that reported `abi`."""
     res = d / "results"
     (res / "battery").mkdir(parents=True)
@@ -107,6 +125,10 @@ def _fake_guest(d, abi, verdict="ok", at_fault=(), battery_verdict="PASS", refus
     actual = "refused (exit 70)" if refused else None
     (res / "battery" / "battery.json").write_text(json.dumps({
         "verdict": battery_verdict, "landlock_abi": abi, "counts": {"PASS": 3}, "summary": "test",
+        "catalogue": [{"id": 1, "technique": "TIOCSTI", "where": "bubblewrap", "source": "https://example.test/1",
+                       "status": "probe", "sandbox_exec": catalogue_verdict, "run": "held"},
+                      {"id": 2, "technique": "WSL interop", "where": "Codex", "source": "https://example.test/2",
+                       "status": "n/a", "sandbox_exec": "n/a", "run": "n/a"}],
         "unconfined": [{"probe": "read_outside_grants", "policy": "unconfined", "uid": 0, "expected": "escaped",
                         "actual": "escaped", "outcome": "PASS", "why": "", "detail": ""}],
         "confined": [{"probe": probe, "policy": "runner_strict", "uid": uid,
@@ -209,3 +231,21 @@ def test_routes_name_probes_of_the_battery():
     for g in SPEC["guests"]:
         for p in g["expect"].get("routes", []):
             assert p in probes, f"{g['id']}: routes names {p}, which escapes/ has no probe for"
+
+
+def test_an_escaped_published_escape_turns_its_row_red_and_the_page_shows_the_table(tmp_path):
+    e = ROWS["6.12"]["expect"]
+    for verdict, ok in (("held", True), ("ESCAPED", False), ("FAIL", False)):
+        d = tmp_path / verdict
+        _fake_guest(d / "guests" / "6.12", e["landlock_abi"], e["verdict"], e.get("at_fault", []),
+                    refused=e["battery"] == "refused", cgroup=e.get("cgroup"), catalogue_verdict=verdict)
+        row = matrix_report.judge_guest(ROWS["6.12"], str(d / "guests" / "6.12"))
+        (check,) = [c for c in row.checks if c.name == "catalogue"]
+        assert check.ok == ok, check
+        assert row.catalogue["1"] == {"sandbox_exec": verdict, "run": "held"}
+        m = matrix_report.build(KERNELS_JSON, str(d), guests=["6.12"], capped=[], expectations=EXPECTATIONS)
+        assert [c["id"] for c in m["catalogue"]] == [1, 2]
+        matrix_report.write(m, str(d / "out"))
+        page = (d / "out" / "matrix.html").read_text()
+        assert 'id="catalogue-table"' in page and "WSL interop" in page
+        assert (f"{verdict} / held" in page) == (verdict != "held")

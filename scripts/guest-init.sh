@@ -174,6 +174,7 @@ if [ "$run_battery" = 1 ]; then
   # shellcheck disable=SC2086 # conform_args is a list of options
   $O/harness/oarbank-conform --agent $O/sandbox/oarbank-agent --probes $O/probes \
     --policies $O/fixtures/policies/battery --expectations $O/escapes/expectations.tsv \
+    --catalogue-table $O/escapes/catalogue.tsv --single-entry \
     --out "$OUT/battery" $conform_args >"$OUT/conform.log" 2>&1
   echo $? >"$OUT/conform.rc"
   [ -d /var/lib/oarbank ] && cp -r /var/lib/oarbank "$OUT/var-lib-oarbank"

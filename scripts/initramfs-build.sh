@@ -5,7 +5,8 @@
 #
 # Contents: busybox-static and its applet links, /init (scripts/guest-init.sh),
 # the static oarbank-agent and oarbank-conform, the static probes (with
-# helpers/), the battery policies and escapes/expectations.tsv, /etc/passwd
+# helpers/), the battery policies, escapes/expectations.tsv and
+# escapes/catalogue.tsv, /etc/passwd
 # with root and nobody (65534). The static binaries come from a second build
 # directory, $OARBANK_STATIC_BUILD (default build-static), configured with
 # -DOARBANK_STATIC=ON -DOARBANK_TESTS=OFF. The guest needs no kernel modules.
@@ -106,7 +107,7 @@ for p in "$probes"/helpers/*; do
 done
 chmod 0755 "$r"/oarbank/probes/* "$r"/oarbank/probes/helpers/* "$r"/oarbank/sandbox/* "$r"/oarbank/harness/*
 cp "$src"/fixtures/policies/battery/*.json "$r/oarbank/fixtures/policies/battery/"
-cp "$src/escapes/expectations.tsv" "$r/oarbank/escapes/"
+cp "$src/escapes/expectations.tsv" "$src/escapes/catalogue.tsv" "$r/oarbank/escapes/"
 cat >"$r/etc/passwd" <<'EOF'
 root:x:0:0:root:/root:/bin/sh
 nobody:x:65534:65534:nobody:/nonexistent:/bin/false

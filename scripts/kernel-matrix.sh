@@ -15,6 +15,8 @@
 # 5. runs the battery on this host with the launcher capped at every
 #    Landlock ABI from 1 to the host's (oarbank-conform --landlock-abi-max N),
 #    so ABIs no Debian kernel offers are covered too; the report marks them capped;
+#    and once with the test-only agent taking signal scoping as missing (a
+#    kernel that reports ABI 6 without it), which must refuse every policy;
 # 6. writes the kernel x probe matrix (harness/matrix_report.py:
 #    matrix.json, matrix.xml, matrix.html in DIR) and runs the pytest driver
 #    (harness/test_kernel_matrix.py) on the results. Its exit status is this
@@ -110,7 +112,7 @@ print(" ".join(sorted(ids, key=lambda i: (rows[i]["expect"]["battery"] != "pass"
 PY
 )
 rm -rf "$out"
-mkdir -p "$out/guests" "$out/capped"
+mkdir -p "$out/guests" "$out/capped" "$out/missing"
 cp "$kernels_json" "$out/kernels.json"
 say "== guests: ${ordered:-none} ($accel, $jobs at a time); capped host runs: ${capped:-none} (host Landlock ABI $host_abi)"
 
@@ -125,10 +127,21 @@ run_item() {  # KIND ID
   local kind="$1" id="$2" t=$SECONDS rc=0
   if [[ "$kind" == guest ]]; then
     OARBANK_KERNELS_JSON="$kernels_json" scripts/qemu-run.sh "$id" "$out/guests" >"$out/guests/$id.log" 2>&1 || rc=$?
+  elif [[ "$kind" == missing ]]; then
+    # The test-only agent of the main build (build/), told a feature of its
+    # ABI is missing: not a real kernel, like the capped runs.
+    mkdir -p "$out/missing/$id"
+    "$src/build/harness/oarbank-conform" --agent "$src/build/sandbox/oarbank-agent-faulty" \
+      --agent-env "OARBANK_FAULT_LANDLOCK_MISSING=$id" --out "$out/missing/$id" \
+      >"$out/missing/$id/conform.log" 2>&1 || rc=$?
+    echo "$rc" >"$out/missing/$id/conform.rc"
+    rc=0
+    [[ -f "$out/missing/$id/battery.json" ]] || rc=1
   else
     mkdir -p "$out/capped/$id"
     "$static/harness/oarbank-conform" --agent "$static/sandbox/oarbank-agent" --probes "$static/probes" \
       --policies "$src/fixtures/policies/battery" --expectations "$src/escapes/expectations.tsv" \
+      --catalogue-table "$src/escapes/catalogue.tsv" \
       --landlock-abi-max "$id" --out "$out/capped/$id" >"$out/capped/$id/conform.log" 2>&1 || rc=$?
     echo "$rc" >"$out/capped/$id/conform.rc"
     rc=0
@@ -165,6 +178,8 @@ PY
       guests_wall=$((SECONDS - guests_t0))
       say "guests: all finished in ${guests_wall} s"
     fi
+  elif [[ "$kind" == missing ]]; then
+    say "without $id (host, test-only agent): ${secs} s: $(tail -2 "$out/missing/$id/conform.log" | head -1)"
   else
     say "capped ABI $id (host): ${secs} s: $(tail -2 "$out/capped/$id/conform.log" | head -1)"
   fi
@@ -173,6 +188,15 @@ PY
 items=()
 for k in $ordered; do items+=("guest:$k"); done
 for n in $capped; do items+=("capped:$n"); done
+missing=""
+if [[ -n "$capped" ]] && ((host_abi >= 6)); then
+  if [[ -f "$src/build/build.ninja" ]] && ninja -C "$src/build" oarbank-agent-faulty oarbank-conform probes >/dev/null; then
+    missing="scope_signal"
+    items+=("missing:scope_signal")
+  else
+    say "no main build (build/, scripts/setup.sh): the run without signal scoping is left out"
+  fi
+fi
 running=0
 for item in "${items[@]}"; do
   while ((running >= jobs)); do
@@ -196,6 +220,7 @@ say "== report"
   --guests "${kernels// /,}" || true
 rc=0
 OARBANK_KERNEL_MATRIX_RESULTS="$out" OARBANK_KERNEL_MATRIX_GUESTS="$kernels" OARBANK_KERNEL_MATRIX_CAPPED="$capped" \
+  OARBANK_KERNEL_MATRIX_MISSING="$missing" \
   "$py" -m pytest -q -p no:cacheprovider harness/test_kernel_matrix.py --junitxml="$out/pytest.xml" || rc=$?
 say "times (s):"
 sort -t$'\t' -k1,1r -k2,2V "$status_file" | while IFS=$'\t' read -r kind id secs r; do
