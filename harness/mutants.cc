@@ -258,10 +258,16 @@ Expected<MutationReport> RunMutants(const MutantOptions& options) {
 
 namespace {
 
+// The first cells of a list: enough to name the probes that noticed a
+// point (what --killers reruns first) without listing thousands of cells.
+constexpr size_t kCellsListed = 8;
+
 nlohmann::ordered_json Cells(const std::vector<MutantCell>& cells) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (const auto& c : cells)
+  for (size_t i = 0; i < cells.size() && i < kCellsListed; ++i) {
+    const MutantCell& c = cells[i];
     out.push_back({{"probe", c.probe}, {"policy", c.policy}, {"entry", c.entry}, {"uid", c.uid}, {"actual", c.actual}});
+  }
   return out;
 }
 
@@ -292,7 +298,9 @@ nlohmann::ordered_json MutationJson(const MutationReport& r) {
                       {"paired_with", p.paired_with},
                       {"reason", p.reason},
                       {"killers", Cells(p.killers)},
+                      {"killer_cells", p.killers.size()},
                       {"changed", Cells(p.changed)},
+                      {"changed_cells", p.changed.size()},
                       {"seconds", static_cast<int>(p.seconds * 10) / 10.0}});
   return {{"format", kMutationFormat},
           {"kernel", r.kernel},

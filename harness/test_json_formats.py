@@ -229,14 +229,21 @@ def test_matrix_json(battery_dir, tmp_path):
     e = matrix_tests.ROWS[guest]["expect"]
     matrix_tests._fake_guest(tmp_path / "guests" / guest, e["landlock_abi"], e["verdict"], e.get("at_fault", []),
                              refused=e["battery"] == "refused", cgroup=e.get("cgroup"))
+    # A run whose agent reported a feature of its ABI missing (its row's
+    # checks are test_kernel_matrix's; here only its members).
+    missing = json.loads(json.dumps(battery))
+    missing["landlock_abi"] = 5
+    missing["host"]["landlock"]["missing"] = "scope_signal (ABI 6)"
+    (tmp_path / "missing" / "scope_signal").mkdir(parents=True)
+    (tmp_path / "missing" / "scope_signal" / "battery.json").write_text(json.dumps(missing))
     m = matrix_report.build(matrix_tests.KERNELS_JSON, str(tmp_path), guests=[guest], capped=[abi],
-                            expectations=matrix_tests.EXPECTATIONS)
+                            expectations=matrix_tests.EXPECTATIONS, missing=["scope_signal"])
     matrix_report.write(m, str(tmp_path / "out"))
     doc = json.loads((tmp_path / "out" / "matrix.json").read_text())
     page = json_docs.Page("matrix")
     json_docs.check("matrix", doc, page)
     assert page.unseen() == [], page.unseen()
-    assert [r["kind"] for r in doc["rows"]] == ["guest", "capped"]
+    assert [r["kind"] for r in doc["rows"]] == ["guest", "capped", "missing"]
     capped = doc["rows"][1]
     assert capped["ok"], capped["checks"]
 

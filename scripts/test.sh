@@ -5,7 +5,10 @@
 # (confinement tests run the confined side as root and as uid 65534), the
 # stub library for other systems (built and tested on its own), and the
 # pytest suites (the CLI end to end, the escape battery with its
-# reports, every JSON document against its page in docs/json/), the Debian
+# reports, every JSON document against its page in docs/json/), the
+# mutation analysis against its checked-in report (each enforcement point
+# of runner_strict removed alone, its earlier killers first: a point the
+# battery no longer notices fails; escapes/mutation.json), the Debian
 # package (scripts/package-test.sh: built, installed, used from the installed
 # paths only, purged; it leaves nothing installed, whatever its end), then the
 # kernel matrix: the battery inside nine Debian kernels booted in QEMU and
@@ -52,6 +55,10 @@ ctest --test-dir build-stub --output-on-failure
 
 echo "== pytest"
 /usr/bin/python3 -m pytest -q harness
+
+echo "== mutation analysis (runner_strict, against escapes/mutation.json)"
+build/harness/oarbank-conform --out build/mutation --agent build/sandbox/oarbank-agent-faulty --policy runner_strict \
+  mutants --killers escapes/mutation.json
 
 echo "== package test"
 ./scripts/package-test.sh
