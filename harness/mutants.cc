@@ -198,8 +198,7 @@ class Analysis {
   std::optional<Error> PairKillers(const MutantResult& m, const MutantResult& cover,
                                    const std::vector<std::string>& probes, std::vector<MutantCell>& killers) {
     MutantResult pair = m, alone = cover;
-    if (auto error =
-            RunOne(o_.battery, pair, probes, MergeFaultEnv({{m.var, m.value}, {cover.var, cover.value}})))
+    if (auto error = RunOne(o_.battery, pair, probes, MergeFaultEnv({{m.var, m.value}, {cover.var, cover.value}})))
       return error;
     if (pair.killers.empty()) return std::nullopt;
     if (auto error = RunOne(o_.battery, alone, probes, MergeFaultEnv({{cover.var, cover.value}}))) return error;
@@ -346,7 +345,7 @@ std::string MutationHtml(const MutationReport& r) {
     std::string cells;
     for (const auto* list : {&p.killers, &p.changed})
       for (const auto& c : *list) cells += Escape(CellText(c)) + "<br>";
-    const std::string klass = p.outcome == "known survivor" ? "survived"
+    const std::string klass = p.outcome == "known survivor"   ? "survived"
                               : p.outcome == "killed in pair" ? "killed"
                               : p.outcome == "explained"      ? "changed"
                                                               : p.outcome;
@@ -390,10 +389,11 @@ std::string MutationSummary(const MutationReport& r) {
     if (p.outcome == "survived") out += "  SURVIVED  " + p.id + ": " + p.what + "\n";
   const auto n = Counts(r);
   out += "oarbank-conform mutants: " + std::to_string(r.points.size()) + " points: " + std::to_string(n.at("killed")) +
-         " killed, " + std::to_string(n.at("killed in pair")) + " killed in a pair, " + std::to_string(n.at("changed")) +
-         " changed, " + std::to_string(n.at("survived")) + " survived (" + std::to_string(r.new_survivors) +
-         " new), " + std::to_string(n.at("explained")) + " explained, " + std::to_string(n.at("known survivor")) +
-         " known survivors not rerun, in " + std::to_string(static_cast<int>(r.seconds)) + " s\n";
+         " killed, " + std::to_string(n.at("killed in pair")) + " killed in a pair, " +
+         std::to_string(n.at("changed")) + " changed, " + std::to_string(n.at("survived")) + " survived (" +
+         std::to_string(r.new_survivors) + " new), " + std::to_string(n.at("explained")) + " explained, " +
+         std::to_string(n.at("known survivor")) + " known survivors not rerun, in " +
+         std::to_string(static_cast<int>(r.seconds)) + " s\n";
   return out;
 }
 

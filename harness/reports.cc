@@ -63,10 +63,10 @@ std::string MutationLine(const BatteryResult& r) {
   if (!m.is_object()) return "";
   std::ostringstream s;
   s << "Mutation analysis (" << m.value("report", "") << ", Linux " << m.value("kernel", "") << ", Landlock ABI "
-    << m.value("landlock_abi", 0) << "): " << m.value("points", 0) << " enforcement points removed one at a time: "
-    << m.value("killed", 0) << " killed, " << m.value("killed_in_pair", 0) << " killed with the layer covering them, "
-    << m.value("changed", 0) << " changed an answer, " << m.value("explained", 0) << " explained, "
-    << m.value("survived", 0) << " survived.";
+    << m.value("landlock_abi", 0) << "): " << m.value("points", 0)
+    << " enforcement points removed one at a time: " << m.value("killed", 0) << " killed, "
+    << m.value("killed_in_pair", 0) << " killed with the layer covering them, " << m.value("changed", 0)
+    << " changed an answer, " << m.value("explained", 0) << " explained, " << m.value("survived", 0) << " survived.";
   return s.str();
 }
 

@@ -57,7 +57,6 @@ int Trial(const std::string& dir, uint64_t allowed, bool by_mknod) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 2;
 }
 
-
 // "make_reg" when MAKE_REG alone lets the whiteout be made, "make_char"
 // when MAKE_CHAR is needed too, "fails" otherwise.
 std::string Needs(const std::string& dir, bool by_mknod) {
