@@ -208,12 +208,12 @@ std::string CatalogueHtml(const BatteryResult& r) {
   };
   std::ostringstream h;
   h << "<h2 id=\"catalogue\">Published escapes</h2>\n<table id=\"catalogue-table\"><thead><tr><th>#</th>"
-       "<th class=\"probe\">technique</th><th>where</th><th class=\"probe\">probes, tests or reason</th>"
+       "<th class=\"k\">technique</th><th>where</th><th class=\"k\">probes, tests or reason</th>"
        "<th>sandbox-exec</th><th>run</th></tr></thead><tbody>\n";
   for (const auto& e : r.catalogue) {
     const std::string se = CatalogueVerdict(e, r, "sandbox-exec"), run = CatalogueVerdict(e, r, "run");
-    h << "<tr><td>" << e.id << "</td><td class=\"probe\">" << Escape(e.technique) << "</td><td><a href=\""
-      << Escape(e.source) << "\">" << Escape(e.where) << "</a></td><td class=\"probe\" title=\"" << Escape(e.reason)
+    h << "<tr><td>" << e.id << "</td><td class=\"k\">" << Escape(e.technique) << "</td><td><a href=\""
+      << Escape(e.source) << "\">" << Escape(e.where) << "</a></td><td class=\"k\" title=\"" << Escape(e.reason)
       << "\">" << Escape(Answer(e)) << "</td><td class=\"" << klass(se) << "\">" << Escape(se) << "</td><td class=\""
       << klass(run) << "\">" << Escape(run) << "</td></tr>\n";
   }
