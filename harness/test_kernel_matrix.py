@@ -152,13 +152,15 @@ def _real_or_fake_results(tmp_path, guest_id):
 def test_a_wrong_abi_in_kernels_json_turns_its_row_red(tmp_path, guest_id):
     results = _real_or_fake_results(tmp_path, guest_id)
     spec = copy.deepcopy(SPEC)
-    right = matrix_report.build(KERNELS_JSON, results, guests=[guest_id], capped=[], expectations=EXPECTATIONS)
+    right = matrix_report.build(KERNELS_JSON, results, guests=[guest_id], capped=[], missing=[],
+                                expectations=EXPECTATIONS)
     wrong_spec = tmp_path / "kernels-wrong.json"
     for g in spec["guests"]:
         if g["id"] == guest_id:
             g["expect"]["landlock_abi"] += 1  # deliberately wrong
     wrong_spec.write_text(json.dumps(spec))
-    wrong = matrix_report.build(str(wrong_spec), results, guests=[guest_id], capped=[], expectations=EXPECTATIONS)
+    wrong = matrix_report.build(str(wrong_spec), results, guests=[guest_id], capped=[], missing=[],
+                                expectations=EXPECTATIONS)
     (row,) = wrong["rows"]
     assert not row["ok"] and not wrong["passed"]
     assert row["checks"][0]["name"] == "landlock_abi" and not row["checks"][0]["ok"]
@@ -243,7 +245,8 @@ def test_an_escaped_published_escape_turns_its_row_red_and_the_page_shows_the_ta
         (check,) = [c for c in row.checks if c.name == "catalogue"]
         assert check.ok == ok, check
         assert row.catalogue["1"] == {"sandbox_exec": verdict, "run": "held"}
-        m = matrix_report.build(KERNELS_JSON, str(d), guests=["6.12"], capped=[], expectations=EXPECTATIONS)
+        m = matrix_report.build(KERNELS_JSON, str(d), guests=["6.12"], capped=[], missing=[],
+                                expectations=EXPECTATIONS)
         assert [c["id"] for c in m["catalogue"]] == [1, 2]
         matrix_report.write(m, str(d / "out"))
         page = (d / "out" / "matrix.html").read_text()
