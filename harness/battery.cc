@@ -281,6 +281,17 @@ std::optional<Error> SelectProbesAndPolicies(const BatteryOptions& o, BatteryRes
   return std::nullopt;
 }
 
+// The roots of a policy's writable grants, colon-separated: what a probe
+// that acts on every writable grant (exec_written_file) is given.
+std::string WritableGrants(const Policy& policy) {
+  std::string out;
+  auto add = [&](const std::string& dir) { out += (out.empty() ? "" : ":") + dir; };
+  for (const auto* grant : {&policy.work(), &policy.data(), &policy.tmp()})
+    if (grant->has_value()) add(**grant);
+  for (const auto& dir : policy.state()) add(dir);
+  return out;
+}
+
 // One battery run over a world: each probe unconfined, then under every
 // policy as every uid.
 class BatteryRun {
@@ -464,6 +475,8 @@ class BatteryRun {
   Cell RunUnconfined(const std::string& probe, SignalSinks& sinks) {
     std::string outside_dir;
     auto vars = Prepare(probe, 0, world_.work, outside_dir, sinks);
+    vars["OARBANK_PROBE_WRITABLE_GRANTS"] = world_.work + ":" + world_.data + ":" + world_.work + "/tmp";
+    vars["OARBANK_PROBE_RUNTIME"] = world_.runtime;
     const std::vector<std::string> agent_env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world_.env_secret};
     auto spawn = [&](const std::string&, const std::map<std::string, std::string>& v) {
       std::vector<std::string> env = agent_env;
@@ -537,6 +550,8 @@ class BatteryRun {
     const std::string& name = result_.policies[policy_index];
     std::string outside_dir;
     auto vars = Prepare(probe, uid, policy.work() ? world_.work : world_.data, outside_dir, sinks);
+    vars["OARBANK_PROBE_WRITABLE_GRANTS"] = WritableGrants(policy);
+    vars["OARBANK_PROBE_RUNTIME"] = policy.runtime().value_or(world_.runtime);
     // The agent's own environment, which holds its secret.
     std::vector<std::string> env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world_.env_secret};
     env.insert(env.end(), o_.agent_env.begin(), o_.agent_env.end());

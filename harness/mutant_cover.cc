@@ -20,10 +20,22 @@ Expected<std::map<std::string, MutantCover>> LoadMutantCovers(const std::string&
       return Error{where, "expected 3 tab-separated fields: point, cover, why"};
     MutantCover c{line.substr(0, a), line.substr(a + 1, b - a - 1), line.substr(b + 1), number};
     if (c.point.empty() || c.cover.empty() || c.why.empty()) return Error{where, "point, cover and why are required"};
-    if (c.cover == c.point) return Error{where, c.point + " cannot cover itself"};
+    for (const auto& id : CoverPoints(c.cover))
+      if (id.empty() || id == c.point) return Error{where, c.point + ": a cover names other points, joined by +"};
     if (!covers.emplace(c.point, c).second) return Error{where, c.point + " is listed twice"};
   }
   return covers;
+}
+
+std::vector<std::string> CoverPoints(const std::string& cover) {
+  std::vector<std::string> ids;
+  if (cover == "-") return ids;
+  for (size_t start = 0;;) {
+    const size_t plus = cover.find('+', start);
+    ids.push_back(cover.substr(start, plus - start));
+    if (plus == std::string::npos) return ids;
+    start = plus + 1;
+  }
 }
 
 std::vector<std::string> MergeFaultEnv(const std::vector<std::pair<std::string, std::string>>& vars) {

@@ -171,21 +171,25 @@ class Analysis {
   std::optional<Error> Paired(MutantResult& m, const Known* known) {
     const auto c = covers_.find(m.id);
     if (c == covers_.end()) return std::nullopt;
-    if (c->second.cover == "-") {
-      if (m.outcome == "survived") m.outcome = "explained";
+    if (c->second.cover == "-") {  // its changed cells, if any, stay as the evidence
+      m.outcome = "explained";
       m.reason = c->second.why;
       return std::nullopt;
     }
-    const MutantResult* cover = Find(c->second.cover);
-    if (cover == nullptr) return std::nullopt;  // not a point of these policies
-    m.paired_with = cover->id;
+    std::vector<std::pair<std::string, std::string>> cover;  // the cover's variables
+    for (const auto& id : CoverPoints(c->second.cover)) {
+      const MutantResult* point = Find(id);
+      if (point == nullptr) return std::nullopt;  // not a point of these policies
+      cover.emplace_back(point->var, point->value);
+    }
+    m.paired_with = c->second.cover;
     m.reason = c->second.why;
     // The earlier pair killers first, then every probe.
     std::vector<MutantCell> killers;
     if (known != nullptr && known->outcome == "killed in pair" && !known->probes.empty())
-      if (auto error = PairKillers(m, *cover, known->probes, killers)) return error;
+      if (auto error = PairKillers(m, cover, known->probes, killers)) return error;
     if (killers.empty())
-      if (auto error = PairKillers(m, *cover, o_.battery.only_probes, killers)) return error;
+      if (auto error = PairKillers(m, cover, o_.battery.only_probes, killers)) return error;
     if (killers.empty()) return std::nullopt;
     m.outcome = "killed in pair";
     m.killers = std::move(killers);
@@ -195,13 +199,14 @@ class Analysis {
 
   // The cells of `probes` that escape with the point and its cover removed
   // together and not with the cover removed alone.
-  std::optional<Error> PairKillers(const MutantResult& m, const MutantResult& cover,
+  std::optional<Error> PairKillers(const MutantResult& m, const std::vector<std::pair<std::string, std::string>>& cover,
                                    const std::vector<std::string>& probes, std::vector<MutantCell>& killers) {
-    MutantResult pair = m, alone = cover;
-    if (auto error = RunOne(o_.battery, pair, probes, MergeFaultEnv({{m.var, m.value}, {cover.var, cover.value}})))
-      return error;
+    MutantResult pair = m, alone = m;
+    auto both = cover;
+    both.emplace_back(m.var, m.value);
+    if (auto error = RunOne(o_.battery, pair, probes, MergeFaultEnv(both))) return error;
     if (pair.killers.empty()) return std::nullopt;
-    if (auto error = RunOne(o_.battery, alone, probes, MergeFaultEnv({{cover.var, cover.value}}))) return error;
+    if (auto error = RunOne(o_.battery, alone, probes, MergeFaultEnv(cover))) return error;
     const std::set<CellKey> cover_killers = Keys(alone.killers);
     for (auto& cell : pair.killers)
       if (!cover_killers.count(KeyOf(cell))) killers.push_back(std::move(cell));

@@ -26,7 +26,9 @@ def mutants(out, *args):
 
 
 def test_each_outcome_is_found_and_a_survivor_fails_the_run(tmp_path):
-    r = mutants(tmp_path / "full", "--point", ",".join(POINTS))
+    # No cover table: each point removed alone (the table would explain
+    # no-new-privs and pair gate-noexec with the noexec mount).
+    r = mutants(tmp_path / "full", "--point", ",".join(POINTS), "--covers", covers(tmp_path))
     assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads((tmp_path / "full" / "mutation.json").read_text())
     json_docs.check("mutation", report)
@@ -43,9 +45,10 @@ def test_each_outcome_is_found_and_a_survivor_fails_the_run(tmp_path):
 
 
 def test_an_earlier_report_runs_its_killers_first_and_skips_its_survivors(tmp_path):
-    first = mutants(tmp_path / "first", "--point", ",".join(POINTS))
+    none = covers(tmp_path)
+    first = mutants(tmp_path / "first", "--point", ",".join(POINTS), "--covers", none)
     assert first.returncode == 1, first.stdout + first.stderr
-    again = mutants(tmp_path / "again", "--point", ",".join(POINTS), "--killers",
+    again = mutants(tmp_path / "again", "--point", ",".join(POINTS), "--covers", none, "--killers",
                     str(tmp_path / "first" / "mutation.json"))
     assert again.returncode == 0, again.stdout + again.stderr
     report = json.loads((tmp_path / "again" / "mutation.json").read_text())
@@ -101,10 +104,34 @@ def test_a_point_covered_by_another_layer_is_killed_in_its_pair_and_a_reason_exp
     assert r.returncode == 1 and "SURVIVED  landlock.fs.make_dir" in r.stdout, r.stdout + r.stderr
 
 
+def test_a_point_three_layers_cover_is_killed_with_both_others_and_not_with_one(tmp_path):
+    """ptrace of a process outside meets the seccomp row, Landlock's ptrace
+    restriction and the cage's user namespace: with the row and one of the
+    others removed ptrace_outside stays blocked under sandbox-exec, with
+    the row and both it escapes there."""
+    def analyse(out, cover):
+        table = covers(tmp_path, ("seccomp.28.ptrace", cover, "three layers refuse ptrace"))
+        r = subprocess.run([CONFORM, "--out", str(tmp_path / out), "--agent", FAULTY, "--policy", "runner_strict",
+                            "--probe", "ptrace_outside", "mutants", "--covers", table, "--point", "seccomp.28.ptrace"],
+                           capture_output=True, text=True, timeout=900)
+        return r, json.loads((tmp_path / out / "mutation.json").read_text())["points"][0]
+    r, point = analyse("one", "launch.landlock")
+    # No escape: only run's pid namespace changes the answer (ESRCH).
+    assert point["outcome"] == "changed" and not point["killers"], point
+    assert {c["entry"] for c in point["changed"]} == {"run"}, point
+    r, point = analyse("both", "launch.landlock+launch.mount-namespace")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert point["outcome"] == "killed in pair", point
+    assert point["paired_with"] == "launch.landlock+launch.mount-namespace"
+    assert {(c["probe"], c["entry"]) for c in point["killers"]} == {("ptrace_outside", "sandbox-exec")}, point
+
+
 def test_a_malformed_cover_table_is_one_line_and_64(tmp_path):
     bad = tmp_path / "covers.tsv"
     for text, message in [("point\tcover\twhy\nlandlock.fs.make_dir\tmount.read-only\n", "expected 3 tab-separated"),
-                          ("point\tcover\twhy\na\ta\twhy\n", "a cannot cover itself"),
+                          ("point\tcover\twhy\na\ta\twhy\n", "a: a cover names other points"),
+                          ("point\tcover\twhy\na\tb+a\twhy\n", "a: a cover names other points"),
+                          ("point\tcover\twhy\na\tb+\twhy\n", "a: a cover names other points"),
                           ("point\tcover\twhy\na\tb\twhy\na\tc\twhy\n", "a is listed twice")]:
         bad.write_text(text)
         r = subprocess.run([CONFORM, "--out", str(tmp_path / "out"), "--agent", FAULTY, "--policy", "runner_strict",
@@ -136,5 +163,5 @@ def test_every_point_the_cover_table_names_is_a_point_of_a_battery_policy(tmp_pa
     assert len(points) == len(set(points)), "a point listed twice"
     for point, cover, why in rows:
         assert point in ids, f"{point}: no battery policy has this point"
-        assert cover == "-" or cover in ids, f"{point}: its cover {cover} is no point"
+        assert cover == "-" or all(c in ids for c in cover.split("+")), f"{point}: its cover {cover} is no point"
         assert why

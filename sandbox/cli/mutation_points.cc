@@ -45,6 +45,7 @@ constexpr Skip kSkips[] = {
     {"namespace-ipc", "job", "the job's ipc namespace", true},
     {"namespace-uts", "job", "the job's uts namespace", true},
     {"namespace-net", "job", "the job's network namespace", true},
+    {"job-proc", "job", "the job's own /proc, of its pid namespace", true},
     {"gate-status", "gate", "NoNewPrivs, Seccomp and the capability sets read at the gate", true},
     {"gate-core-limit", "gate", "RLIMIT_CORE read at the gate", true},
     {"gate-cgroup", "gate", "the cgroup leaf read at the gate", true},

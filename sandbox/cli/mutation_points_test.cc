@@ -64,6 +64,7 @@ TEST(MutationPoints, EveryRowOfEveryTableIsAPoint) {
                          "environment.environment-filter",
                          "job.namespace-pid",
                          "job.namespace-net",
+                         "job.job-proc",
                          "gate.gate-inodes",
                          "egress.job-ruleset-classes",
                          "egress.job-ruleset-host-addresses"})

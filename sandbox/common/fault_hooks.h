@@ -29,7 +29,8 @@
 //   ("seccomp-above-table", seccomp/filter.h).
 //   The mutation analysis (oarbank-conform mutants) also skips: one of the
 //   job's namespaces ("namespace-pid", "namespace-ipc", "namespace-uts",
-//   "namespace-net": supervise/supervisor.cc), one check of the gate
+//   "namespace-net": supervise/supervisor.cc), the job's own /proc
+//   ("job-proc": supervise/namespaces.cc), one check of the gate
 //   ("gate-status", "gate-core-limit", "gate-cgroup", "gate-fresh-namespaces",
 //   "gate-read-only-root", "gate-noexec", "gate-read-only-carve-outs",
 //   "gate-inodes", "gate-root-etc", "gate-job-devices": supervise/verify.cc),

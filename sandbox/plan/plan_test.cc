@@ -165,6 +165,17 @@ TEST(Plan, WritableGrantsMakeFilesButNoDeviceNodes) {
   EXPECT_NE(PlanConfinement(tree.Runner(), FakeHost(7)).landlock.handled_fs & kFsMakeChar, 0u);
 }
 
+// Without REFER handled Landlock refuses every rename or link that changes
+// a file's directory; handled, the grants that have it may (the mutation
+// analysis's landlock.fs.refer is explained by this).
+TEST(Plan, ReferIsHandledFromAbi2) {
+  TempTree tree;
+  EXPECT_EQ(PlanConfinement(tree.Runner(), FakeHost(1)).landlock.handled_fs & kFsRefer, 0u);
+  for (int abi = 2; abi <= 7; ++abi)
+    EXPECT_NE(PlanConfinement(tree.Runner(), FakeHost(abi)).landlock.handled_fs & kFsRefer, 0u) << abi;
+  EXPECT_NE(FindRule(PlanConfinement(tree.Runner(), FakeHost(7)), tree.Path("work"))->access & kFsRefer, 0u);
+}
+
 TEST(Plan, WritableGrantsLoseExecuteUnlessExecWritable) {
   TempTree tree;
   const Plan strict = PlanConfinement(tree.Runner(), FakeHost(7));
