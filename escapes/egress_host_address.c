@@ -4,7 +4,7 @@
  * gateway 10.0.2.2, which a stack configured to map the host's loopback
  * there would lead to the host's services. What stops it: under egress-any
  * the job's ruleset refuses the host's addresses and the gateway
- * (EHOSTUNREACH); under net none seccomp (EPERM); under egress-allowlist
+ * at once (a TCP reset: ECONNREFUSED); under net none seccomp (EPERM); under egress-allowlist
  * Landlock the port (EACCES). Unconfined it reaches the first. */
 #include "probe_net.h"
 

@@ -5,7 +5,7 @@
  * address 169.254.169.254, documentation, IETF, benchmarking outside the
  * declared public range, and a private address in its IPv4-mapped IPv6
  * form. What stops it: under egress-any the job's ruleset refuses them at
- * once (reject admin-prohibited: EHOSTUNREACH); under net none seccomp
+ * once (a TCP reset: ECONNREFUSED, where every decoy listens); under net none seccomp
  * refuses the socket (EPERM); under egress-allowlist Landlock the port
  * (EACCES). Any decoy reached is an escape, and the decoys record it. */
 #include "probe_net.h"

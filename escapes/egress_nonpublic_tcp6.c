@@ -3,8 +3,8 @@
  * ($OARBANK_PROBE_NONPUBLIC6 on $OARBANK_PROBE_EGRESS_PORT): unique local,
  * documentation, 6to4 and NAT64 forms of a private IPv4 address, Teredo,
  * site-local, and the host's own IPv6 address. What stops it: under
- * egress-any the job's ruleset refuses them at once (reject
- * admin-prohibited: EACCES for IPv6); under net none seccomp refuses the
+ * egress-any the job's ruleset refuses them at once (a TCP reset:
+ * ECONNREFUSED, where every decoy listens); under net none seccomp refuses the
  * socket (EPERM); under egress-allowlist Landlock the port (EACCES). */
 #include "probe_net.h"
 

@@ -58,7 +58,9 @@ unsigned long long DroppedPackets(const std::string& listing) {
        at = listing.find("counter packets ", at + 1)) {
     const size_t end = listing.find('\n', at);
     const std::string line = listing.substr(at, end == std::string::npos ? std::string::npos : end - at);
-    if (line.find(" drop") == std::string::npos && line.find(" reject") == std::string::npos) continue;
+    if (line.find(" drop") == std::string::npos && line.find(" reject") == std::string::npos &&
+        line.find(" goto refuse") == std::string::npos)
+      continue;
     total += strtoull(line.c_str() + strlen("counter packets "), nullptr, 10);
   }
   return total;

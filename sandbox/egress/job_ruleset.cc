@@ -71,6 +71,7 @@ bool RulesAdmit(const std::vector<DestinationRule>& rules, const IpAddress& addr
 std::string RulesetText(const RulesetInputs& in) {
   std::string t;
   t += "table inet oarbank {\n";
+  t += kJobRulesetRefuseChain;
   t += "  chain output {\n";
   t += "    type filter hook output priority filter; policy accept;\n";
   // The job's own loopback is its own namespace's, not the host's.

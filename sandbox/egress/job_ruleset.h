@@ -37,11 +37,19 @@ std::vector<DestinationRule> DestinationRules(const RulesetInputs& in);
 bool RulesAdmit(const std::vector<DestinationRule>& rules, const egress::IpAddress& address);
 
 // What the output chain does with a destination that is not public: the
-// packet never leaves, it is counted, and the sender is told rather than
-// left to time out: EPERM from sendto at once, EHOSTUNREACH (EACCES for
-// IPv6) from connect when the SYN is sent again, about a second later (an
-// ICMP error that arrives while connect still sends the first is set aside).
-inline constexpr char kJobRulesetRefusal[] = "counter reject with icmpx admin-prohibited";
+// packet never leaves, it is counted, and the sender is told at once
+// rather than left to time out (chain `refuse`, kJobRulesetRefuseChain): a
+// TCP connect is answered with a reset (ECONNREFUSED: the reset is queued
+// to the socket and read as soon as connect lets go of it, where an ICMP
+// error arriving while connect still sends the SYN would be set aside until
+// the SYN is sent again, a second later), anything else with an ICMP
+// admin-prohibited (EPERM from sendto).
+inline constexpr char kJobRulesetRefusal[] = "counter goto refuse";
+inline constexpr char kJobRulesetRefuseChain[] =
+    "  chain refuse {\n"
+    "    meta l4proto tcp reject with tcp reset\n"
+    "    reject with icmpx admin-prohibited\n"
+    "  }\n";
 
 // The ruleset in nft's syntax: table inet oarbank, chains output and input.
 std::string RulesetText(const RulesetInputs& in);

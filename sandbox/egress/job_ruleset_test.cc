@@ -140,6 +140,8 @@ TEST(JobRuleset, TextHasEveryRuleTheResolverAndNoInbound) {
   EXPECT_NE(text.find("ip daddr 10.0.2.3 udp dport 53 accept"), std::string::npos);
   EXPECT_NE(text.find("ip6 daddr fd00::3 tcp dport 53 accept"), std::string::npos);
   EXPECT_NE(text.find("type filter hook input priority filter; policy drop;"), std::string::npos);
+  // A refused TCP connect is reset (no SYN sent again a second later).
+  EXPECT_LT(text.find("meta l4proto tcp reject with tcp reset"), text.find("chain output"));
   // Name queries to any server go to the stack's resolver.
   EXPECT_NE(text.find("ip daddr != 127.0.0.0/8 udp dport 53 dnat ip to 10.0.2.3"), std::string::npos);
   EXPECT_NE(text.find("ip6 daddr != ::1 tcp dport 53 dnat ip6 to fd00::3"), std::string::npos);
