@@ -25,7 +25,11 @@
 # VM varies by +-20%) unless --strict is given. Any other failure (a build,
 # a launch that does not confine, a control in syscall_cost) exits non-zero.
 #
-# Environment: BUILD_DIR (default <repo>/build), AS_NOBODY=1, KEEP_TMP=1
+# Its lines `ratio NAME VALUE` are what bench/budgets.sh compares
+# with the checked-in budgets.
+#
+# Environment: BUILD_DIR (default <repo>/build), RUNS (default 200),
+# WARMUP (default 20), AS_NOBODY=1, KEEP_TMP=1
 # (keep the temporary directory with the policies and hyperfine's JSON),
 # BASELINE_AGENT=<another build's oarbank-agent>: its sandbox-exec runs in the
 # same hyperfine invocation, and the report gives this build's time over
@@ -34,7 +38,7 @@ set -euo pipefail
 
 readonly ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
-readonly WARMUP=20 RUNS=200
+readonly WARMUP="${WARMUP:-20}" RUNS="${RUNS:-200}"
 readonly TARGET_PLAIN=2.3 TARGET_NS=3.5 TARGET_VS_BWRAP=0.5 TARGET_SYSCALL=1.4
 readonly NOBODY_ID=65534
 
@@ -209,6 +213,8 @@ case "$rc" in
 esac
 
 echo
+echo "ratio sandbox_exec_bwrap $(ratio "$ns" "$bwrap")"
+echo "ratio sandbox_exec_bare $(ratio "$ns" "$bare")"
 if ((MISSES == 0)); then
   echo "bench: every target PASS"
 elif ((STRICT)); then

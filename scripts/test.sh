@@ -60,6 +60,9 @@ echo "== mutation analysis (every battery policy, against escapes/mutation.json)
 build/harness/oarbank-conform --out build/mutation --agent build/sandbox/oarbank-agent-faulty \
   mutants --killers escapes/mutation.json
 
+echo "== benchmark budgets (ratios against baselines of the same run, 1.5x slack)"
+bench/budgets.sh
+
 echo "== package test"
 ./scripts/package-test.sh
 
