@@ -1,19 +1,25 @@
 // bench/minilaunch: the floor a launcher of this design can reach on this
 // machine, measured by bench/run.sh next to `oarbank-agent sandbox-exec`.
 //
-//   minilaunch [-L] [-S] -- ARGV
+//   minilaunch [-L] [-S] [-N DIR] -- ARGV
 //
 // It does the least a cage needs and nothing else: no_new_privs, a Landlock
 // ruleset that handles every filesystem right of the running ABI with ten
 // fixed path rules (the current directory is the writable one), a 40-rule
 // libseccomp deny-list, then execvp. -L skips Landlock, -S skips seccomp.
-// No policy file, no host report, no capability drop, no namespace: it is a
+// -N DIR first makes what sandbox-exec's read-only mounts need: a user and
+// mount namespace (the caller's ids mapped to themselves), every mount
+// private and read-only, and DIR bound back writable, nosuid, nodev and
+// noexec (one writable grant; sandbox-exec's policies in bench/run.sh have
+// three). No policy file, no host report, no capability drop: it is a
 // yardstick for what the launcher's own work costs above one extra exec,
 // never a sandbox to run anything with. Linked statically against the same
 // C library as oarbank-agent, so the two pay the same start-up.
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/landlock.h>
+#include <linux/mount.h>
+#include <sched.h>
 #include <seccomp.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -101,22 +107,63 @@ static int ApplySeccomp(void) {
   return 0;
 }
 
+static int WriteFile(const char* path, const char* text) {
+  const int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  const ssize_t n = write(fd, text, strlen(text));
+  close(fd);
+  return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+// The namespaces and mounts of sandbox-exec's read-only view, for one
+// writable directory.
+static int ReadOnlyView(const char* writable) {
+  char map[64];
+  const unsigned uid = getuid(), gid = getgid();
+  if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return Fail("unshare");
+  if (WriteFile("/proc/self/setgroups", "deny") != 0) return Fail("setgroups");
+  snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
+  if (WriteFile("/proc/self/uid_map", map) != 0) return Fail("uid_map");
+  snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
+  if (WriteFile("/proc/self/gid_map", map) != 0) return Fail("gid_map");
+  if (syscall(SYS_mount, NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return Fail("make / private");
+  const int dir = open(writable, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return Fail(writable);
+  const int tree = (int)syscall(SYS_open_tree, dir, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+  if (tree < 0) return Fail("open_tree");
+  struct mount_attr attr = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC};
+  if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
+    return Fail("mount_setattr noexec");
+  struct mount_attr read_only = {.attr_set = MOUNT_ATTR_RDONLY};
+  if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &read_only, sizeof read_only) != 0)
+    return Fail("make every mount read-only");
+  if (syscall(SYS_move_mount, tree, "", dir, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+    return Fail("bind the writable directory");
+  close(tree);
+  close(dir);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   int landlock = 1, seccomp = 1, i = 1;
+  const char* writable = NULL;
   for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
-    if (strcmp(argv[i], "-L") == 0) {
+    if (strcmp(argv[i], "-N") == 0 && i + 1 < argc) {
+      writable = argv[++i];
+    } else if (strcmp(argv[i], "-L") == 0) {
       landlock = 0;
     } else if (strcmp(argv[i], "-S") == 0) {
       seccomp = 0;
     } else {
-      fprintf(stderr, "usage: minilaunch [-L] [-S] -- ARGV\n");
+      fprintf(stderr, "usage: minilaunch [-L] [-S] [-N DIR] -- ARGV\n");
       return 64;
     }
   }
   if (i + 1 >= argc) {
-    fprintf(stderr, "usage: minilaunch [-L] [-S] -- ARGV\n");
+    fprintf(stderr, "usage: minilaunch [-L] [-S] [-N DIR] -- ARGV\n");
     return 64;
   }
+  if (writable != NULL && ReadOnlyView(writable) != 0) return 70;
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return Fail("no_new_privs");
   if (landlock && ApplyLandlock() != 0) return 70;
   if (seccomp && ApplySeccomp() != 0) return 70;
