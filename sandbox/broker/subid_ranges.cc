@@ -5,9 +5,11 @@
 
 #include <cstring>
 #include <fstream>
+#include <tuple>
 #include <set>
 #include <sstream>
 
+#include "sandbox/common/read_file.h"
 #include "sandbox/common/trust_file.h"
 
 namespace oarbank::broker {
@@ -106,32 +108,58 @@ bool LeaseOwnerAlive(const SubidLease& lease) {
   return t && *t == lease.start_time;
 }
 
-std::string SubidBlockConflict() {
-  for (const char* file : {"/etc/passwd", "/etc/group"}) {
-    std::ifstream in(file);
-    for (std::string line; std::getline(in, line);) {
-      std::stringstream fields(line);
-      std::string name, pw, id;
-      std::getline(fields, name, ':');
-      std::getline(fields, pw, ':');
-      std::getline(fields, id, ':');
-      unsigned long long v = 0;
-      if (ParseUnsigned(id, ~0u, &v) && MeetsBlock(v, v + 1))
-        return std::string(file) + ": " + name + " has id " + id + ", inside the broker's subordinate id block";
-    }
+namespace {
+
+// An account file's size limit: far above any real one, so only a runaway
+// file is refused for its size.
+constexpr size_t kAccountFileMax = 64 << 20;
+
+// Why one line of an id file (name:x:id:... or name:start:count) is not
+// well formed, or its id or range meets the block: "" when neither.
+std::string CheckIdLine(const std::string& file, size_t number, const std::string& line, bool range) {
+  std::vector<std::string> fields;
+  for (size_t at = 0;;) {
+    const size_t colon = line.find(':', at);
+    fields.push_back(line.substr(at, colon == std::string::npos ? std::string::npos : colon - at));
+    if (colon == std::string::npos) break;
+    at = colon + 1;
   }
-  for (const char* file : {"/etc/subuid", "/etc/subgid"}) {
-    std::ifstream in(file);
+  const std::string where = file + ": line " + std::to_string(number);
+  unsigned long long a = 0, b = 0;
+  if (range) {
+    if (fields.size() != 3 || !ParseUnsigned(fields[1], ~0u, &a) || !ParseUnsigned(fields[2], ~0u, &b))
+      return where + ": not name:start:count, so the ranges it gives cannot be checked against the block";
+    if (MeetsBlock(a, a + b))
+      return file + ": " + fields[0] + "'s range " + fields[1] + ":" + fields[2] +
+             " meets the broker's subordinate id block";
+    return "";
+  }
+  if (fields.size() < 3 || !ParseUnsigned(fields[2], ~0u, &a))
+    return where + ": no numeric id in its third field (a NIS or other entry whose id this file does not give), "
+                   "so the ids accounts use cannot be checked against the block";
+  if (MeetsBlock(a, a + 1))
+    return file + ": " + fields[0] + " has id " + fields[2] + ", inside the broker's subordinate id block";
+  return "";
+}
+
+}  // namespace
+
+std::string SubidBlockConflict(const std::string& etc) {
+  // The accounts' files must be there and readable: without them no one can
+  // say the block is free. The subordinate id files may be absent (no
+  // ranges given), never unreadable or malformed.
+  for (const auto& [name, range, required] : {std::tuple{"passwd", false, true}, std::tuple{"group", false, true},
+                                              std::tuple{"subuid", true, false}, std::tuple{"subgid", true, false}}) {
+    const std::string file = etc + "/" + name;
+    const HostFile f = ReadHostFile(file, kAccountFileMax);
+    if (f.status == HostFileStatus::kAbsent && !required) continue;
+    if (f.status != HostFileStatus::kRead) return f.why + ": cannot tell whether the subordinate id block is free";
+    std::stringstream in(f.text);
+    size_t number = 0;
     for (std::string line; std::getline(in, line);) {
-      std::stringstream fields(line);
-      std::string name, start, count;
-      std::getline(fields, name, ':');
-      std::getline(fields, start, ':');
-      std::getline(fields, count, ':');
-      unsigned long long s = 0, c = 0;
-      if (ParseUnsigned(start, ~0u, &s) && ParseUnsigned(count, ~0u, &c) && MeetsBlock(s, s + c))
-        return std::string(file) + ": " + name + "'s range " + start + ":" + count +
-               " meets the broker's subordinate id block";
+      ++number;
+      if (line.empty() || (range && line[0] == '#')) continue;
+      if (std::string why = CheckIdLine(file, number, line, range); !why.empty()) return why;
     }
   }
   return "";

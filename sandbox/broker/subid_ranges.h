@@ -57,8 +57,10 @@ std::optional<unsigned long long> ProcessStartTime(pid_t pid);
 bool LeaseOwnerAlive(const SubidLease& lease);
 
 // Why the block is not free for the broker ("" when no account uses it):
-// reads /etc/passwd, /etc/group, /etc/subuid and /etc/subgid.
-std::string SubidBlockConflict();
+// reads passwd, group, subuid and subgid in `etc`. Fails closed: an absent
+// or unreadable passwd or group, an unreadable subuid or subgid, or a line
+// whose id or range it cannot read is a reason too.
+std::string SubidBlockConflict(const std::string& etc = "/etc");
 
 // Takes a range for `job` owned by `pid` in the registry at `registry`.
 Expected<SubidLease> AcquireSubids(const std::string& registry, const std::string& job, pid_t pid);

@@ -8,7 +8,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -65,6 +68,62 @@ TEST(SubidRanges, RegistryRoundTripsAndRefusesGarbage) {
   EXPECT_EQ(parsed.value()[0].start_time, 777u);
   for (const char* bad : {"x 1 2 j\n", "1 0 2 j\n", "4096 1 2 j\n", "1 2 3\n", "1 2 3 j extra\n", "-1 2 3 j\n"})
     EXPECT_FALSE(ParseSubidRegistry(bad).ok()) << bad;
+}
+
+// An /etc of its own: passwd and group with real accounts, no subuid.
+class SubidBlockTest : public ::testing::Test {
+ protected:
+  SubidBlockTest() {
+    char tmpl[] = "/tmp/oarbank-etc-XXXXXX";
+    etc_ = mkdtemp(tmpl);
+    Write("passwd", "root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n");
+    Write("group", "root:x:0:\nnogroup:x:65534:\n");
+  }
+  ~SubidBlockTest() override { std::filesystem::remove_all(etc_); }
+  void Write(const std::string& name, const std::string& text) { std::ofstream(etc_ + "/" + name) << text; }
+  std::string etc_;
+};
+
+TEST_F(SubidBlockTest, AFreeBlockHasNoConflict) {
+  EXPECT_EQ(SubidBlockConflict(etc_), "");
+  Write("subuid", "alice:100000:65536\n");
+  EXPECT_EQ(SubidBlockConflict(etc_), "");
+  // The host's own files parse, whatever they hold.
+  const std::string host = SubidBlockConflict();
+  EXPECT_EQ(host.find("cannot"), std::string::npos) << host;
+}
+
+TEST_F(SubidBlockTest, AnAccountOrARangeInTheBlockIsAConflict) {
+  Write("passwd", "root:x:0:0::/root:/bin/sh\nmallory:x:" + std::to_string(kSubidBlockBase + 5) + ":0::/:/bin/sh\n");
+  EXPECT_NE(SubidBlockConflict(etc_).find("mallory has id"), std::string::npos);
+  Write("passwd", "root:x:0:0::/root:/bin/sh\n");
+  Write("subgid", "bob:" + std::to_string(kSubidBlockBase - 10) + ":100\n");
+  EXPECT_NE(SubidBlockConflict(etc_).find("bob's range"), std::string::npos);
+}
+
+// Fail closed: what cannot be read, or read as ids, never counts as free.
+TEST_F(SubidBlockTest, AbsentUnreadableOrMalformedAccountFilesAreAConflict) {
+  std::filesystem::remove(etc_ + "/passwd");
+  EXPECT_NE(SubidBlockConflict(etc_).find("passwd: absent: cannot tell"), std::string::npos)
+      << SubidBlockConflict(etc_);
+  std::filesystem::create_directory(etc_ + "/passwd");  // not a regular file
+  EXPECT_NE(SubidBlockConflict(etc_).find("passwd: not a regular file"), std::string::npos)
+      << SubidBlockConflict(etc_);
+  std::filesystem::remove(etc_ + "/passwd");
+  mkfifo((etc_ + "/passwd").c_str(), 0644);  // never waited on
+  EXPECT_NE(SubidBlockConflict(etc_).find("a FIFO"), std::string::npos) << SubidBlockConflict(etc_);
+  std::filesystem::remove(etc_ + "/passwd");
+  Write("passwd", "root:x:0:0::/root:/bin/sh\n+::::::\n");  // a NIS entry: its ids are elsewhere
+  EXPECT_NE(SubidBlockConflict(etc_).find("line 2: no numeric id"), std::string::npos) << SubidBlockConflict(etc_);
+  Write("passwd", "root:x:0:0::/root:/bin/sh\n");
+  Write("group", "root:x:zero:\n");
+  EXPECT_NE(SubidBlockConflict(etc_).find("group: line 1"), std::string::npos);
+  Write("group", "root:x:0:\n");
+  Write("subuid", "alice:100000\n");
+  EXPECT_NE(SubidBlockConflict(etc_).find("subuid: line 1: not name:start:count"), std::string::npos);
+  std::filesystem::remove(etc_ + "/subuid");
+  std::filesystem::create_directory(etc_ + "/subuid");
+  EXPECT_NE(SubidBlockConflict(etc_).find("subuid: not a regular file"), std::string::npos);
 }
 
 TEST(SubidRanges, LeasesFollowTheirOwnersLife) {

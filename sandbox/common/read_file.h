@@ -83,4 +83,37 @@ inline std::optional<std::string> ReadFileUpTo(const std::string& path, size_t m
   return text;
 }
 
+// A file of the host the agent decides something by (/etc/passwd, a
+// subordinate id file): read whole, up to `max_bytes`, and told apart as
+// absent (the only answer a caller may take as "nothing there"),
+// unreadable (any other failure, a file that is not regular, one larger
+// than the limit) or read. Whether the text is well formed is the caller's
+// parser; a caller refuses on unreadable and on malformed alike.
+enum class HostFileStatus { kRead, kAbsent, kUnreadable };
+struct HostFile {
+  HostFileStatus status = HostFileStatus::kUnreadable;
+  std::string text;
+  std::string why;  // for kAbsent and kUnreadable: "<path>: <what>"
+};
+
+inline HostFile ReadHostFile(const std::string& path, size_t max_bytes) {
+  HostFile f;
+  std::string why;
+  auto text = ReadFileUpTo(path, max_bytes, &why);
+  if (!text) {
+    struct stat st {};
+    const bool absent = lstat(path.c_str(), &st) != 0 && errno == ENOENT;
+    f.status = absent ? HostFileStatus::kAbsent : HostFileStatus::kUnreadable;
+    f.why = path + ": " + (absent ? std::string("absent") : why);
+    return f;
+  }
+  if (text->size() > max_bytes) {
+    f.why = path + ": larger than " + std::to_string(max_bytes) + " bytes";
+    return f;
+  }
+  f.status = HostFileStatus::kRead;
+  f.text = std::move(*text);
+  return f;
+}
+
 }  // namespace oarbank
