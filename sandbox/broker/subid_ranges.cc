@@ -5,9 +5,9 @@
 
 #include <cstring>
 #include <fstream>
-#include <tuple>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "sandbox/common/read_file.h"
 #include "sandbox/common/trust_file.h"
@@ -135,8 +135,9 @@ std::string CheckIdLine(const std::string& file, size_t number, const std::strin
     return "";
   }
   if (fields.size() < 3 || !ParseUnsigned(fields[2], ~0u, &a))
-    return where + ": no numeric id in its third field (a NIS or other entry whose id this file does not give), "
-                   "so the ids accounts use cannot be checked against the block";
+    return where +
+           ": no numeric id in its third field (a NIS or other entry whose id this file does not give), "
+           "so the ids accounts use cannot be checked against the block";
   if (MeetsBlock(a, a + 1))
     return file + ": " + fields[0] + " has id " + fields[2] + ", inside the broker's subordinate id block";
   return "";

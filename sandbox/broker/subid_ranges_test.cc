@@ -107,8 +107,7 @@ TEST_F(SubidBlockTest, AbsentUnreadableOrMalformedAccountFilesAreAConflict) {
   EXPECT_NE(SubidBlockConflict(etc_).find("passwd: absent: cannot tell"), std::string::npos)
       << SubidBlockConflict(etc_);
   std::filesystem::create_directory(etc_ + "/passwd");  // not a regular file
-  EXPECT_NE(SubidBlockConflict(etc_).find("passwd: not a regular file"), std::string::npos)
-      << SubidBlockConflict(etc_);
+  EXPECT_NE(SubidBlockConflict(etc_).find("passwd: not a regular file"), std::string::npos) << SubidBlockConflict(etc_);
   std::filesystem::remove(etc_ + "/passwd");
   mkfifo((etc_ + "/passwd").c_str(), 0644);  // never waited on
   EXPECT_NE(SubidBlockConflict(etc_).find("a FIFO"), std::string::npos) << SubidBlockConflict(etc_);
