@@ -85,10 +85,7 @@ std::optional<SubidLease> AllocateSubids(std::vector<SubidLease>& leases, const 
   return std::nullopt;
 }
 
-std::optional<unsigned long long> ProcessStartTime(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return std::nullopt;
+std::optional<unsigned long long> StartTimeFromStat(const std::string& stat) {
   // comm may hold spaces and parentheses: fields start after the last ')'.
   const auto close = stat.rfind(')');
   if (close == std::string::npos) return std::nullopt;
@@ -103,9 +100,25 @@ std::optional<unsigned long long> ProcessStartTime(pid_t pid) {
   return t;
 }
 
+std::optional<unsigned long long> ProcessStartTime(pid_t pid) {
+  const HostFile stat = ReadHostFile("/proc/" + std::to_string(pid) + "/stat", 4096);
+  if (stat.status != HostFileStatus::kRead) return std::nullopt;
+  return StartTimeFromStat(stat.text);
+}
+
+bool LeaseOwnerAliveFrom(const HostFile& stat, const SubidLease& lease) {
+  if (stat.status == HostFileStatus::kAbsent) return false;     // the process is gone
+  if (stat.status == HostFileStatus::kUnreadable) return true;  // cannot tell: its range stays held
+  // The state is the first field after comm's last ')': a zombie holds nothing.
+  const auto close = stat.text.rfind(')');
+  if (close != std::string::npos && stat.text.compare(close, 4, ") Z ") == 0) return false;
+  const auto t = StartTimeFromStat(stat.text);
+  if (!t) return true;  // malformed: its range stays held
+  return *t == lease.start_time;
+}
+
 bool LeaseOwnerAlive(const SubidLease& lease) {
-  const auto t = ProcessStartTime(lease.pid);
-  return t && *t == lease.start_time;
+  return LeaseOwnerAliveFrom(ReadHostFile("/proc/" + std::to_string(lease.pid) + "/stat", 4096), lease);
 }
 
 namespace {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "sandbox/common/expected.h"
+#include "sandbox/common/read_file.h"
 
 namespace oarbank::broker {
 
@@ -51,9 +52,17 @@ std::optional<SubidLease> AllocateSubids(std::vector<SubidLease>& leases, const 
                                          unsigned long long start_time,
                                          const std::function<bool(const SubidLease&)>& alive);
 
-// The start time of a running process, or nullopt when it is gone.
+// The start time of a running process, or nullopt when it is gone (or its
+// /proc/<pid>/stat cannot be read).
 std::optional<unsigned long long> ProcessStartTime(pid_t pid);
-// Whether the lease's owner (pid and start time) still runs.
+// Field 22 of a /proc/<pid>/stat text; nullopt for a zombie or a text
+// without it.
+std::optional<unsigned long long> StartTimeFromStat(const std::string& stat);
+// Whether the lease's owner (pid and start time) still runs, from its
+// /proc/<pid>/stat. Only a stat that is absent, a zombie's, or another
+// start time frees the lease: one that cannot be read or parsed keeps it
+// (fails closed: a range is never handed out while its owner may live).
+bool LeaseOwnerAliveFrom(const HostFile& stat, const SubidLease& lease);
 bool LeaseOwnerAlive(const SubidLease& lease);
 
 // Why the block is not free for the broker ("" when no account uses it):

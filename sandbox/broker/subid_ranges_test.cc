@@ -125,6 +125,31 @@ TEST_F(SubidBlockTest, AbsentUnreadableOrMalformedAccountFilesAreAConflict) {
   EXPECT_NE(SubidBlockConflict(etc_).find("subuid: not a regular file"), std::string::npos);
 }
 
+// A lease is freed only by what shows its owner gone; a stat that cannot be
+// read or parsed keeps the range held.
+TEST(SubidRanges, OnlyAGoneOwnerFreesALease) {
+  const SubidLease lease{3, 4242, 777, "job"};
+  auto stat = [](HostFileStatus status, const std::string& text) {
+    HostFile f;
+    f.status = status;
+    f.text = text;
+    return f;
+  };
+  std::string fields = "4242 (a (b) c) S";
+  for (int i = 4; i <= 21; ++i) fields += " 1";
+  EXPECT_TRUE(LeaseOwnerAliveFrom(stat(HostFileStatus::kRead, fields + " 777 0\n"), lease));
+  EXPECT_FALSE(LeaseOwnerAliveFrom(stat(HostFileStatus::kRead, fields + " 778 0\n"), lease));  // pid reused
+  EXPECT_FALSE(LeaseOwnerAliveFrom(stat(HostFileStatus::kAbsent, ""), lease));
+  EXPECT_TRUE(LeaseOwnerAliveFrom(stat(HostFileStatus::kUnreadable, ""), lease));
+  EXPECT_TRUE(LeaseOwnerAliveFrom(stat(HostFileStatus::kRead, "4242 (x) S 1 2"), lease));  // malformed
+  std::string named = "4242 (a) Z (b) S";  // a comm that looks like a zombie's state
+  for (int i = 4; i <= 21; ++i) named += " 1";
+  EXPECT_TRUE(LeaseOwnerAliveFrom(stat(HostFileStatus::kRead, named + " 777 0\n"), lease));
+  std::string zombie = "4242 (x) Z";
+  for (int i = 4; i <= 21; ++i) zombie += " 1";
+  EXPECT_FALSE(LeaseOwnerAliveFrom(stat(HostFileStatus::kRead, zombie + " 777 0\n"), lease));
+}
+
 TEST(SubidRanges, LeasesFollowTheirOwnersLife) {
   if (geteuid() != 0) GTEST_SKIP() << "the registry is a root-owned trust file";
   const std::string dir = "/tmp/obk-subid-test-" + std::to_string(getpid());
