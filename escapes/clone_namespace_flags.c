@@ -4,7 +4,6 @@
  * namespace is kernel surface no job needs (the netfilter and cgroup bugs
  * reachable from one). The seccomp filter refuses each flag with a row of
  * its own (EPERM). A child that is made exits at once. */
-#define _GNU_SOURCE
 #include <sched.h>
 #include <signal.h>
 #include <sys/syscall.h>

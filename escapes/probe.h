@@ -206,6 +206,20 @@ static inline void probe_copy_file(const char *from, const char *to, mode_t mode
   close(out);
 }
 
+/* The create probes' route: a new file PROBE.PID in `dir`, one byte
+ * written, removed at once. Escaped if it was made; blocked with the errno
+ * of the open otherwise. `where` names the place in the verdict. */
+__attribute__((noreturn)) static inline void verdict_create_in(const char *dir, const char *where) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s.%d", dir, PROBE_NAME, (int)getpid());
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) blocked(errno, "create %s", path);
+  ssize_t n = write(fd, "x", 1);
+  close(fd);
+  unlink(path);
+  escaped("created %s %s and wrote %zd byte(s)", path, where, n);
+}
+
 /* For try-syscall probes: `ret`/`err` from a raw syscall made with bad
  * arguments. Any answer but the filter's errno means the call reached the
  * kernel. */
