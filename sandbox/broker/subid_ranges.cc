@@ -85,41 +85,43 @@ std::optional<SubidLease> AllocateSubids(std::vector<SubidLease>& leases, const 
   return std::nullopt;
 }
 
-std::optional<unsigned long long> StartTimeFromStat(const std::string& stat) {
+std::optional<ProcessStat> ParseProcessStat(const std::string& stat) {
   // comm may hold spaces and parentheses: fields start after the last ')'.
   const auto close = stat.rfind(')');
   if (close == std::string::npos) return std::nullopt;
   std::stringstream rest(stat.substr(close + 1));
+  ProcessStat out;
   std::string field;
   for (int i = 3; i <= 22; ++i) {
     if (!(rest >> field)) return std::nullopt;
-    if (i == 3 && field == "Z") return std::nullopt;  // a zombie holds nothing
+    if (i == 3) out.zombie = field == "Z";
   }
-  unsigned long long t = 0;
-  if (!ParseUnsigned(field, ~0ull, &t)) return std::nullopt;
-  return t;
+  if (!ParseUnsigned(field, ~0ull, &out.start_time)) return std::nullopt;
+  return out;
 }
 
+namespace {
+
+HostFile ReadProcessStat(pid_t pid) { return ReadHostFile("/proc/" + std::to_string(pid) + "/stat", 4096); }
+
+}  // namespace
+
 std::optional<unsigned long long> ProcessStartTime(pid_t pid) {
-  const HostFile stat = ReadHostFile("/proc/" + std::to_string(pid) + "/stat", 4096);
-  if (stat.status != HostFileStatus::kRead) return std::nullopt;
-  return StartTimeFromStat(stat.text);
+  const HostFile stat = ReadProcessStat(pid);
+  const auto parsed = stat.status == HostFileStatus::kRead ? ParseProcessStat(stat.text) : std::nullopt;
+  if (!parsed || parsed->zombie) return std::nullopt;  // a zombie holds nothing
+  return parsed->start_time;
 }
 
 bool LeaseOwnerAliveFrom(const HostFile& stat, const SubidLease& lease) {
   if (stat.status == HostFileStatus::kAbsent) return false;     // the process is gone
   if (stat.status == HostFileStatus::kUnreadable) return true;  // cannot tell: its range stays held
-  // The state is the first field after comm's last ')': a zombie holds nothing.
-  const auto close = stat.text.rfind(')');
-  if (close != std::string::npos && stat.text.compare(close, 4, ") Z ") == 0) return false;
-  const auto t = StartTimeFromStat(stat.text);
-  if (!t) return true;  // malformed: its range stays held
-  return *t == lease.start_time;
+  const auto parsed = ParseProcessStat(stat.text);
+  if (!parsed) return true;  // malformed: its range stays held
+  return !parsed->zombie && parsed->start_time == lease.start_time;
 }
 
-bool LeaseOwnerAlive(const SubidLease& lease) {
-  return LeaseOwnerAliveFrom(ReadHostFile("/proc/" + std::to_string(lease.pid) + "/stat", 4096), lease);
-}
+bool LeaseOwnerAlive(const SubidLease& lease) { return LeaseOwnerAliveFrom(ReadProcessStat(lease.pid), lease); }
 
 namespace {
 

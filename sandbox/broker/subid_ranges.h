@@ -55,9 +55,13 @@ std::optional<SubidLease> AllocateSubids(std::vector<SubidLease>& leases, const 
 // The start time of a running process, or nullopt when it is gone (or its
 // /proc/<pid>/stat cannot be read).
 std::optional<unsigned long long> ProcessStartTime(pid_t pid);
-// Field 22 of a /proc/<pid>/stat text; nullopt for a zombie or a text
-// without it.
-std::optional<unsigned long long> StartTimeFromStat(const std::string& stat);
+// What a /proc/<pid>/stat text says of its process: its state is Z, and
+// its start time (field 22); nullopt for a text without them.
+struct ProcessStat {
+  bool zombie = false;
+  unsigned long long start_time = 0;
+};
+std::optional<ProcessStat> ParseProcessStat(const std::string& stat);
 // Whether the lease's owner (pid and start time) still runs, from its
 // /proc/<pid>/stat. Only a stat that is absent, a zombie's, or another
 // start time frees the lease: one that cannot be read or parsed keeps it
