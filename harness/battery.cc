@@ -18,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <shared_mutex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -489,7 +490,9 @@ class BatteryRun {
       if (auto why = PlantFirst(probe, policy_paths_.front(), true, vars, second_policy, first, spawn))
         return Cell{probe, "unconfined", 0, "escaped", ProbeRun{}, Outcome::kBroken, *why};
     }
+    auto held = HoldCarveOut(probe, false);
     Cell cell{probe, "unconfined", 0, "escaped", spawn("", vars), Outcome::kPass, ""};
+    held = {};
     // What it reached unconfined is no evidence against a confined run.
     ResolveSent(cell.run, sinks, 0, world_.listeners->Take(probe));
     // A daemon it started must be seen alive from outside: the check that
@@ -589,8 +592,10 @@ class BatteryRun {
     }
     const auto argv = ConfinedArgv(probe, policy_index, policy_path, supervised, vars);
     const Evidence before = ObserveWorld(world_, outside_dir, probe, last ? &*last : nullptr);
+    auto held = HoldCarveOut(probe, !policy.read_only().empty());
     Cell cell{probe,          name, uid,  "", refused_first ? *refused_first : SpawnProbe(argv, env, uid, kTimeoutMs),
               Outcome::kPass, "",   entry};
+    held = {};
     // `run` exits 128+N for a job killed by signal N; a probe that dies
     // prints no verdict.
     if (supervised && cell.run.verdict.empty() && cell.run.exit_code > 128 && cell.run.exit_code <= 128 + 64) {
@@ -616,6 +621,23 @@ class BatteryRun {
   std::vector<std::vector<Cell>> per_probe_;  // each probe's confined cells, in order
   std::atomic<int> run_number_{0};
   std::atomic<size_t> next_{0};
+  // rename_read_only_carve_out exchanges the world's carved directory with a
+  // twin and back where nothing carves it out (unconfined, and under a
+  // policy without read_only: its positive control). A launcher binding
+  // that carve-out at the same moment would find another directory there
+  // and refuse. Those runs hold the carve-out alone; every run under a
+  // policy that carves it out holds it beside the others.
+  std::shared_mutex carve_out_;
+  std::pair<std::unique_lock<std::shared_mutex>, std::shared_lock<std::shared_mutex>> HoldCarveOut(
+      const std::string& probe, bool policy_carves) {
+    std::unique_lock<std::shared_mutex> alone(carve_out_, std::defer_lock);
+    std::shared_lock<std::shared_mutex> beside(carve_out_, std::defer_lock);
+    if (probe == "rename_read_only_carve_out" && !policy_carves)
+      alone.lock();
+    else if (policy_carves)
+      beside.lock();
+    return {std::move(alone), std::move(beside)};
+  }
 };
 
 }  // namespace
