@@ -396,6 +396,26 @@ def test_without_the_netfilter_helper_run_refuses_with_70_naming_nftables(world)
     assert not marker.exists()
 
 
+def test_an_unprivileged_agent_facing_a_root_only_tun_device_refuses_in_one_line(world):
+    """Where /dev/net/tun is root's only (0600, as on some hosts), a uid-65534
+    agent has no way to a tap device: egress-any is refused with 70 and one
+    line naming the device and its mode, before anything starts. The 0600
+    node is made in a private mount namespace, whatever this host has."""
+    marker = world["work"] / "ran_tun"
+    cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+           'mount -t tmpfs -o mode=0755 oea /mnt && mknod -m 0600 /mnt/tun c 10 200 && '
+           'mount --bind /mnt/tun /dev/net/tun && umount -l /mnt && exec "$@"', "oea",
+           "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+           AGENT, "run", "--unproven", str(world["policy"]), "--", "/usr/bin/touch", str(marker)]
+    r = subprocess.run(["ip", "netns", "exec", UP, *cmd], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 70, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "net.egress-any" in lines[0] and "/dev/net/tun is mode 0600 owned by uid 0" in lines[0], r.stderr
+    assert "uid 65534" in lines[0], r.stderr
+    assert not marker.exists()
+
+
 def stacks_in_up():
     up = os.stat(f"/run/netns/{UP}").st_ino
     out = []

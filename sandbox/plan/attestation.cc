@@ -15,6 +15,7 @@
 #include "sandbox/common/trust_file.h"
 #include "sandbox/common/unique_fd.h"
 #include "sandbox/plan/battery_identity.h"
+#include "sandbox/plan/stack_parts.h"
 
 namespace oarbank {
 namespace {
@@ -71,6 +72,28 @@ std::string BindingDifference(const AttestationBinding& a, const AttestationBind
   return "";
 }
 
+// The first part of `what` (a library, a kernel module) that cannot be
+// bound here or differs from the attested one; "" when every part matches.
+std::string PartsDifference(const char* what, const std::map<std::string, std::string>& attested,
+                            const std::map<std::string, std::string>& here) {
+  auto none = [](const std::string& s) { return s.empty() ? std::string("none") : s; };
+  if (here.empty()) return std::string(what) + ": none could be listed here: run oarbank-conform again";
+  for (const auto& [part, state] : here)
+    if (!IsBindableState(state)) return std::string(what) + " " + part + ": " + state;
+  for (const auto& [part, state] : here) {
+    auto it = attested.find(part);
+    const std::string was = it == attested.end() ? "" : it->second;
+    if (was != state)
+      return std::string(what) + " " + part + " differs (attested: " + none(was) + "; here: " + state +
+             "): run oarbank-conform again";
+  }
+  for (const auto& [part, state] : attested)
+    if (!here.contains(part))
+      return std::string(what) + " " + part + " differs (attested: " + none(state) +
+             "; here: none): run oarbank-conform again";
+  return "";
+}
+
 }  // namespace
 
 std::string AttestationPath() {
@@ -100,6 +123,12 @@ AttestationBinding BindingFor(const HostFacts& host, const std::string& launcher
   AttestationBinding b;
   if (!host.job_network.stack_path.empty()) b.stack_sha256 = LauncherSha256(host.job_network.stack_path).first;
   if (!host.job_network.helper_path.empty()) b.helper_sha256 = LauncherSha256(host.job_network.helper_path).first;
+  if (!host.job_network.stack_path.empty()) {
+    std::vector<std::string> programs = {host.job_network.stack_path};
+    if (!host.job_network.helper_path.empty()) programs.push_back(host.job_network.helper_path);
+    b.stack_libraries = StackLibraries(programs);
+    b.stack_modules = StackKernelModuleStates();
+  }
   b.kernel_release = host.kernel_release;
   b.kernel_version = KernelVersion();
   b.landlock_abi = host.landlock_abi;
@@ -136,6 +165,14 @@ Attestation ReadAttestation(const std::string& path, const AttestationBinding& h
   auto num = [&](const nlohmann::json& o, const char* key) -> int64_t {
     return o.is_object() && o.contains(key) && o[key].is_number_integer() ? o[key].get<int64_t>() : -1;
   };
+  // An object of strings; a member of another type is kept as "" (it then
+  // matches no digest and no state).
+  auto strings = [&](const nlohmann::json& o, const char* key) {
+    std::map<std::string, std::string> out;
+    if (!o.is_object() || !o.contains(key) || !o[key].is_object()) return out;
+    for (const auto& [k, v] : o[key].items()) out[k] = v.is_string() ? v.get<std::string>() : "";
+    return out;
+  };
   if (!j.is_object() || str(j, "format") != kAttestationFormat || !j.contains("proven_classes") ||
       !j["proven_classes"].is_array()) {
     a.detail = path + " is not a battery attestation (" + kAttestationFormat + "): run oarbank-conform again";
@@ -151,8 +188,12 @@ Attestation ReadAttestation(const std::string& path, const AttestationBinding& h
   a.binding.battery_sha256 = str(j.value("battery", nlohmann::json::object()), "sha256");
   a.binding.stack_sha256 = str(j.value("job_network", nlohmann::json::object()), "stack_sha256");
   a.binding.helper_sha256 = str(j.value("job_network", nlohmann::json::object()), "helper_sha256");
+  a.binding.stack_libraries = strings(j.value("job_network", nlohmann::json::object()), "libraries");
+  a.binding.stack_modules = strings(j.value("job_network", nlohmann::json::object()), "kernel_modules");
   a.stack_sha256_here = here.stack_sha256;
   a.helper_sha256_here = here.helper_sha256;
+  a.stack_libraries_here = here.stack_libraries;
+  a.stack_modules_here = here.stack_modules;
   if (auto diff = BindingDifference(a.binding, here); !diff.empty()) {
     a.detail = "the battery attestation " + path + " does not apply: " + diff + ": run oarbank-conform again";
     return a;
@@ -180,6 +221,12 @@ std::string ProofGap(const Attestation& a, const Policy& policy) {
       return differs("job_network.stack_sha256 (slirp4netns)", a.binding.stack_sha256, a.stack_sha256_here);
     if (a.binding.helper_sha256.empty() || a.binding.helper_sha256 != a.helper_sha256_here)
       return differs("job_network.helper_sha256 (oarbank-netfilter)", a.binding.helper_sha256, a.helper_sha256_here);
+    if (auto gap = PartsDifference("job_network.libraries", a.binding.stack_libraries, a.stack_libraries_here);
+        !gap.empty())
+      return "battery.proven: the class \"" + cls + "\" was proven with another job network: " + gap;
+    if (auto gap = PartsDifference("job_network.kernel_modules", a.binding.stack_modules, a.stack_modules_here);
+        !gap.empty())
+      return "battery.proven: the class \"" + cls + "\" was proven with another job network: " + gap;
   }
   return "";
 }
@@ -200,7 +247,11 @@ nlohmann::ordered_json AttestationJson(const Attestation& a) {
             {"landlock_errata", b.landlock_errata}}},
           {"launcher", {{"sha256", b.launcher_sha256}, {"stat", b.launcher_stat}}},
           {"battery", {{"sha256", b.battery_sha256}}},
-          {"job_network", {{"stack_sha256", b.stack_sha256}, {"helper_sha256", b.helper_sha256}}},
+          {"job_network",
+           {{"stack_sha256", b.stack_sha256},
+            {"helper_sha256", b.helper_sha256},
+            {"libraries", b.stack_libraries},
+            {"kernel_modules", b.stack_modules}}},
           {"proven_classes", a.proven_classes}};
 }
 

@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,10 @@ struct AttestationBinding {
   // The job network's parts (HostFacts::JobNetworkFacts), "" when not
   // hashed (no egress-any question) or unreadable.
   std::string stack_sha256, helper_sha256;
+  // What those two run on (stack_parts.h): each shared library the loader
+  // resolves for them, path -> SHA-256, and each kernel module the job
+  // network relies on, name -> state. Empty when not hashed.
+  std::map<std::string, std::string> stack_libraries, stack_modules;
 };
 
 // This host as `host` found it, the launcher at `launcher_path` and this
@@ -97,6 +102,7 @@ struct Attestation {
   // The job network's parts here, from ReadAttestation's `here`: ProofGap
   // holds an egress-any class proven only when they are the attested ones.
   std::string stack_sha256_here, helper_sha256_here;
+  std::map<std::string, std::string> stack_libraries_here, stack_modules_here;
 };
 
 // Reads the attestation at `path` and keeps its classes only if it is a

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include "sandbox/plan/stack_parts.h"
 #include "sandbox/testing/test_util.h"
 
 namespace oarbank {
@@ -120,15 +121,19 @@ TEST_F(AttestationTest, EgressAnyIsProvenOnlyWithTheJobNetworkTheBatteryRan) {
   testing::TempTree tree;
   const Policy egress_any = tree.Runner(R"("net": {"mode": "egress-any"})");
   const Policy none = tree.Runner();
-  // The stack and the helper hashed where the host names them.
-  tree.Write("stack", "a user-mode stack", 0755);
-  tree.Write("helper", "an nftables helper", 0755);
+  // The stack and the helper hashed where the host names them, with the
+  // libraries the loader resolves for them (two dynamic executables here).
+  std::filesystem::copy_file("/proc/self/exe", tree.Path("stack"));
+  std::filesystem::copy_file("/bin/true", tree.Path("helper"));
   HostFacts host = ProbeHost();
   host.job_network.stack_path = tree.Path("stack");
   host.job_network.helper_path = tree.Path("helper");
   const AttestationBinding with_network = BindingFor(host, "/proc/self/exe");
   ASSERT_EQ(with_network.stack_sha256.size(), 64u);
   ASSERT_EQ(with_network.helper_sha256.size(), 64u);
+  ASSERT_FALSE(with_network.stack_libraries.empty());
+  ASSERT_EQ(with_network.stack_modules.size(), StackKernelModules().size());
+  const std::string library = with_network.stack_libraries.begin()->first;
   here_ = with_network;
   const std::vector<std::string> classes = {PolicyClass(egress_any), PolicyClass(none)};
   EXPECT_EQ(ProofGap(Written(with_network, classes), egress_any), "");
@@ -137,14 +142,32 @@ TEST_F(AttestationTest, EgressAnyIsProvenOnlyWithTheJobNetworkTheBatteryRan) {
     const char* part;
     void (*change)(AttestationBinding&);
   };
-  for (const Case& c : {Case{"job_network.stack_sha256 (slirp4netns) differs",
-                             [](AttestationBinding& b) { b.stack_sha256 = std::string(64, 'a'); }},
-                        Case{"job_network.helper_sha256 (oarbank-netfilter) differs",
-                             [](AttestationBinding& b) { b.helper_sha256 = std::string(64, 'b'); }},
-                        Case{"job_network.stack_sha256 (slirp4netns) differs (attested: none",
-                             [](AttestationBinding& b) { b.stack_sha256.clear(); }}}) {
+  for (const Case& c :
+       {Case{"job_network.stack_sha256 (slirp4netns) differs",
+             [](AttestationBinding& b) { b.stack_sha256 = std::string(64, 'a'); }},
+        Case{"job_network.helper_sha256 (oarbank-netfilter) differs",
+             [](AttestationBinding& b) { b.helper_sha256 = std::string(64, 'b'); }},
+        Case{"job_network.stack_sha256 (slirp4netns) differs (attested: none",
+             [](AttestationBinding& b) { b.stack_sha256.clear(); }},
+        // A library upgraded, one the loader no longer resolves, one
+        // it resolves now, a module rebuilt: each names itself.
+        Case{"job_network.libraries /",
+             [](AttestationBinding& b) { b.stack_libraries.begin()->second = std::string(64, 'c'); }},
+        Case{"job_network.libraries /",
+             [](AttestationBinding& b) { b.stack_libraries["/lib/gone.so.1"] = std::string(64, 'd'); }},
+        Case{"differs (attested: none",
+             [](AttestationBinding& b) { b.stack_libraries.erase(b.stack_libraries.begin()); }},
+        Case{"job_network.kernel_modules nf_tables differs",
+             [](AttestationBinding& b) { b.stack_modules["nf_tables"] = "sha256 " + std::string(64, 'e'); }},
+        Case{"job_network.libraries: none could be listed",
+             [](AttestationBinding& b) { b.stack_libraries.clear(); }}}) {
     AttestationBinding attested = with_network;
     c.change(attested);
+    if (std::string(c.part) == "job_network.libraries: none could be listed") {
+      // An attestation from before the libraries were bound, checked where
+      // they cannot be listed either: nothing binds, nothing is proven.
+      here_.stack_libraries.clear();
+    }
     const Attestation a = Written(attested, classes);
     ASSERT_TRUE(a.present) << a.detail;  // the rest of the binding holds
     const std::string gap = ProofGap(a, egress_any);
@@ -152,6 +175,20 @@ TEST_F(AttestationTest, EgressAnyIsProvenOnlyWithTheJobNetworkTheBatteryRan) {
     EXPECT_NE(gap.find("battery.proven: "), std::string::npos) << gap;
     EXPECT_EQ(ProofGap(a, none), "") << "only the egress-any classes depend on the job network";
   }
+  here_ = with_network;
+  {
+    Attestation a;
+    a.binding = with_network;
+    EXPECT_TRUE(AttestationJson(a)["job_network"]["libraries"].contains(library)) << library;
+    EXPECT_TRUE(AttestationJson(a)["job_network"]["kernel_modules"].contains("nf_tables"));
+  }
+  // A stack whose libraries cannot be listed here proves nothing, even
+  // against an attestation that says the same.
+  here_.stack_libraries[tree.Path("stack")] = "unresolved: not a 64-bit ELF file";
+  AttestationBinding same = with_network;
+  same.stack_libraries = here_.stack_libraries;
+  EXPECT_NE(ProofGap(Written(same, classes), egress_any).find("unresolved"), std::string::npos);
+  here_ = with_network;
   // A host where the parts cannot be read proves no egress-any class.
   here_.stack_sha256.clear();
   EXPECT_NE(ProofGap(Written(with_network, classes), egress_any).find("here: none"), std::string::npos);

@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -215,6 +216,7 @@ Expected<std::unique_ptr<JobNetwork>> JobNetwork::Start(pid_t init, const JobNet
   const std::string helper = NetfilterHelperPath();
   if (auto why = Untrusted(helper)) return Error{"nftables", "the helper oarbank-netfilter: " + *why};
   if (auto why = Untrusted(kJobStackPath)) return Error{"slirp4netns", "the user-mode stack: " + *why};
+  if (auto why = TunDeviceGap()) return Error{"slirp4netns", "the user-mode stack: " + *why};
   std::unique_ptr<JobNetwork> net(new JobNetwork());
   const std::string ns = "/proc/" + std::to_string(init) + "/ns/";
   net->userns_.Reset(open((ns + "user").c_str(), O_RDONLY | O_CLOEXEC));
@@ -269,9 +271,27 @@ HostFacts::JobNetworkFacts SupervisedJobNetworkFacts(bool probe, bool trial) {
   return facts;
 }
 
+std::optional<std::string> TunDeviceGap(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0)
+    return path + ": " + strerror(errno) + " (the kernel's tun driver, which the stack's tap device needs)";
+  if (!S_ISCHR(st.st_mode)) return path + " is not a character device";
+  if (faccessat(AT_FDCWD, path.c_str(), R_OK | W_OK, AT_EACCESS) != 0) {
+    char mode[8];
+    snprintf(mode, sizeof mode, "%04o", st.st_mode & 07777);
+    return path + " is mode " + mode + " owned by uid " + std::to_string(st.st_uid) + ": this agent (uid " +
+           std::to_string(geteuid()) +
+           ") cannot open it for the job's tap device; run the agent as root or make the device 0666";
+  }
+  return std::nullopt;
+}
+
 JobNetworkProbe JobNetworkParts() {
   JobNetworkProbe parts;
-  if (auto why = Untrusted(kJobStackPath)) {
+  if (auto why = TunDeviceGap()) {
+    parts.missing = "the tun device (" + std::string(kTunDevicePath) + ")";
+    parts.detail = *why;
+  } else if (auto why = Untrusted(kJobStackPath)) {
     parts.missing = "the user-mode stack (slirp4netns)";
     parts.detail = *why;
   } else if (auto why = Untrusted(NetfilterHelperPath())) {

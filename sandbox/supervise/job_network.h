@@ -49,6 +49,15 @@
 namespace oarbank {
 
 inline constexpr char kJobStackPath[] = "/usr/bin/slirp4netns";
+inline constexpr char kTunDevicePath[] = "/dev/net/tun";
+
+// Why this process (by its effective ids) cannot open the tun device at
+// `path` for reading and writing, which the stack needs for the job's tap
+// device and opens with the agent's own credentials; nullopt when it can.
+// Where the device is root's only (mode 0600, as some hosts ship it) an
+// unprivileged agent has no other way to a tap device: egress-any is
+// refused with this line rather than failing mid-start.
+std::optional<std::string> TunDeviceGap(const std::string& path = kTunDevicePath);
 
 struct JobNetworkSettings {
   std::vector<egress::Cidr> test_public;  // egress::ParseTestPublicRange (run --egress-test-public-range)

@@ -10,8 +10,12 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -62,6 +66,46 @@ bool Accepted(int listener) {
 }
 
 class SupervisorEgressAnyTest : public ::testing::TestWithParam<uid_t> {};
+
+// The tun device as a uid-65534 agent sees it: a device only root may open
+// refuses egress-any with one line naming the device, its mode and what to
+// do; one anybody may open does not; a file or nothing there is named.
+TEST(TunDevice, OneOnlyRootMayOpenRefusesAnUnprivilegedAgent) {
+  if (getuid() != 0) GTEST_SKIP() << "mknod and the switch to uid 65534 need root";
+  TempTree tree;
+  const std::string dev = tree.Path("tun");
+  ASSERT_EQ(mknod(dev.c_str(), S_IFCHR | 0600, makedev(1, 3)), 0) << strerror(errno);  // /dev/null's numbers
+  tree.Write("file", "not a device", 0666);
+  auto as_nobody = [](const std::string& path) {
+    int p[2];
+    EXPECT_EQ(pipe(p), 0);
+    const pid_t child = fork();
+    if (child == 0) {
+      close(p[0]);
+      if (setresgid(kNobody, kNobody, kNobody) != 0 || setresuid(kNobody, kNobody, kNobody) != 0) _exit(1);
+      const std::string gap = TunDeviceGap(path).value_or("none");
+      (void)!write(p[1], gap.data(), gap.size());
+      _exit(0);
+    }
+    close(p[1]);
+    std::string out;
+    char buf[512];
+    for (ssize_t n; (n = read(p[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+    close(p[0]);
+    int status = 0;
+    waitpid(child, &status, 0);
+    return out;
+  };
+  const std::string root_only = as_nobody(dev);
+  EXPECT_NE(root_only.find("is mode 0600 owned by uid 0"), std::string::npos) << root_only;
+  EXPECT_NE(root_only.find("uid 65534"), std::string::npos) << root_only;
+  EXPECT_EQ(root_only.find('\n'), std::string::npos) << "one line";
+  EXPECT_FALSE(TunDeviceGap(dev).has_value()) << "root opens a 0600 device";
+  ASSERT_EQ(chmod(dev.c_str(), 0666), 0);
+  EXPECT_EQ(as_nobody(dev), "none");
+  EXPECT_NE(as_nobody(tree.Path("file")).find("is not a character device"), std::string::npos);
+  EXPECT_NE(as_nobody(tree.Path("absent")).find("No such file or directory"), std::string::npos);
+}
 
 TEST_P(SupervisorEgressAnyTest, NothingOfTheHostIsReachableThroughTheStack) {
   if (getuid() != 0) GTEST_SKIP() << "the job as uid 65534 (run_as) needs a root supervisor";
