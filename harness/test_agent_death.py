@@ -174,23 +174,37 @@ def test_the_agent_killed_inside_a_window_leaves_nothing(tree, uid, sig, point):
 
 @pytest.mark.parametrize("uid,trials", [(0, 300), (NOBODY, 100)], ids=["root", "nobody"])
 def test_random_sigkills_of_run_leave_nothing(tree, uid, trials):
-    """SIGKILL at a random moment of a run (start-up mostly: that is where the
-    windows are), then count what is left. Bounded: `trials` runs, 240 s."""
+    """SIGKILL at a random moment of a run's first 60 ms (its start-up, where
+    the windows are, and the first of its job), then count what is left. Bounded: `trials` runs, 240 s.
+    The job never ends on its own, so every kill must land while the agent
+    runs: in its start-up (the job has not printed its marker yet) or in the
+    job (it has); both must be hit, or the trials prove only one of them."""
     rng = random.Random(int(os.environ.get("OARBANK_KILL_SEED", "22")))
     marker = f"32.{os.getpid()}"
     counts = {"processes": 0, "pids": 0, "leaves": 0, "namespaces": 0}
-    outcomes = {"killed": 0, "finished": 0}
+    outcomes = {"start-up": 0, "job": 0, "agent had ended": 0}
     details = []
     start = time.monotonic()
     for i in range(trials):
         assert time.monotonic() - start < 240, f"only {i} of {trials} trials in 240 s"
-        proc = subprocess.Popen([*as_user(uid), AGENT, *RUN, "--json", str(tree / "policy.json"), "--",
+        read_end, write_end = os.pipe()
+        proc = subprocess.Popen([*as_user(uid), AGENT, *RUN, str(tree / "policy.json"), "--",
                                  "/bin/sh", "-c", f"echo {marker}; exec /bin/sleep {marker}"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                                stdout=write_end, stderr=subprocess.DEVNULL, start_new_session=True)
+        os.close(write_end)
         time.sleep(rng.uniform(0, 0.06))
-        outcomes["killed" if proc.poll() is None else "finished"] += 1
+        if proc.poll() is not None:
+            outcomes["agent had ended"] += 1
+        else:
+            os.set_blocking(read_end, False)
+            try:
+                said = os.read(read_end, 256)
+            except BlockingIOError:
+                said = b""
+            outcomes["job" if marker.encode() in said else "start-up"] += 1
         proc.kill()
         proc.wait()
+        os.close(read_end)
         # A user namespace of the job's or root's idmap holder lives only as
         # long as a process of ours (counted here: the agent's binary, or the
         # marker) holds it; the agent's own fds died with it.
@@ -200,6 +214,8 @@ def test_random_sigkills_of_run_leave_nothing(tree, uid, trials):
             details.append((i, key, value))
     print(f"random kills: {trials} trials ({outcomes}), leftovers {counts}")
     assert sum(counts.values()) == 0, details[:10]
+    assert outcomes["agent had ended"] == 0, f"a kill found the agent gone, not mid-run: {outcomes}"
+    assert outcomes["start-up"] > 0 and outcomes["job"] > 0, f"the kills did not reach both phases: {outcomes}"
 
 
 def test_the_production_binary_has_no_pause_points():

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The long broker soak (CI does not run it): REQUESTS container.run requests
-# over CONNECTIONS connections with random hang-ups and timeouts against a
-# real Podman, then 0 containers, 0 staging mounts and 0 subordinate id
-# leases of the job. Bounded: at most 600 requests, 32 connections and 10
+# The broker soak: REQUESTS container.run requests over CONNECTIONS
+# connections with random hang-ups and timeouts against a real Podman, then
+# prints what was left (containers, staging entries and mounts, subordinate
+# id leases of the job) and fails unless each is 0. scripts/test.sh runs a
+# bounded one; run a longer one on demand. Bounded: at most 600 requests, 32 connections and 10
 # minutes. Needs root and build/ (scripts/setup.sh).
 #   scripts/soak-broker.sh [REQUESTS=200] [CONNECTIONS=20]
 set -euo pipefail

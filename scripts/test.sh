@@ -5,7 +5,9 @@
 # (confinement tests run the confined side as root and as uid 65534), the
 # stub library for other systems (built and tested on its own), and the
 # pytest suites (the CLI end to end, the escape battery with its
-# reports, every JSON document against its page in docs/json/), the
+# reports, every JSON document against its page in docs/json/), bounded
+# soaks of the supervisor (as root and as uid 65534) and of the broker that
+# print what was left and fail unless it is nothing, the
 # mutation analysis against its checked-in report (each enforcement point
 # of runner_strict removed alone, its earlier killers first: a point the
 # battery no longer notices fails; escapes/mutation.json), the Debian
@@ -55,6 +57,11 @@ ctest --test-dir build-stub --output-on-failure
 
 echo "== pytest"
 /usr/bin/python3 -m pytest -q harness
+
+echo "== soaks (bounded: what ran and what was left, 0 expected)"
+scripts/soak.sh 50 200 90
+AS_NOBODY=1 scripts/soak.sh 20 100 60
+scripts/soak-broker.sh 120 16
 
 echo "== mutation analysis (every battery policy, against escapes/mutation.json)"
 build/harness/oarbank-conform --out build/mutation --agent build/sandbox/oarbank-agent-faulty \
