@@ -17,6 +17,7 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import socket
 import subprocess
 import tarfile
@@ -645,6 +646,82 @@ def test_a_broker_killed_by_sigkill_leaves_no_container_and_no_lease(store, job,
     assert eventually(lambda: leases("broker-sigkill") == [], timeout=20), leases("broker-sigkill")
     s.close()
     b.proc.communicate(timeout=60)
+
+
+def watchdog_of(job_id):
+    """The pid of the job's broker watchdog: its lease's owner."""
+    for line in open(REGISTRY).read().splitlines():
+        slot, pid, start, job_id_ = line.split()
+        if job_id_ == job_id:
+            return int(pid)
+    raise AssertionError(f"no lease of {job_id}")
+
+
+def job_dir():
+    d = pathlib.Path(tempfile.mkdtemp(prefix="obk-job-", dir="/tmp"))
+    os.chmod(d, 0o755)
+    for sub in ("work", "work/out", "work/tmp", "data", "data/cache"):
+        (d / sub).mkdir()
+    return d
+
+
+@pytest.mark.parametrize("uid", [0, NOBODY], ids=["root-job", "nobody-job"])
+def test_a_killed_watchdog_stops_its_broker_and_its_containers(store, job, uid):
+    """The watchdog ignores every signal but SIGKILL; killed, the broker ends
+    the job itself (70, one line), for it would otherwise run containers that
+    nothing removes if it died too, under a range its dead lease no longer
+    holds."""
+    b = Broker(store, job, "broker-wdkill", uid=uid)
+    s = send(b, run_request(store, ["sleep", "600"], timeout_s=120, mounts=[{"src": "out", "dst": "/out"}]))
+    _, pid = running(store, "broker-wdkill", conn=s)
+    os.kill(watchdog_of("broker-wdkill"), signal.SIGKILL)
+    out, err = b.proc.communicate(timeout=60)
+    assert b.proc.returncode == 70, (out, err)
+    assert "broker: its watchdog died: the job is stopped and its containers removed" in err, err
+    assert store.job_containers("broker-wdkill") == []
+    assert not os.path.exists(f"/proc/{pid}")
+    assert leases("broker-wdkill") == []
+    s.close()
+
+
+@pytest.mark.parametrize("first", ["broker", "watchdog"])
+def test_what_a_broker_and_its_watchdog_both_killed_left_goes_at_the_next_start_on_their_range(store, first):
+    """Both killed at once, in either order: nothing is left to remove the
+    job's containers, and its range's lease died with its owner. The next
+    job that leases that range removes them before it serves; another live
+    job's containers, under their own range, are left alone."""
+    dead_dir, other_dir, next_dir = job_dir(), job_dir(), job_dir()
+    other = Broker(store, other_dir, "broker-other")
+    try:
+        t = send(other, run_request(store, ["sleep", "600"], timeout_s=120))
+        _, other_pid = running(store, "broker-other", conn=t)
+        dead = Broker(store, dead_dir, "broker-dead")
+        s = send(dead, run_request(store, ["sleep", "600"], timeout_s=120))
+        _, dead_pid = running(store, "broker-dead", conn=s)
+        (dead_lease,) = leases("broker-dead")
+        watchdog = watchdog_of("broker-dead")
+        for victim in ((dead.proc.pid, watchdog) if first == "broker" else (watchdog, dead.proc.pid)):
+            os.kill(victim, signal.SIGKILL)
+        dead.proc.communicate(timeout=60)
+        assert eventually(lambda: not os.path.exists(f"/proc/{watchdog}"), timeout=10)
+        s.close()
+        if not os.path.exists(f"/proc/{dead_pid}"):
+            pytest.skip("the broker removed the container before its SIGKILL landed: nothing left to reap")
+        nxt = Broker(store, next_dir, "broker-next")
+        try:
+            assert leases("broker-next")[0][1] == dead_lease[1], "the next job leases the dead job's range"
+            # Removed before the banner: the slot is prepared first.
+            assert eventually(lambda: not os.path.exists(f"/proc/{dead_pid}"), timeout=10)
+            assert store.job_containers("broker-dead") == []
+            assert os.path.exists(f"/proc/{other_pid}"), "another job's container was touched"
+            assert store.job_containers("broker-other") != []
+        finally:
+            nxt.stop()
+        t.close()
+    finally:
+        other.stop()
+        for d in (dead_dir, other_dir, next_dir):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def test_jobs_sharing_a_state_directory_are_kept_apart(store, tmp_path):

@@ -521,9 +521,10 @@ void Accept(Broker& broker, int listener, std::set<pid_t>& handlers) {
   if (pid > 0) handlers.insert(pid);
 }
 
-// Serves connections until a signal to stop or the job's end; the job's
-// exit status (0 without a job), and `job` -1 once it was reaped.
-int Serve(Broker& broker, int listener, int signals, pid_t& job, std::set<pid_t>& handlers) {
+// Serves connections until a signal to stop, the job's end or the
+// watchdog's; the job's exit status (0 without a job), and `job` -1 once it
+// was reaped, `watchdog` -1 once it was (it died first: see Shutdown).
+int Serve(Broker& broker, int listener, int signals, pid_t& job, pid_t& watchdog, std::set<pid_t>& handlers) {
   int job_status = 0;
   for (bool stop = false; !stop;) {
     pollfd p[2] = {{listener, POLLIN, 0}, {signals, POLLIN, 0}};
@@ -542,6 +543,10 @@ int Serve(Broker& broker, int listener, int signals, pid_t& job, std::set<pid_t>
           job = -1;
           stop = true;
         }
+        if (pid == watchdog) {
+          watchdog = -1;
+          stop = true;
+        }
       }
     }
     if (!stop && (p[0].revents & POLLIN)) Accept(broker, listener, handlers);
@@ -554,9 +559,18 @@ int Serve(Broker& broker, int listener, int signals, pid_t& job, std::set<pid_t>
 // removal; then the staging points; then the watchdog, told by `watch`
 // closing, checks again and frees the job's subordinate ids, waited for
 // (bounded) so they are free on exit. The broker's exit status.
+//
+// A watchdog that died first (`watchdog` -1: killed, it ignores every
+// other signal) ends the job the same way, with 70: the broker would
+// otherwise run containers that nothing removes if it died too, under a
+// subordinate id range whose lease died with its owner and may be leased
+// to the next job.
 int Shutdown(const BrokerArgs& args, Broker& broker, pid_t job, int job_status, const std::set<pid_t>& handlers,
              UniqueFd& watch, pid_t watchdog) {
   unlink(args.socket_path.c_str());
+  const bool watchdog_died = watchdog < 0;
+  if (watchdog_died)
+    fprintf(stderr, "broker: its watchdog died: the job is stopped and its containers removed\n");
   if (job > 0) {
     kill(job, SIGTERM);
     int status = 0;
@@ -576,6 +590,7 @@ int Shutdown(const BrokerArgs& args, Broker& broker, pid_t job, int job_status, 
   // in this job's own staging directory.
   RemoveStaging(broker.runtime);
   watch.Reset();
+  if (watchdog_died) return kExitNotEnforced;
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<long long>((kWatchdogGraceS + 30) * 1000));
   for (;;) {
@@ -600,7 +615,7 @@ int BrokerMain(const BrokerArgs& args) {
   }
   Broker& broker = std::get<Broker>(made);
   UniqueFd watch;
-  const pid_t watchdog = StartWatchdog(broker, watch);
+  pid_t watchdog = StartWatchdog(broker, watch);
   if (watchdog < 0) return kExitNotEnforced;
   LeaseSubids(broker, watchdog);
   broker.ledger = MakeLedger();
@@ -616,7 +631,7 @@ int BrokerMain(const BrokerArgs& args) {
   fflush(stdout);
   pid_t job = StartJob(args, listener.get());
   std::set<pid_t> handlers;
-  const int job_status = Serve(broker, listener.get(), signals.get(), job, handlers);
+  const int job_status = Serve(broker, listener.get(), signals.get(), job, watchdog, handlers);
   listener.Reset();
   return Shutdown(args, broker, job, job_status, handlers, watch, watchdog);
 }

@@ -18,7 +18,11 @@
 // that pipe closes, the watchdog removes every container of the job
 // (podman rm --force by label, repeated until two passes find none, within
 // kWatchdogGraceS) and the job's staging points, then releases the job's
-// subordinate id range, which it owns (subid_ranges.h).
+// subordinate id range, which it owns (subid_ranges.h). The watchdog
+// killed first stops the broker the same way (exit 70): nothing would
+// remove the containers if the broker died too, and the range's lease died
+// with its owner. Both killed at once leave the containers to the next job
+// that leases the range (PrepareSlot removes what its storage root holds).
 //
 // The reservation (--cpus, --mem-gb) is the job's: the sum over the
 // requests being run at once never exceeds it. A request that would go
