@@ -143,34 +143,7 @@ void ProbeUserNamespaces(HostFacts& f) {
   }
 }
 
-void ProbeCgroup(HostFacts& f) {
-  f.cgroup.probed = true;
-  // The cgroup2 mount, from mountinfo: "... - cgroup2 none rw".
-  const std::string mountinfo = ReadFileUpTo("/proc/self/mountinfo", kMaxMountinfoBytes).value_or("");
-  for (std::string_view line : Lines(mountinfo)) {
-    const auto dash = line.find(" - ");
-    if (dash == std::string_view::npos) continue;
-    const auto fields = Words(line.substr(0, dash));
-    const auto tail = Words(line.substr(dash + 3));
-    if (fields.size() >= 5 && !tail.empty() && tail[0] == "cgroup2") {
-      f.cgroup.v2_mounted = true;
-      f.cgroup.mount_point = fields[4];
-      break;
-    }
-  }
-  if (!f.cgroup.v2_mounted) return;
-  const std::string self = ReadFileUpTo("/proc/self/cgroup", kMaxProcFileBytes).value_or("");
-  for (std::string_view line : Lines(self)) {
-    if (line.starts_with("0::")) f.cgroup.own_path = f.cgroup.mount_point + std::string(line.substr(3));
-  }
-  if (f.cgroup.own_path.empty()) return;
-  while (f.cgroup.own_path.size() > 1 && f.cgroup.own_path.back() == '/') f.cgroup.own_path.pop_back();
-  f.cgroup.controllers = Words(ReadFirstLine(f.cgroup.own_path + "/cgroup.controllers"));
-  f.cgroup.writable = access(f.cgroup.own_path.c_str(), W_OK) == 0 &&
-                      access((f.cgroup.own_path + "/cgroup.subtree_control").c_str(), W_OK) == 0;
-  f.cgroup.has_kill = access((f.cgroup.own_path + "/cgroup.kill").c_str(), F_OK) == 0 ||
-                      access((f.cgroup.mount_point + "/cgroup.kill").c_str(), F_OK) == 0;
-}
+void ProbeCgroup(HostFacts& f) { ReadCgroupFacts(f.cgroup, "/proc/self/mountinfo", "/proc/self/cgroup"); }
 
 void ProbeGpuNodes(HostFacts& f) {
   for (auto p : kGpuPaths)
@@ -220,6 +193,54 @@ bool CollectWorldReadable(int parent_fd, const std::string& name, const std::str
 }
 
 }  // namespace
+
+void ReadCgroupFacts(CgroupFacts& c, const std::string& mountinfo_path, const std::string& self_cgroup_path) {
+  c = CgroupFacts{};
+  c.probed = true;
+  auto fail = [&c](std::string why) {
+    c = CgroupFacts{};
+    c.probed = true;
+    c.error = std::move(why);
+  };
+  // The cgroup2 mount, from mountinfo: "... - cgroup2 none rw". Every line
+  // has at least the five fields before the separator.
+  const HostFile mountinfo = ReadHostFile(mountinfo_path, kMaxMountinfoBytes);
+  if (mountinfo.status != HostFileStatus::kRead) return fail(mountinfo.why);
+  size_t number = 0;
+  for (std::string_view line : Lines(mountinfo.text)) {
+    ++number;
+    const auto dash = line.find(" - ");
+    const auto fields = Words(line.substr(0, dash));
+    if (dash == std::string_view::npos || fields.size() < 5 || Words(line.substr(dash + 3)).empty())
+      return fail(mountinfo_path + ": line " + std::to_string(number) + " is not a mountinfo line");
+    if (!c.v2_mounted && Words(line.substr(dash + 3))[0] == "cgroup2") {
+      c.v2_mounted = true;
+      c.mount_point = fields[4];
+    }
+  }
+  if (!c.v2_mounted) return;
+  // "0::/path" is the v2 line; v1 lines are "N:controllers:/path".
+  const HostFile self = ReadHostFile(self_cgroup_path, kMaxProcFileBytes);
+  if (self.status != HostFileStatus::kRead) return fail(self.why);
+  number = 0;
+  for (std::string_view line : Lines(self.text)) {
+    ++number;
+    const auto first = line.find(':');
+    const auto second = first == std::string_view::npos ? first : line.find(':', first + 1);
+    if (second == std::string_view::npos || line.size() == second + 1 || line[second + 1] != '/')
+      return fail(self_cgroup_path + ": line " + std::to_string(number) + " is not a cgroup line");
+    if (line.starts_with("0::")) c.own_path = c.mount_point + std::string(line.substr(3));
+  }
+  if (c.own_path.empty()) return;
+  while (c.own_path.size() > 1 && c.own_path.back() == '/') c.own_path.pop_back();
+  const HostFile controllers = ReadHostFile(c.own_path + "/cgroup.controllers", kMaxProcFileBytes);
+  if (controllers.status != HostFileStatus::kRead) return fail(controllers.why);
+  c.controllers = Words(controllers.text);
+  c.writable =
+      access(c.own_path.c_str(), W_OK) == 0 && access((c.own_path + "/cgroup.subtree_control").c_str(), W_OK) == 0;
+  c.has_kill = access((c.own_path + "/cgroup.kill").c_str(), F_OK) == 0 ||
+               access((c.mount_point + "/cgroup.kill").c_str(), F_OK) == 0;
+}
 
 void ProbeRootEtc(HostFacts& f) {
   if (!f.runs_as_root || f.etc_view.idmap || !f.etc_world_readable.empty()) return;

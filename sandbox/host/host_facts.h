@@ -20,7 +20,16 @@ struct CgroupFacts {
   bool writable = false;                 // we may create a leaf below own_path
   std::vector<std::string> controllers;  // cgroup.controllers of own_path
   bool has_kill = false;                 // cgroup.kill exists (5.14+)
+  // Why what decides the above could not be read ("<path>: absent",
+  // unreadable, or a line it cannot parse): every limit is then
+  // unavailable naming it, and no cgroup contains a job. "" otherwise.
+  std::string error;
 };
+
+// Fills `c` from a mountinfo file, a /proc/<pid>/cgroup file and the
+// cgroup.controllers of the cgroup they name. Fails closed: one that is
+// absent, unreadable or malformed sets `error` and leaves every fact false.
+void ReadCgroupFacts(CgroupFacts& c, const std::string& mountinfo_path, const std::string& self_cgroup_path);
 
 struct HostFacts {
   std::string kernel_release;

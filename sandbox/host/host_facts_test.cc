@@ -1,5 +1,10 @@
 #include "sandbox/host/host_facts.h"
 
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "sandbox/common/fault_hooks.h"
@@ -52,6 +57,78 @@ TEST(LandlockFeatures, TheWhiteoutTrialRunsOnlyWhenAsked) {
   EXPECT_TRUE(h.landlock_whiteout_needs.rfind("rename make_", 0) == 0 &&
               h.landlock_whiteout_needs.find(", mknod make_") != std::string::npos)
       << h.landlock_whiteout_needs;
+}
+
+}  // namespace
+}  // namespace oarbank
+
+namespace oarbank {
+namespace {
+
+// The cgroup facts fail closed: each of the three files that decide them,
+// absent, unreadable or malformed, leaves an error naming it and no fact.
+class CgroupFactsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/oarbank-cgfacts-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    std::filesystem::create_directories(dir_ + "/cg/job");
+    Write("mountinfo",
+          "22 1 0:21 / /proc rw,nosuid - proc proc rw\n"
+          "30 22 0:26 / " +
+              dir_ + "/cg rw,nosuid - cgroup2 cgroup2 rw\n");
+    Write("self", "1:name=systemd:/x\n0::/job\n");
+    Write("cg/job/cgroup.controllers", "cpu memory pids\n");
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void Write(const std::string& rel, const std::string& text) { std::ofstream(dir_ + "/" + rel) << text; }
+  CgroupFacts Read() {
+    CgroupFacts c;
+    ReadCgroupFacts(c, dir_ + "/mountinfo", dir_ + "/self");
+    return c;
+  }
+  static void ExpectNothing(const CgroupFacts& c, const std::string& part) {
+    EXPECT_NE(c.error.find(part), std::string::npos) << c.error;
+    EXPECT_TRUE(c.probed);
+    EXPECT_FALSE(c.v2_mounted || c.writable || c.has_kill) << part;
+    EXPECT_TRUE(c.own_path.empty() && c.controllers.empty()) << part;
+  }
+  std::string dir_;
+};
+
+TEST_F(CgroupFactsTest, WellFormedFilesGiveTheFacts) {
+  const CgroupFacts c = Read();
+  EXPECT_EQ(c.error, "");
+  EXPECT_TRUE(c.v2_mounted);
+  EXPECT_EQ(c.own_path, dir_ + "/cg/job");
+  EXPECT_EQ(c.controllers, (std::vector<std::string>{"cpu", "memory", "pids"}));
+}
+
+TEST_F(CgroupFactsTest, NoCgroup2MountIsAFactNotAnError) {
+  Write("mountinfo", "22 1 0:21 / /proc rw,nosuid - proc proc rw\n");
+  const CgroupFacts c = Read();
+  EXPECT_EQ(c.error, "");
+  EXPECT_FALSE(c.v2_mounted);
+}
+
+TEST_F(CgroupFactsTest, EachFileAbsentUnreadableOrMalformedIsAnError) {
+  for (const std::string rel : {"mountinfo", "self", "cg/job/cgroup.controllers"}) {
+    SCOPED_TRACE(rel);
+    const std::string path = dir_ + "/" + rel;
+    std::filesystem::rename(path, path + ".kept");
+    ExpectNothing(Read(), path + ": absent");
+    ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);  // unreadable: never waited on
+    ExpectNothing(Read(), path + ": not a regular file (a FIFO)");
+    std::filesystem::remove(path);
+    std::filesystem::rename(path + ".kept", path);
+    EXPECT_EQ(Read().error, "");
+  }
+  Write("mountinfo", "22 1 0:21 / /proc rw,nosuid - proc proc rw\ngarbage\n");
+  ExpectNothing(Read(), "mountinfo: line 2 is not a mountinfo line");
+  Write("mountinfo", "30 22 0:26 / " + dir_ + "/cg rw - cgroup2 cgroup2 rw\n");
+  Write("self", "0::/job\nno colons here\n");
+  ExpectNothing(Read(), "self: line 2 is not a cgroup line");
 }
 
 }  // namespace

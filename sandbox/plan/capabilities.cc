@@ -40,6 +40,9 @@ bool HasController(const HostFacts& h, const char* name) {
 CapabilityStatus CgroupLimit(CapabilityId id, const HostFacts& h, const char* controller, const char* file) {
   if (!h.cgroup.probed)
     return Unavailable(id, std::string(file) + " needs a cgroup v2 hierarchy; this probe did not look");
+  if (!h.cgroup.error.empty())
+    return Unavailable(
+        id, std::string(file) + " needs a cgroup v2 hierarchy; what says so cannot be read: " + h.cgroup.error);
   if (!h.cgroup.v2_mounted) return Unavailable(id, std::string(file) + " needs a cgroup v2 hierarchy; none is mounted");
   if (!h.cgroup.writable)
     return Unavailable(id, std::string(file) + " needs a delegated cgroup v2 subtree; " + h.cgroup.own_path +

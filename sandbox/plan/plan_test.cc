@@ -480,7 +480,8 @@ RC_GTEST_PROP(PlanProperty, TheLaunchersProbeScopeLeavesOutNothingThePlanReads, 
                  .own_path = "/sys/fs/cgroup/a",
                  .writable = true,
                  .controllers = {"cpu", "memory", "pids"},
-                 .has_kill = true};
+                 .has_kill = true,
+                 .error = ""};
   full.gpu_nodes = {"/dev/dri", "/dev/kfd"};
   HostFacts scoped = full;
   const ProbeScope scope = LaunchProbeScope(policy);
@@ -498,7 +499,8 @@ TEST(Placement, CgroupLimitsAreUnavailableWhenTheProbeDidNotLook) {
                  .own_path = "/sys/fs/cgroup/a",
                  .writable = true,
                  .controllers = {"memory"},
-                 .has_kill = true};
+                 .has_kill = true,
+                 .error = ""};
   const auto memory = Assess(CapabilityId::kLimitsMemory, host);
   EXPECT_EQ(memory.status, Status::kUnavailable);
   EXPECT_EQ(memory.detail, "memory.max needs a cgroup v2 hierarchy; this probe did not look");
@@ -526,6 +528,24 @@ TEST(JobDevices, GrantedOnlyWhereTheSupervisorMountsThem) {
   EXPECT_EQ(rule("/dev/ptmx")->access, kFsReadFile | kFsWriteFile | kFsIoctlDev);
   EXPECT_EQ(rule("/dev/shm")->access & (kFsExecute | kFsMakeChar | kFsMakeBlock | kFsIoctlDev), 0u);
   EXPECT_NE(rule("/dev/shm")->access & kFsMakeReg, 0u);
+}
+
+}  // namespace
+}  // namespace oarbank
+
+namespace oarbank {
+namespace {
+
+// A cgroup hierarchy whose facts could not be read makes every limit
+// unavailable, and the line says which file and why.
+TEST(CgroupLimits, AnUnreadableHierarchyMakesEveryLimitUnavailableNamingIt) {
+  HostFacts h;
+  ReadCgroupFacts(h.cgroup, "/nonexistent/mountinfo", "/proc/self/cgroup");
+  for (CapabilityId id : {CapabilityId::kLimitsMemory, CapabilityId::kLimitsCpu}) {
+    const CapabilityStatus limit = Assess(id, h);
+    EXPECT_EQ(limit.status, Status::kUnavailable);
+    EXPECT_NE(limit.detail.find("cannot be read: /nonexistent/mountinfo: absent"), std::string::npos) << limit.detail;
+  }
 }
 
 }  // namespace

@@ -79,7 +79,8 @@ nlohmann::ordered_json HostReport(const HostFacts& h) {
         {"own_cgroup", h.cgroup.own_path},
         {"writable", h.cgroup.writable},
         {"controllers", h.cgroup.controllers},
-        {"cgroup_kill", h.cgroup.has_kill}}},
+        {"cgroup_kill", h.cgroup.has_kill},
+        {"error", h.cgroup.error}}},
       {"gpu_nodes", h.gpu_nodes},
       {"root_etc",
        !h.runs_as_root ? nlohmann::ordered_json{{"mode", "not root"}}
