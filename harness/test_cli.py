@@ -62,6 +62,22 @@ def test_a_bad_policy_is_one_line_and_64(tree):
     assert r.stderr == "policy: net.proxy_port: expected integer 1..65535\n"
 
 
+@pytest.mark.parametrize("command", ["sandbox-exec", "run"])
+@pytest.mark.parametrize("nofile", [4, 5, 6])
+def test_descriptors_running_out_while_the_policy_is_read_refuse_with_70_not_64(tree, command, nofile):
+    """Too many open files is the host's shortage, not a bad policy: refused
+    with 70 and one line saying so, whichever open ran out (the policy file,
+    a grant being resolved), and nothing of the module runs."""
+    marker = tree / "work" / "ran"
+    args = ["--unproven"] if command == "run" else []
+    r = subprocess.run(["prlimit", f"--nofile={nofile}:{nofile}", "--", AGENT, command, *args, write_policy(tree),
+                        "--", "/usr/bin/touch", str(marker)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 70, (r.returncode, r.stderr)
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("sandbox: refused: "), r.stderr
+    assert "Too many open files" in r.stderr, r.stderr
+    assert not marker.exists()
+
+
 def test_an_unknown_field_is_named(tree):
     r = run("sandbox-exec", write_policy(tree, colour="red"), "--", "/bin/true")
     assert r.returncode == 64

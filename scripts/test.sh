@@ -7,7 +7,8 @@
 # pytest suites (the CLI end to end, the escape battery with its
 # reports, every JSON document against its page in docs/json/), bounded
 # soaks of the supervisor (as root and as uid 65534) and of the broker that
-# print what was left and fail unless it is nothing, the
+# print what was left and fail unless it is nothing, the fault campaign
+# (scripts/faults.sh: each part and resource failing at each step), the
 # mutation analysis against its checked-in report (each enforcement point
 # of runner_strict removed alone, its earlier killers first: a point the
 # battery no longer notices fails; escapes/mutation.json), the Debian
@@ -62,6 +63,9 @@ echo "== soaks (bounded: what ran and what was left, 0 expected)"
 scripts/soak.sh 50 200 90
 AS_NOBODY=1 scripts/soak.sh 20 100 60
 scripts/soak-broker.sh 120 16
+
+echo "== fault campaign (each part and resource failing at each step: refused or contained, nothing left)"
+scripts/faults.sh
 
 echo "== mutation analysis (every battery policy, against escapes/mutation.json)"
 build/harness/oarbank-conform --out build/mutation --agent build/sandbox/oarbank-agent-faulty \

@@ -47,7 +47,7 @@ int RunEgressProxyCommand(const ProxyCommandOptions& o) {
     auto policy = LoadPolicyFile(o.policy);
     if (!policy.ok()) {
       fprintf(stderr, "%s\n", PolicyErrorLine(policy.error()).c_str());
-      return kExitUsage;
+      return PolicyErrorExit(policy.error());
     }
     if (policy.value().net().mode != NetMode::kEgressAllowlist)
       return UsageLine("--policy: net.mode is " + std::string(NetModeName(policy.value().net().mode)) +

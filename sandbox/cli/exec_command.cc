@@ -36,7 +36,7 @@ int SandboxExec(const std::string& policy_path, std::vector<std::string> argv, i
   auto policy = LoadPolicyFile(policy_path);
   if (!policy.ok()) {
     fprintf(stderr, "%s\n", PolicyErrorLine(policy.error()).c_str());
-    return kExitUsage;
+    return PolicyErrorExit(policy.error());
   }
   HostFacts host = ProbeHost(abi_cap, LaunchProbeScope(policy.value()));
   ProbeRootEtc(host);

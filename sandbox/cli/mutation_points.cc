@@ -191,7 +191,7 @@ int MutationPointsMain(int argc, char** argv) {
   auto policy = LoadPolicyFile(argv[2]);
   if (!policy.ok()) {
     fprintf(stderr, "%s\n", PolicyErrorLine(policy.error()).c_str());
-    return kExitUsage;
+    return PolicyErrorExit(policy.error());
   }
   HostFacts host = ProbeHost();
   ProbeRootEtc(host);

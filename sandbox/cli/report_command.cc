@@ -32,7 +32,7 @@ int SandboxReport(const std::string& policy_path, int abi_cap) {
     auto loaded = LoadPolicyFile(policy_path);
     if (!loaded.ok()) {
       fprintf(stderr, "%s\n", PolicyErrorLine(loaded.error()).c_str());
-      return kExitUsage;
+      return PolicyErrorExit(loaded.error());
     }
     policy = loaded.value();
   }

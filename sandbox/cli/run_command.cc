@@ -64,7 +64,7 @@ int SupervisedRun(const std::string& policy_path, const std::vector<std::string>
   auto policy = LoadPolicyFile(policy_path);
   if (!policy.ok()) {
     fprintf(stderr, "%s\n", PolicyErrorLine(policy.error()).c_str());
-    return kExitUsage;
+    return PolicyErrorExit(policy.error());
   }
   const bool stream_out = !json && spool.stdout_path.empty();
   const bool stream_err = !json && spool.stderr_path.empty();

@@ -3,6 +3,7 @@
 // expected. The first error wins; callers never continue past one.
 #pragma once
 
+#include <cerrno>
 #include <string>
 #include <utility>
 #include <variant>
@@ -13,6 +14,15 @@ struct Error {
   std::string where;  // JSON path, capability id or launch step
   std::string what;   // what was expected or what went wrong
 };
+
+// The `where` of an Error that a shortage of the host's resources caused
+// (descriptors, memory, processes), not the input: a caller that would
+// refuse bad input with 64 refuses this with 70, as any part of a cage that
+// cannot be set up.
+inline constexpr char kResourceShortage[] = "resources";
+inline bool IsResourceShortage(int err) {
+  return err == EMFILE || err == ENFILE || err == ENOMEM || err == EAGAIN || err == ENOBUFS;
+}
 
 // A value or the first error that prevented it. Deliberately tiny: C++20 has
 // no std::expected (C++23's, whose name it takes; cage::Result in

@@ -88,6 +88,12 @@ Error Refused(const std::string& what) { return Error{"", what}; }
 
 std::string Errno(int err) { return strerror(err); }
 
+// A system call on `path` failed with `err`: a shortage of resources says
+// so in its `where` (expected.h), anything else is a refusal of the path.
+Error Failed(const std::string& path, int err) {
+  return Error{IsResourceShortage(err) ? kResourceShortage : "", path + ": " + Errno(err)};
+}
+
 }  // namespace
 
 bool IsTrustedLinkDirectory(const std::string& dir) {
@@ -120,7 +126,7 @@ Expected<ResolvedPath> ResolveGrantPathJudged(const std::string& raw, const Reso
   std::vector<Level> stack;
   stack.push_back(Level{UniqueFd(open("/", O_PATH | O_DIRECTORY | O_CLOEXEC)), "/"});
   struct stat st {};
-  if (!stack.back().fd.valid() || fstat(stack.back().fd.get(), &st) != 0) return Refused("/: " + Errno(errno));
+  if (!stack.back().fd.valid() || fstat(stack.back().fd.get(), &st) != 0) return Failed("/", errno);
   stack.back().roots_alone = RootsAlone(st);
   ResolvedPath out;
   std::deque<std::string> pending;
@@ -136,12 +142,12 @@ Expected<ResolvedPath> ResolveGrantPathJudged(const std::string& raw, const Reso
     const std::string here = Join(dir.path, name);
     if (fstatat(dir.fd.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       if (errno == ENOENT) return Refused("no such file or directory: " + raw + (here == raw ? "" : " (" + here + ")"));
-      return Refused(here + ": " + Errno(errno));
+      return Failed(here, errno);
     }
     if (S_ISLNK(st.st_mode)) {
       char target[PATH_MAX];
       const ssize_t n = readlinkat(dir.fd.get(), name.c_str(), target, sizeof target - 1);
-      if (n < 0) return Refused(here + ": " + Errno(errno));
+      if (n < 0) return Failed(here, errno);
       target[n] = '\0';
       const std::string link = here + " is a symbolic link (to " + target + ")";
       if (const std::string why = WhyNotFollow(dir, here, st, options, judge); !why.empty())
@@ -159,14 +165,14 @@ Expected<ResolvedPath> ResolveGrantPathJudged(const std::string& raw, const Reso
       const int err = errno;
       if (err == ELOOP) return Refused(here + ": became a symbolic link while it was resolved");
       if (err == EXDEV) return Refused(here + ": a mount point inside the grant, which a grant never crosses");
-      return Refused(here + ": " + Errno(err));
+      return Failed(here, err);
     }
-    if (fstat(fd.get(), &st) != 0) return Refused(here + ": " + Errno(errno));
+    if (fstat(fd.get(), &st) != 0) return Failed(here, errno);
     if (!pending.empty() && !S_ISDIR(st.st_mode)) return Refused(here + ": not a directory");
     const bool roots_alone = stack.back().roots_alone && RootsAlone(st);
     stack.push_back(Level{std::move(fd), here, roots_alone});
   }
-  if (fstat(stack.back().fd.get(), &st) != 0) return Refused(stack.back().path + ": " + Errno(errno));
+  if (fstat(stack.back().fd.get(), &st) != 0) return Failed(stack.back().path, errno);
   out.path = stack.back().path;
   out.inode = FileId{st.st_dev, st.st_ino};
   out.type = st.st_mode & S_IFMT;

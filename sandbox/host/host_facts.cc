@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/landlock.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -129,7 +131,11 @@ void ProbeUserNamespaces(HostFacts& f) {
   const std::string debian = ReadFirstLine("/proc/sys/kernel/unprivileged_userns_clone");
   const std::string max = ReadFirstLine("/proc/sys/user/max_user_namespaces");
   const std::string apparmor = ReadFirstLine("/proc/sys/kernel/apparmor_restrict_unprivileged_userns");
-  if (access("/proc/self/ns/user", F_OK) != 0) {
+  struct statfs proc {};
+  if (statfs("/proc", &proc) != 0 || proc.f_type != PROC_SUPER_MAGIC) {
+    // Hidden or replaced: nothing below it says what the kernel offers.
+    f.user_namespaces_detail = "/proc is not the kernel's proc filesystem: what it offers cannot be read";
+  } else if (access("/proc/self/ns/user", F_OK) != 0) {
     f.user_namespaces_detail = "kernel built without user namespaces";
   } else if (!max.empty() && max == "0") {
     f.user_namespaces_detail = "user.max_user_namespaces is 0";

@@ -1,5 +1,6 @@
 #include "sandbox/policy/policy.h"
 
+#include "sandbox/common/exit_codes.h"
 #include "sandbox/common/read_file.h"
 
 #include <limits.h>
@@ -54,6 +55,8 @@ Expected<ResolvedPath> ParsePath(const json& v, const std::string& where, Kind k
     return Bad(where, "globs are not allowed: a grant is a whole directory or a single file");
   if (raw.find('\0') != std::string::npos || raw.size() >= PATH_MAX) return Bad(where, "expected a valid path");
   auto resolved = ResolveGrantPath(raw, options);
+  if (!resolved.ok() && resolved.error().where == kResourceShortage)
+    return Error{kResourceShortage, where + ": " + resolved.error().what};
   if (!resolved.ok()) return Bad(where, resolved.error().what);
   const mode_t type = resolved.value().type;
   switch (kind) {
@@ -181,9 +184,13 @@ const char* NetModeName(NetMode mode) {
 
 // One line whatever the policy held: control bytes in keys or paths are
 // shown escaped, never written to the terminal.
+int PolicyErrorExit(const Error& error) { return error.where == kResourceShortage ? kExitNotEnforced : kExitUsage; }
+
 std::string PolicyErrorLine(const Error& error) {
   std::string line;
-  for (unsigned char c : "policy: " + error.where + ": " + error.what) {
+  const std::string text = error.where == kResourceShortage ? "sandbox: refused: resources: " + error.what
+                                                            : "policy: " + error.where + ": " + error.what;
+  for (unsigned char c : text) {
     if (c >= 0x20 && c != 0x7f) {
       line += static_cast<char>(c);
     } else {
@@ -614,6 +621,10 @@ Expected<Policy> ParsePolicy(std::string_view json_text) {
 Expected<Policy> LoadPolicyFile(const std::string& path) {
   std::string why;
   const auto text = ReadFileUpTo(path, kMaxPolicyBytes, &why);
+  // The reader's `why` is strerror's text: a shortage of descriptors or
+  // memory is the host's, not the file's.
+  for (int err : {EMFILE, ENFILE, ENOMEM})
+    if (!text && why == strerror(err)) return Error{kResourceShortage, path + ": " + why};
   if (!text) return Bad(path, "cannot read the policy file: " + why);
   return ParsePolicy(*text);
 }

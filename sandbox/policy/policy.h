@@ -124,8 +124,13 @@ class Policy {
 // whose `where` is the file name.
 Expected<Policy> LoadPolicyFile(const std::string& path);
 
-// The one-line form printed on stderr: "policy: net.proxy_port: expected ...".
+// The one-line form printed on stderr: "policy: net.proxy_port: expected ...";
+// for an error a shortage of resources caused (kResourceShortage: too many
+// open files while a grant was resolved), "sandbox: refused: resources: ...".
 std::string PolicyErrorLine(const Error& error);
+// The exit code for a policy that could not be loaded: 64 for bad input,
+// 70 when the host's resources ran short (the policy may be fine).
+int PolicyErrorExit(const Error& error);
 
 // Checks one net.allow entry, "host[:port]" with an optional leading "*."
 // label, lower-case; nullopt if valid, else what is wrong. Never an IP

@@ -64,10 +64,20 @@ void Reap(pid_t pid, std::chrono::milliseconds grace) {
 [[noreturn]] void ExecWithFds(const char* path, char* const argv[], std::initializer_list<std::pair<int, int>> moves,
                               int keep_upto) {
   static char* const env[] = {const_cast<char*>("PATH=/usr/sbin:/usr/bin:/sbin:/bin"), nullptr};
-  // Everything first above the targets, then down into place.
+  // Everything first above the targets, then down into place. Just above
+  // them, not at a fixed number: under a low RLIMIT_NOFILE a fixed one may
+  // be out of reach, and a descriptor that did not move must stop the exec
+  // (the stack would otherwise run without its namespace or its log).
+  int base = 0;
+  for (const auto& [from, to] : moves) base = std::max(base, to + 1);
   int high[8];
   int n = 0;
-  for (const auto& [from, to] : moves) high[n++] = from < 0 ? -1 : fcntl(from, F_DUPFD, 64);
+  for (const auto& [from, to] : moves) {
+    if (n == 8) _exit(127);
+    high[n] = from < 0 ? -1 : fcntl(from, F_DUPFD, base);
+    if (from >= 0 && high[n] < 0) _exit(127);
+    ++n;
+  }
   n = 0;
   for (const auto& [from, to] : moves) {
     if (high[n] >= 0 && dup2(high[n], to) != to) _exit(127);

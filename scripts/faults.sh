@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The fault campaign: each external part a job relies on (the user-mode
+# stack, the nftables helper, /proc, cgroupfs, the temporary directory) and
+# each resource (descriptors, processes) made to fail at each step of a
+# job, from outside, as root and with the agent as uid 65534; prints the
+# table (part x step x outcome) and fails unless every cell was refused
+# with 70 and one line or contained, and left nothing behind
+# (harness/faults.py says how each is judged). Needs root and build/.
+#   scripts/faults.sh [--only PART]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec timeout 900 /usr/bin/python3 harness/faults.py "$@"
