@@ -39,6 +39,8 @@ struct Skip {
 constexpr Skip kSkips[] = {
     {"seccomp-above-table", "seccomp", "ENOSYS above the syscall table", false},
     {"grant-inodes", "mount", "the launcher's inode check of each grant it binds", false},
+    {"grant-nosuid", "mount", "nosuid on the writable grants", false},
+    {"grant-nodev", "mount", "nodev on the writable grants", false},
     {"environment-filter", "environment", "the module environment built from nothing (the caller's passes)", false},
     {"job-devices", "job", "the job's own devpts and /dev/shm", true},
     {"namespace-pid", "job", "the job's pid namespace", true},

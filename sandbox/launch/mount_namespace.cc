@@ -133,7 +133,10 @@ std::optional<StepFailure> CopyWritableGrants(const Plan& plan, GrantWitnesses& 
     if (!tree.valid()) return StepFailed(kStep, err, "copy the mount of %s", path.c_str());
     trees.push_back(std::move(tree));
     mount_attr attr{};
-    attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (plan.writable_noexec ? MOUNT_ATTR_NOEXEC : 0);
+    // test-only build (common/fault_hooks.h): the mutation points that drop one.
+    attr.attr_set = (FaultSkipStep("grant-nosuid") ? 0 : MOUNT_ATTR_NOSUID) |
+                    (FaultSkipStep("grant-nodev") ? 0 : MOUNT_ATTR_NODEV) |
+                    (plan.writable_noexec ? MOUNT_ATTR_NOEXEC : 0);
     if (syscall(SYS_mount_setattr, trees.back().get(), "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
       return StepFailed(kStep, errno, "%s %s", plan.writable_noexec ? "noexec" : "nosuid", path.c_str());
   }
