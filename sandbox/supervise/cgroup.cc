@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -233,10 +234,20 @@ int CgroupLeaf::MoveProcess(pid_t pid) const {
   return WriteAt(path_.c_str(), "cgroup.procs", text);
 }
 
+// Whether the leaf has control file `name`, asked of the leaf itself: a
+// caller that aborts before ReadFeatures ran (a job whose init never
+// reported) still gets cgroup.kill. No allocation.
+bool CgroupLeaf::HasFile(const char* name) const {
+  char file[PATH_MAX];
+  if (snprintf(file, sizeof file, "%s/%s", path_.c_str(), name) >= static_cast<int>(sizeof file)) return false;
+  return access(file, F_OK) == 0;
+}
+
 int CgroupLeaf::Kill() const {
-  if (has_kill_) return WriteAt(path_.c_str(), "cgroup.kill", "1");
+  if (has_kill_ || HasFile("cgroup.kill")) return WriteAt(path_.c_str(), "cgroup.kill", "1");
   // Before Linux 5.14: freeze (so nothing forks meanwhile), kill each, thaw.
-  if (has_freeze_) WriteAt(path_.c_str(), "cgroup.freeze", "1");
+  const bool freeze = has_freeze_ || HasFile("cgroup.freeze");
+  if (freeze) WriteAt(path_.c_str(), "cgroup.freeze", "1");
   char procs[8192];
   if (ReadAt(path_.c_str(), "cgroup.procs", procs, sizeof procs) < 0) return errno;
   for (char* p = procs; *p;) {
@@ -244,7 +255,7 @@ int CgroupLeaf::Kill() const {
     if (pid > 0) kill(static_cast<pid_t>(pid), SIGKILL);
     while (*p == '\n') ++p;
   }
-  if (has_freeze_) WriteAt(path_.c_str(), "cgroup.freeze", "0");
+  if (freeze) WriteAt(path_.c_str(), "cgroup.freeze", "0");
   return 0;
 }
 

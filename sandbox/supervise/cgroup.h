@@ -78,7 +78,8 @@ class CgroupLeaf {
   // `*field` the policy field ("process.container", "limits.memory", ...).
   // No allocation.
   int Make(const char** field, const char** file) const;
-  // After Make (in this process or another): which control files there are.
+  // After Make (in this process or another): which control files there are,
+  // for the report. Kill asks the leaf again when they were not read.
   void ReadFeatures();
 
   const std::string& path() const { return path_; }
@@ -101,6 +102,7 @@ class CgroupLeaf {
   std::string pids_max_;
   bool has_kill_ = false;
   bool has_freeze_ = false;
+  bool HasFile(const char* name) const;
 };
 
 // Removes leaves left by supervisors that died together with their keeper

@@ -189,6 +189,29 @@ TEST_F(CgroupTest, PrepareMakesNothingAndMakeMakesTheLeaf) {
   }
 }
 
+// A job aborted before its init reported (the supervisor has not read the
+// leaf's control files yet) is still killed through cgroup.kill where the
+// leaf has one, never pid by pid. A plain directory stands for the
+// delegation here, so the write is seen: cgroupfs would act on it at once.
+TEST(CgroupLeafKill, AnEarlyAbortUsesCgroupKillWithoutReadingTheFeatures) {
+  char tmpl[] = "/tmp/oarbank-leaf-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string base = tmpl;
+  CgroupDelegation fake;
+  fake.usable = true;
+  fake.base = base;
+  auto leaf = CgroupLeaf::Prepare(fake, {});
+  ASSERT_TRUE(leaf.ok()) << leaf.error().what;
+  const char* field = "";
+  const char* file = "";
+  ASSERT_EQ(leaf.value().Make(&field, &file), 0);
+  std::ofstream(leaf.value().path() + "/cgroup.kill").flush();
+  EXPECT_FALSE(leaf.value().has_kill()) << "the features were not read";
+  EXPECT_EQ(leaf.value().Kill(), 0);
+  EXPECT_EQ(ReadFile(leaf.value().path() + "/cgroup.kill"), "1");
+  std::filesystem::remove_all(base);
+}
+
 TEST_F(CgroupTest, AJobsInitIsClonedIntoItsLeafOrMovedThere) {
   // CLONE_INTO_CGROUP with the leaf's directory: the child starts there.
   // Given an fd that is no cgroup, the clone falls back to a plain one
