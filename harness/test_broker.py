@@ -724,6 +724,69 @@ def test_what_a_broker_and_its_watchdog_both_killed_left_goes_at_the_next_start_
             shutil.rmtree(d, ignore_errors=True)
 
 
+UNIX_CLIENT = r"""
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+static const char *name(int e) {
+  return e == ENOSYS ? "ENOSYS" : e == EAFNOSUPPORT ? "EAFNOSUPPORT" : e == EACCES ? "EACCES" : e == EPERM ? "EPERM"
+                                                                                               : strerror(e);
+}
+int main(int argc, char **argv) {
+  int s = socket(AF_UNIX, argc > 2 ? SOCK_DGRAM : SOCK_STREAM, 0);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  strncpy(a.sun_path, argv[1], sizeof a.sun_path - 1);
+  if (s < 0) printf("socket %s\n", name(errno));
+  else if (connect(s, (struct sockaddr *)&a, sizeof a) < 0) printf("connect %s\n", name(errno));
+  else printf("connected\n");
+  int pair[2];
+  printf(socketpair(AF_UNIX, SOCK_STREAM, 0, pair) == 0 ? "socketpair ok\n" : "socketpair refused\n");
+  return 0;
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("musl-gcc") is None, reason="musl-gcc (musl-tools) builds the container's client")
+@pytest.mark.parametrize("kind", ["stream", "dgram"])
+def test_a_socket_a_host_process_makes_in_a_mount_while_the_container_runs_is_out_of_its_reach(store, job, kind):
+    """A host process (the job's user's own daemon, git's fsmonitor) that
+    creates a unix socket in a directory mounted into a running container
+    made it after the mount-time check. The container gets no unix socket
+    of its own at all (its seccomp profile allows no socket(AF_UNIX) and no
+    socketcall multiplexer), so no socket in any mount is reachable,
+    whenever it was made; socketpair stays."""
+    out = job / "work" / "out"
+    subprocess.run(["musl-gcc", "-static", "-O2", "-o", str(out / "uclient"), "-x", "c", "-"],
+                   input=UNIX_CLIENT, text=True, check=True, timeout=60)
+    b = Broker(store, job, "broker-hostsock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM if kind == "stream" else socket.SOCK_DGRAM)
+    try:
+        args = ["/out/uclient", "/out/host.sock"] + (["dgram"] if kind == "dgram" else [])
+        s = send(b, run_request(store, ["sh", "-c", "while [ ! -S /out/host.sock ]; do sleep 0.1; done; " +
+                                        " ".join(args) + "; echo pair; sh -c 'echo x | cat'"],
+                                mounts=[{"src": "out", "dst": "/out"}]))
+        running(store, "broker-hostsock", conn=s)
+        listener.bind(str(out / "host.sock"))  # made mid-run, by a host process, reachable by anyone
+        os.chmod(out / "host.sock", 0o777)
+        if kind == "stream":
+            listener.listen(4)
+        listener.settimeout(0.5)
+        a = answer_of(s)
+        assert a["ok"] is True, a
+        assert a["stdout_tail"].splitlines()[0] == "socket ENOSYS", a
+        assert a["stdout_tail"].splitlines()[1:] == ["socketpair ok", "pair", "x"], a
+        try:
+            got = listener.accept() if kind == "stream" else listener.recv(16)
+        except (socket.timeout, OSError):
+            got = None
+        assert got is None, "the host's socket was reached from the container"
+    finally:
+        listener.close()
+        b.stop()
+
+
 def test_jobs_sharing_a_state_directory_are_kept_apart(store, tmp_path):
     jobs = {}
     for job_id, uid in (("X", 0), ("X-y", NOBODY)):

@@ -97,6 +97,7 @@ std::vector<std::string> BuildRunArgv(const RuntimeConfig& rt, const RunRequest&
                         "--gidmap=" + map,
                         req.network ? "--network=ns:" + rt.job_netns : std::string("--network=none"),
                         std::string("--security-opt=no-new-privileges"),
+                        "--security-opt=seccomp=" + SeccompProfilePath(rt),
                         std::string("--http-proxy=false"),
                         std::string("--systemd=false"),
                         std::string("--ipc=private"),

@@ -77,6 +77,8 @@ struct RuntimeConfig {
 
 // <state>/mounts/job-<job>: the job's staging points, and nobody else's.
 std::string StagingDir(const RuntimeConfig& rt);
+// <state>/seccomp.json: the containers' seccomp profile (container_seccomp.h).
+inline std::string SeccompProfilePath(const RuntimeConfig& rt) { return rt.state_dir + "/seccomp.json"; }
 // Removes what killed handlers left in StagingDir (empty directories and
 // files; never recursive into a mount).
 void RemoveStaging(const RuntimeConfig& rt);

@@ -79,6 +79,7 @@ TEST(ContainerRuntime, RunArgvAlwaysHasTheJobsBounds) {
                                "--gidmap=0:100065536:65536",
                                "--timeout=11",
                                "--security-opt=no-new-privileges",
+                               "--security-opt=seccomp=/var/lib/oarbank/containers/seccomp.json",
                                "--http-proxy=false",
                                "--volume=/state/mounts/c/0:/out:rw,nosuid,nodev",
                                "--volume=/state/mounts/c/1:/cache:ro,nosuid,nodev"})

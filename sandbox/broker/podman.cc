@@ -10,8 +10,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "sandbox/broker/container_seccomp.h"
 #include "sandbox/broker/subid_ranges.h"
 #include "sandbox/common/subprocess.h"
+#include "sandbox/common/trust_file.h"
 
 namespace oarbank::broker {
 namespace {
@@ -121,6 +123,16 @@ std::string PrepareState(const RuntimeConfig& rt) {
   conf.close();
   storage.close();
   if (!conf || !storage) return rt.state_dir + ": cannot write containers.conf or storage.conf";
+  // The containers' seccomp profile (container_seccomp.h), from the
+  // default one, which only root may have written; none, none runs.
+  auto base = ReadTrustedFile(kDefaultSeccompProfile);
+  if (!base.ok()) return std::string(kDefaultSeccompProfile) + ": " + base.error().what;
+  if (!base.value())
+    return std::string(kDefaultSeccompProfile) + " is not installed (Debian's golang-github-containers-common)";
+  auto profile = ContainerSeccompProfile(*base.value());
+  if (!profile.ok()) return std::string(kDefaultSeccompProfile) + ": " + profile.error().what;
+  if (auto err = WriteTrustedFile(SeccompProfilePath(rt), profile.value(), 0600))
+    return SeccompProfilePath(rt) + ": " + err->what;
   return "";
 }
 

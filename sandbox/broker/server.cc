@@ -569,8 +569,7 @@ int Shutdown(const BrokerArgs& args, Broker& broker, pid_t job, int job_status, 
              UniqueFd& watch, pid_t watchdog) {
   unlink(args.socket_path.c_str());
   const bool watchdog_died = watchdog < 0;
-  if (watchdog_died)
-    fprintf(stderr, "broker: its watchdog died: the job is stopped and its containers removed\n");
+  if (watchdog_died) fprintf(stderr, "broker: its watchdog died: the job is stopped and its containers removed\n");
   if (job > 0) {
     kill(job, SIGTERM);
     int status = 0;
