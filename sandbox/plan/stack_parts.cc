@@ -6,6 +6,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -165,6 +166,14 @@ std::map<std::string, std::string> KernelModuleStates(const std::vector<std::str
     return key(base);
   };
   std::map<std::string, std::string> builtin, files;
+  // No module tree at all (a kernel built with every module it has, and
+  // none installed): nothing can be loaded from it, and the kernel's
+  // version says what is built in.
+  struct stat tree {};
+  if (lstat(modules_dir.c_str(), &tree) != 0 && errno == ENOENT) {
+    for (const auto& name : names) out[name] = "no module tree";
+    return out;
+  }
   for (const char* index : {"modules.builtin", "modules.dep"}) {
     const HostFile f = ReadHostFile(modules_dir + "/" + index, 16 << 20);
     if (f.status != HostFileStatus::kRead) {

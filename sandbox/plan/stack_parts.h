@@ -33,8 +33,9 @@ const std::vector<std::string>& StackKernelModules();
 
 // Each module's state under `modules_dir` (/lib/modules/<release>):
 // "builtin" (modules.builtin lists it), "sha256 <hex>" (the file
-// modules.dep names, compressed or not), "absent" (neither), or
-// "unreadable: <why>". A kernel without loadable modules (no /proc/modules)
+// modules.dep names, compressed or not), "absent" (neither), "no module
+// tree" (no `modules_dir` at all), or "unreadable: <why>" (a tree whose
+// index cannot be read: nothing is taken as absent then). A kernel without loadable modules (no /proc/modules)
 // gets "no loadable modules" for each: its release and version, which the
 // attestation binds already, say what is built in.
 std::map<std::string, std::string> KernelModuleStates(const std::vector<std::string>& names,

@@ -78,6 +78,9 @@ TEST(StackParts, EachModuleIsBuiltinHashedAbsentOrUnreadable) {
   std::filesystem::remove(tree.Path("mods/modules.dep"));
   for (const auto& [name, state] : KernelModuleStates(names, tree.Path("mods"), true))
     EXPECT_FALSE(IsBindableState(state)) << name << ": " << state;
+  // No module tree at all: nothing can be loaded from it.
+  for (const auto& [name, state] : KernelModuleStates(names, tree.Path("no-such-tree"), true))
+    EXPECT_EQ(state, "no module tree") << name;
   // A kernel without loadable modules: its version says what is built in.
   for (const auto& [name, state] : KernelModuleStates(names, tree.Path("nowhere"), false))
     EXPECT_EQ(state, "no loadable modules") << name;
