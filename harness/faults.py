@@ -16,7 +16,9 @@ and, either way, ended within its deadline and left nothing behind: no
 process carrying the cell's marker or started by the part's wrapper, no
 slirp4netns of its own, no cgroup leaf, no entry in its temporary directory.
 Anything else (the job ran unconfined, the agent hung, crashed without its
-one line, or left something) fails the campaign. The table is printed:
+one line, or left something) fails the campaign, and so does a cell whose
+fault never happened (its wrapper was not reached, no child was there to
+kill): it would prove nothing. The table is printed:
 part x step x outcome.
 
 The broker's runtime (podman, runc) is not among its parts.
@@ -55,13 +57,15 @@ class Cell:
 
 def cells():
     egress = "egress-any"
-    fail_at_start = "#!/bin/sh\necho 'fault: @WHAT@ fails' >&2\nexit 1\n"
-    hang = "#!/bin/bash\nexec -a fault-@MARK@ /bin/sleep 600\n"
-    helper_fails = ("#!/bin/bash\nif [ \"$1\" = @MODE@ ]; then echo 'fault: netfilter @MODE@ fails' >&2; exit 1; fi\n"
-                    "exec @REAL@ \"$@\"\n")
-    helper_lies = ("#!/bin/bash\nif [ \"$1\" = list ]; then echo 'table inet oarbank {'; echo '}'; exit 0; fi\n"
-                   "exec @REAL@ \"$@\"\n")
-    helper_hangs = ("#!/bin/bash\nif [ \"$1\" = apply ]; then exec -a fault-@MARK@ /bin/sleep 600; fi\n"
+    # Each wrapper touches @INJECTED@ where it fails: a cell whose fault never
+    # happened proves nothing and fails.
+    fail_at_start = "#!/bin/sh\ntouch @INJECTED@\necho 'fault: @WHAT@ fails' >&2\nexit 1\n"
+    hang = "#!/bin/bash\ntouch @INJECTED@\nexec -a fault-@MARK@ /bin/sleep 600\n"
+    helper_fails = ("#!/bin/bash\nif [ \"$1\" = @MODE@ ]; then touch @INJECTED@; echo 'fault: netfilter @MODE@ fails' >&2; "
+                    "exit 1; fi\nexec @REAL@ \"$@\"\n")
+    helper_lies = ("#!/bin/bash\nif [ \"$1\" = list ]; then touch @INJECTED@; echo 'table inet oarbank {'; echo '}'; "
+                   "exit 0; fi\nexec @REAL@ \"$@\"\n")
+    helper_hangs = ("#!/bin/bash\nif [ \"$1\" = apply ]; then touch @INJECTED@; exec -a fault-@MARK@ /bin/sleep 600; fi\n"
                     "exec @REAL@ \"$@\"\n")
     out = [
         Cell("slirp4netns", "start", "exits 1 at once", egress, wrap=(STACK, fail_at_start.replace("@WHAT@", "stack"))),
@@ -160,7 +164,8 @@ def run_cell(cell, root, index):
         real = cell_dir / "real"
         shutil.copy2(target, real)
         wrapper = cell_dir / "wrapper"
-        wrapper.write_text(text.replace("@REAL@", str(real)).replace("@MARK@", mark))
+        wrapper.write_text(text.replace("@REAL@", str(real)).replace("@MARK@", mark)
+                           .replace("@INJECTED@", str(cell_dir / "injected")))
         os.chmod(wrapper, 0o755)
         prelude.append(f"mount --bind {wrapper} {target}")
     if cell.shell:
@@ -186,6 +191,7 @@ def run_cell(cell, root, index):
                 time.sleep(0.02)
             for pid in children_named(proc.pid, cell.kill_child):
                 os.kill(pid, signal.SIGKILL)
+                (cell_dir / "injected").touch()
         killer = threading.Thread(target=kill_mid_job)
         killer.start()
     try:
@@ -229,6 +235,9 @@ def run_cell(cell, root, index):
     if left:
         ok = False
         outcome += "; LEFT BEHIND: " + ", ".join(left[:5])
+    if (cell.wrap or cell.kill_child) and not (cell_dir / "injected").exists():
+        ok = False
+        outcome += "; THE FAULT NEVER HAPPENED"
     shutil.rmtree(cell_dir, ignore_errors=True)
     return ok, outcome, seconds
 
