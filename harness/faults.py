@@ -21,7 +21,10 @@ fault never happened (its wrapper was not reached, no child was there to
 kill): it would prove nothing. The table is printed:
 part x step x outcome.
 
-The broker's runtime (podman, runc) is not among its parts.
+The broker's runtime (podman and runc failing at run, rm, create, start and
+delete, by wrappers first on the broker's PATH) is judged the same way in
+harness/test_broker.py (test_the_runtime_failing_at_a_step_answers_and_leaves_nothing),
+which has the image store those cells need.
 """
 import argparse
 import json

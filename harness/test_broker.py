@@ -787,6 +787,62 @@ def test_a_socket_a_host_process_makes_in_a_mount_while_the_container_runs_is_ou
         b.stop()
 
 
+# The runtime failing at each step, by a wrapper first on the broker's PATH
+# (podman and runc are Go: no LD_PRELOAD shim reaches their system calls).
+# Each wrapper marks that it failed; the real program runs otherwise.
+RUNTIME_FAULTS = {  # name: (program, step, what the wrapper does, whether the run must fail)
+    "podman-run-exits": ("podman", "run", "echo 'fault: podman run fails' >&2; exit 125", True),
+    "podman-run-hangs": ("podman", "run", "exec -a fault-$FAULT_MARK /bin/sleep 600", True),
+    "podman-rm-exits": ("podman", "rm", "echo 'fault: podman rm fails' >&2; exit 125", True),
+    "runc-create-exits": ("runc", "create", "echo 'fault: runc create fails' >&2; exit 1", True),
+    "runc-create-killed": ("runc", "create", "kill -KILL $$", True),
+    "runc-start-exits": ("runc", "start", "echo 'fault: runc start fails' >&2; exit 1", True),
+    # After the container ran: its answer may be the run's; nothing may stay.
+    "runc-delete-exits": ("runc", "delete", "echo 'fault: runc delete fails' >&2; exit 1", False),
+}
+
+
+@pytest.mark.parametrize("fault", sorted(RUNTIME_FAULTS))
+def test_the_runtime_failing_at_a_step_answers_and_leaves_nothing(store, job, fault, tmp_path):
+    """The request is answered (an error, a failed or timed-out run, never a
+    hang past its deadline), the broker stops cleanly, and nothing of the job
+    is left: no container, staging entry, id lease or wrapper process."""
+    program, step, action, must_fail = RUNTIME_FAULTS[fault]
+    real = shutil.which(program)
+    marker = f"rt{os.getpid()}{fault}".replace("-", "")
+    wrappers = pathlib.Path(tempfile.mkdtemp(prefix="obk-rt-", dir="/tmp"))
+    os.chmod(wrappers, 0o755)
+    injected = wrappers / "injected"
+    (wrappers / program).write_text(
+        "#!/bin/bash\n"
+        f"for a in \"$@\"; do if [ \"$a\" = {step} ]; then touch {injected}; FAULT_MARK={marker}; {action}; fi; done\n"
+        f"exec {real} \"$@\"\n")
+    os.chmod(wrappers / program, 0o755)
+    env = os.environ.copy()
+    env["PATH"] = f"{wrappers}:{env.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"
+    job_id = "broker-rt-" + fault
+    b = Broker(store, job, job_id, env=env)
+    try:
+        start = time.time()
+        a = b.request(run_request(store, ["sleep", "1"], timeout_s=4))
+        assert time.time() - start < 60, "the request hung past its deadline"
+        assert injected.exists(), "the fault never happened"
+        assert not must_fail or not (a.get("ok") is True and a.get("exit_code") == 0 and not a.get("timed_out")), \
+            f"a run whose runtime failed answered success: {a}"
+    finally:
+        code, _, err = b.stop()
+    assert code == 0, err
+    left = {"containers": store.job_containers(job_id), "leases": leases(job_id),
+            "staging": list((pathlib.Path(store.state) / "mounts" / f"job-{job_id}").glob("*")),
+            "processes": [p.name for p in pathlib.Path("/proc").glob("[0-9]*")
+                          if marker.encode() in (p / "cmdline").read_bytes()
+                          if (p / "cmdline").exists()]}
+    print(f"{fault}: {a.get('error') or a.get('exit_code')} {a.get('detail', a.get('stderr_tail', ''))[:100]!r}; "
+          f"left {left}")
+    assert left == {"containers": [], "leases": [], "staging": [], "processes": []}, left
+    shutil.rmtree(wrappers, ignore_errors=True)
+
+
 def test_jobs_sharing_a_state_directory_are_kept_apart(store, tmp_path):
     jobs = {}
     for job_id, uid in (("X", 0), ("X-y", NOBODY)):
