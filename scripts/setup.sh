@@ -17,6 +17,7 @@ packages=(
   scdoc man-db git bc
   build-essential debhelper dpkg-dev lintian fakeroot  # scripts/package-test.sh
   libnftables-dev slirp4netns nftables
+  passt  # bench/stacks.sh: pasta against slirp4netns
 )
 missing=()
 for p in "${packages[@]}"; do

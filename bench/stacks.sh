@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# The user-mode network stacks an egress-any job could use, side by side in
+# one run: slirp4netns (the one the agent runs) and pasta (Debian's passt),
+# each started for a fresh user and network namespace as the agent would
+# start it (fixed addresses, no port forwarding, no route to the host), and
+# measured against direct from the same namespace:
+# - start: from exec to ready (slirp4netns's ready fd; pasta returns once
+#   ready), median of --starts;
+# - throughput: one TCP transfer (best of three) to a server in another
+#   network namespace, through the stack and direct;
+# - first byte over a fresh connection (median of --samples).
+# pasta runs with -t none -u none -T none -U none --no-map-gw: its defaults
+# would forward the job's listeners to the host and the host's loopback
+# ports into the job.
+#
+#   bench/stacks.sh [--bytes N] [--samples N] [--starts N]
+#
+# Needs root and Debian's slirp4netns and passt (scripts/setup.sh installs
+# both): two network namespaces joined by a veth pair, addresses in
+# 198.18.0.0/15 only, removed afterwards. Ratios only; nothing is judged.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" != 0 ]; then echo "bench/stacks.sh: needs root (network namespaces)" >&2; exit 64; fi
+for tool in slirp4netns pasta; do
+  command -v "$tool" >/dev/null || { echo "bench/stacks.sh: $tool is missing (scripts/setup.sh installs it)" >&2; exit 64; }
+done
+bytes=$((128 << 20))
+samples=100
+starts=10
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bytes) bytes="$2"; shift 2 ;;
+    --samples) samples="$2"; shift 2 ;;
+    --starts) starts="$2"; shift 2 ;;
+    *) echo "bench/stacks.sh: unknown option $1" >&2; exit 64 ;;
+  esac
+done
+up="ostk-up-$$" pub="ostk-pub-$$" work="$(mktemp -d /tmp/ostk-XXXXXX)"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  ip netns del "$up" 2>/dev/null || true
+  ip netns del "$pub" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+ip netns add "$up"
+ip netns add "$pub"
+ip link add "ostk$$" netns "$up" type veth peer name "otsp$$" netns "$pub"
+ip -n "$up" addr add 198.18.251.1/24 dev "ostk$$"
+ip -n "$pub" addr add 198.18.251.2/24 dev "otsp$$"
+ip -n "$pub" addr add 198.19.251.2/32 dev lo
+for ns in "$up" "$pub"; do ip -n "$ns" link set lo up; done
+ip -n "$up" link set "ostk$$" up
+ip -n "$pub" link set "otsp$$" up
+ip -n "$up" route add default via 198.18.251.2
+ip netns exec "$pub" python3 harness/egress_upstream.py "$work/server.log" \
+  "198.19.251.2|5001|counted" "198.19.251.2|5002|banner" >"$work/ready" &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$work/ready" ] && break; sleep 0.05; done
+client=(/usr/bin/python3 bench/egress_any_client.py 198.19.251.2 5001 5002 "$bytes" "$samples")
+
+# A fresh user and network namespace, held by a sleeping process in `up`:
+# its pid in $holder.
+new_holder() {
+  ip netns exec "$up" unshare --user --map-root-user --net sleep 600 </dev/null >/dev/null 2>&1 &
+  holder=$!
+  # ip netns exec changes only the network namespace: the user namespace
+  # differs once unshare has made both.
+  local outer
+  outer=$(readlink /proc/self/ns/user)
+  for _ in $(seq 200); do
+    local inner
+    inner=$(readlink "/proc/$holder/ns/user" 2>/dev/null || true)
+    [ -n "$inner" ] && [ "$inner" != "$outer" ] && return 0
+    sleep 0.01
+  done
+  echo "bench/stacks.sh: the holder namespace did not appear" >&2
+  exit 1
+}
+end_holder() { kill "$holder" 2>/dev/null || true; wait "$holder" 2>/dev/null || true; }
+# Starts `stack` for the holder `pid`; prints the milliseconds to ready and
+# leaves the stack's pid in $work/stack.pid.
+start_stack() {
+  local stack=$1 pid=$2 t0 t1
+  t0=$(date +%s%N)
+  case "$stack" in
+    slirp4netns)
+      rm -f "$work/ready.fifo" && mkfifo "$work/ready.fifo"
+      ip netns exec "$up" slirp4netns --configure --mtu=65520 --disable-host-loopback --ready-fd=3 \
+        "$pid" tap0 3>"$work/ready.fifo" </dev/null >/dev/null 2>&1 &
+      echo $! >"$work/stack.pid"
+      head -c 1 "$work/ready.fifo" >/dev/null
+      ;;
+    pasta)
+      ip netns exec "$up" pasta --config-net -t none -u none -T none -U none --no-map-gw --runas 0 \
+        -P "$work/stack.pid" "$pid" </dev/null >"$work/pasta.log" 2>&1 ||
+        { echo "bench/stacks.sh: pasta: $(tail -3 "$work/pasta.log")" >&2; exit 1; }
+      ;;
+  esac
+  t1=$(date +%s%N)
+  echo $(((t1 - t0) / 1000))
+}
+stop_stack() { kill "$(cat "$work/stack.pid")" 2>/dev/null || true; }
+
+direct="$(ip netns exec "$up" "${client[@]}")"
+declare -A through start_ms
+for stack in slirp4netns pasta; do
+  micros=()
+  for _ in $(seq "$starts"); do
+    new_holder
+    micros+=("$(start_stack "$stack" "$holder")")
+    stop_stack
+    end_holder
+  done
+  start_ms[$stack]=$(printf '%s\n' "${micros[@]}" | sort -n | awk '{a[NR]=$1} END {printf "%.1f", a[int((NR+1)/2)]/1000}')
+  new_holder
+  start_stack "$stack" "$holder" >/dev/null
+  through[$stack]="$(nsenter -t "$holder" -U -n --preserve-credentials "${client[@]}")"
+  stop_stack
+  end_holder
+done
+python3 - "$direct" "${through[slirp4netns]}" "${through[pasta]}" "${start_ms[slirp4netns]}" "${start_ms[pasta]}" <<'PY'
+import json, sys
+direct, slirp, pasta = (json.loads(a) for a in sys.argv[1:4])
+start = {"slirp4netns": float(sys.argv[4]), "pasta": float(sys.argv[5])}
+print(f"direct: {direct['mib_per_s']} MiB/s, first byte {direct['connect_ms_median']} ms")
+for name, r in (("slirp4netns", slirp), ("pasta", pasta)):
+    print(f"{name:<12} start {start[name]:6.1f} ms (median)  throughput {r['mib_per_s']:7.1f} MiB/s = "
+          f"{r['mib_per_s'] / direct['mib_per_s']:.2f}x direct  first byte {r['connect_ms_median']} ms "
+          f"(+{r['connect_ms_median'] - direct['connect_ms_median']:.3f})")
+print(f"pasta over slirp4netns: throughput {pasta['mib_per_s'] / slirp['mib_per_s']:.2f}x, "
+      f"start {start['pasta'] / start['slirp4netns']:.2f}x")
+PY
