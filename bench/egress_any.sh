@@ -27,28 +27,13 @@ build="${OARBANK_BUILD:-build}"
 ninja -C "$build" oarbank-agent oarbank-netfilter >/dev/null
 agent="$(realpath "$build/sandbox/oarbank-agent")"
 up="oeab-up-$$" pub="oeab-pub-$$" work="$(mktemp -d /tmp/oeab-XXXXXX)"
-server_pid=""
+. bench/upstream_world.sh
 cleanup() {
-  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
-  ip netns del "$up" 2>/dev/null || true
-  ip netns del "$pub" 2>/dev/null || true
+  upstream_world_remove "$up" "$pub"
   rm -rf "$work"
 }
 trap cleanup EXIT
-ip netns add "$up"
-ip netns add "$pub"
-ip link add "oeab$$" netns "$up" type veth peer name "oebp$$" netns "$pub"
-ip -n "$up" addr add 198.18.250.1/24 dev "oeab$$"
-ip -n "$pub" addr add 198.18.250.2/24 dev "oebp$$"
-ip -n "$pub" addr add 198.19.250.2/32 dev lo
-for ns in "$up" "$pub"; do ip -n "$ns" link set lo up; done
-ip -n "$up" link set "oeab$$" up
-ip -n "$pub" link set "oebp$$" up
-ip -n "$up" route add default via 198.18.250.2
-ip netns exec "$pub" python3 harness/egress_upstream.py "$work/server.log" \
-  "198.19.250.2|5001|counted" "198.19.250.2|5002|banner" >"$work/ready" &
-server_pid=$!
-for _ in $(seq 100); do [ -s "$work/ready" ] && break; sleep 0.05; done
+upstream_world_make "$up" "$pub" 250 "$work"
 chmod 755 "$work"
 cp bench/egress_any_client.py "$work/client.py"
 printf '{"contract": 1, "role": "runner", "bundle": "%s", "net": {"mode": "egress-any"}}\n' "$work" >"$work/policy.json"

@@ -36,29 +36,16 @@ while [ $# -gt 0 ]; do
   esac
 done
 up="ostk-up-$$" pub="ostk-pub-$$" work="$(mktemp -d /tmp/ostk-XXXXXX)"
-pids=()
+holder=""
+. bench/upstream_world.sh
 cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  ip netns del "$up" 2>/dev/null || true
-  ip netns del "$pub" 2>/dev/null || true
+  if [ -n "$holder" ]; then kill "$holder" 2>/dev/null || true; fi
+  if [ -f "$work/stack.pid" ]; then kill "$(cat "$work/stack.pid")" 2>/dev/null || true; fi
+  upstream_world_remove "$up" "$pub"
   rm -rf "$work"
 }
 trap cleanup EXIT
-ip netns add "$up"
-ip netns add "$pub"
-ip link add "ostk$$" netns "$up" type veth peer name "otsp$$" netns "$pub"
-ip -n "$up" addr add 198.18.251.1/24 dev "ostk$$"
-ip -n "$pub" addr add 198.18.251.2/24 dev "otsp$$"
-ip -n "$pub" addr add 198.19.251.2/32 dev lo
-for ns in "$up" "$pub"; do ip -n "$ns" link set lo up; done
-ip -n "$up" link set "ostk$$" up
-ip -n "$pub" link set "otsp$$" up
-ip -n "$up" route add default via 198.18.251.2
-ip netns exec "$pub" python3 harness/egress_upstream.py "$work/server.log" \
-  "198.19.251.2|5001|counted" "198.19.251.2|5002|banner" >"$work/ready" &
-pids+=($!)
-for _ in $(seq 100); do [ -s "$work/ready" ] && break; sleep 0.05; done
+upstream_world_make "$up" "$pub" 251 "$work"
 client=(/usr/bin/python3 bench/egress_any_client.py 198.19.251.2 5001 5002 "$bytes" "$samples")
 
 # A fresh user and network namespace, held by a sleeping process in `up`:
