@@ -194,7 +194,7 @@ def test_a_large_cap_is_spooled_to_the_callers_file(tree, uid):
 @UIDS
 def test_a_spool_file_must_be_a_writable_regular_file(tree, uid):
     for path, why in [(tree / "bundle", "Is a directory"), ("/dev/null", "not a regular file (a character device)"),
-                      (tree / "nonexistent" / "f", "No such file or directory")]:
+                      (tree / "nonexistent" / "f", "no such file or directory")]:
         r = agent(uid, *RUN, "--stdout-file", str(path), write_policy(tree), "--", "/bin/true", text=True)
         assert r.returncode == 64 and "--stdout-file" in r.stderr and why in r.stderr, r.stderr
     os.symlink(tree / "out" / "target", tree / "out" / "link")

@@ -14,6 +14,7 @@
 #include <map>
 #include <vector>
 
+#include "sandbox/cli/job_io.h"
 #include "sandbox/cli/numbers.h"
 #include "sandbox/cli/shared_options.h"
 #include "sandbox/common/exit_codes.h"
@@ -34,7 +35,7 @@ struct CageCommand::Options {
   CLI::Option* exec_writable_option = nullptr;
   std::vector<std::string> env;
   double timeout_s = 0;
-  bool json = false;
+  JobIoOptions io;
   bool unproven = false;
   int abi_cap = -1;
   std::vector<std::string> test_public;
@@ -141,33 +142,6 @@ nlohmann::ordered_json CageSummary(const Policy& policy, const nlohmann::ordered
           {"history", history}};
 }
 
-int Report(const cage::Result& result, bool json, const Policy& policy, const nlohmann::ordered_json& history) {
-  int status = result.signal != 0 ? 128 + result.signal : result.exit_code;
-  if (result.fault == cage::Fault::kRefused) status = kExitNotEnforced;
-  if (result.fault == cage::Fault::kExec) status = kExitExecFailed;
-  if (json) {
-    nlohmann::ordered_json report = cage::ResultReport(result);
-    report["cage"] = CageSummary(policy, history);
-    const std::string text = report.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
-    fwrite(text.data(), 1, text.size(), stdout);
-    fputc('\n', stdout);
-  } else {
-    fwrite(result.stdout_text.data(), 1, result.stdout_text.size(), stdout);
-    fflush(stdout);
-    fwrite(result.stderr_text.data(), 1, result.stderr_text.size(), stderr);
-    if (result.stdout_truncated)
-      fprintf(stderr, "sandbox: stdout cut at the cap: %llu bytes dropped\n",
-              (unsigned long long)result.stdout_dropped);
-    if (result.stderr_truncated)
-      fprintf(stderr, "sandbox: stderr cut at the cap: %llu bytes dropped\n",
-              (unsigned long long)result.stderr_dropped);
-    if (result.fault != cage::Fault::kNone)
-      fprintf(stderr, "sandbox: %s: %s\n", cage::FaultName(result.fault), result.reason.c_str());
-  }
-  fflush(stdout);
-  return status;
-}
-
 // A relative path on the command line is taken from the working directory.
 void MakeAbsolute(std::string& path) {
   if (path.empty() || path[0] == '/') return;
@@ -211,7 +185,9 @@ CageCommand::CageCommand(CLI::App& app) : o_(std::make_shared<Options>()) {
       ->check(CLI::Range(1, 1000));
   sub_->add_option("--timeout", o.timeout_s, "Kill the job after S seconds (0: none; else 0.01 to 1e7)")
       ->check(FiniteRange(kMinTimeoutSeconds, kMaxTimeoutSeconds, /*zero_means_none=*/true));
-  sub_->add_flag("--json", o.json, "Print the result as JSON (as run --json)");
+  AddJobIoOptions(sub_, o.io,
+                  "Print the result as JSON (as run --json, with what the cage was made of); without it the job's "
+                  "output streams to stdout and stderr as it comes");
   sub_->add_flag("--unproven", o.unproven,
                  "Run even though the battery attestation does not prove the cage's policy class here (the result "
                  "says \"unproven (operator override)\")");
@@ -255,19 +231,14 @@ std::optional<int> CageCommand::Run() const {
     }
     return UsageLine(OptionFor(e.where) + ": " + e.what);
   }
-  JobEgressOptions egress;
-  for (const auto& r : o.test_public) {
-    auto cidr = egress::ParseTestPublicRange(r);
-    if (!cidr.ok()) return UsageLine("--egress-test-public-range " + r + ": " + cidr.error().what);
-    egress.test_public.push_back(cidr.value());
-  }
-  if (!o.test_resolver.empty()) egress.resolver = std::make_shared<egress::FileResolver>(o.test_resolver);
   cage::JobHooks hooks;
-  hooks.egress = std::make_shared<const JobEgressOptions>(std::move(egress));
+  if (!SetEgress(JobEgressOptions{}, o.test_public, o.test_resolver, hooks)) return kExitUsage;
+  if (!ApplyJobIo(o.io, WritableGrants(policy.value()), options)) return kExitUsage;
   const nlohmann::ordered_json history = WorktreeHistory(spec.worktree);
-  if (!o.json && history.is_object() && history.contains("note") && isatty(STDERR_FILENO))
+  if (!o.io.json && history.is_object() && history.contains("note") && isatty(STDERR_FILENO))
     fprintf(stderr, "sandbox: %s\n", history["note"].get<std::string>().c_str());
-  return Report(cage::RunSpec(spec, options, hooks), o.json, policy.value(), history);
+  return RunJobAndReport(o.io, options, [&](const cage::RunOptions& opts) { return cage::RunSpec(spec, opts, hooks); },
+                         {{"cage", CageSummary(policy.value(), history)}});
 }
 
 }  // namespace oarbank

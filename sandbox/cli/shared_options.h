@@ -1,5 +1,6 @@
 // Command-line pieces that more than one of oarbank-agent's subcommands
-// takes: --landlock-abi-max, --env NAME=VALUE and the test resolver file.
+// takes: --landlock-abi-max, --env NAME=VALUE, the test resolver file and
+// the job's egress proxy options.
 #pragma once
 
 #include <cstdio>
@@ -10,6 +11,9 @@
 #include <CLI/CLI.hpp>
 
 #include "sandbox/common/exit_codes.h"
+#include "sandbox/egress/allowlist.h"
+#include "sandbox/egress/resolver.h"
+#include "sandbox/supervise/supervisor.h"
 
 namespace oarbank {
 
@@ -60,6 +64,23 @@ inline bool ParseEnvOptions(const std::vector<std::string>& options, std::map<st
     }
     named[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
+  return true;
+}
+
+// The job's egress proxy (run, cage): the public test ranges and (the
+// test-only build's) resolver file. False after one line.
+inline bool SetEgress(JobEgressOptions egress, const std::vector<std::string>& test_public,
+                      const std::string& test_resolver, cage::JobHooks& hooks) {
+  for (const auto& r : test_public) {
+    auto cidr = egress::ParseTestPublicRange(r);
+    if (!cidr.ok()) {
+      fprintf(stderr, "usage: --egress-test-public-range %s: %s\n", r.c_str(), cidr.error().what.c_str());
+      return false;
+    }
+    egress.test_public.push_back(cidr.value());
+  }
+  if (!test_resolver.empty()) egress.resolver = std::make_shared<egress::FileResolver>(test_resolver);
+  hooks.egress = std::make_shared<const JobEgressOptions>(std::move(egress));
   return true;
 }
 
