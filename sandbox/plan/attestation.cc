@@ -20,18 +20,12 @@
 namespace oarbank {
 namespace {
 
-std::string StatText(const struct stat& st) {
-  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
-         std::to_string(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec) + ":" +
-         std::to_string(st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec);
-}
-
 // The digest and the stat of one open file, so both describe the same inode.
 std::pair<std::string, std::string> LauncherSha256(const std::string& path) {
   UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st;
   if (!fd.valid() || fstat(fd.get(), &st) != 0) return {"", ""};
-  return {Sha256HexOfFd(fd.get()).value_or(""), StatText(st)};
+  return {Sha256HexOfFd(fd.get()).value_or(""), FileVersionText(st)};
 }
 
 // The running executable's digest, computed once per process: it cannot
@@ -47,6 +41,21 @@ std::string KernelVersion() {
   std::string text = ReadFileUpTo("/proc/version", 4096).value_or("");
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   return text;
+}
+
+// The attested job network digests with the version each was taken at:
+// the stack and the helper at the paths the host names now, the libraries
+// at theirs.
+KnownDigests KnownJobNetworkDigests(const AttestationBinding& attested, const HostFacts& host) {
+  KnownDigests known;
+  auto add = [&](const std::string& path, const std::string& digest) {
+    auto version = attested.stack_file_versions.find(path);
+    if (!path.empty() && version != attested.stack_file_versions.end()) known[path] = {version->second, digest};
+  };
+  add(host.job_network.stack_path, attested.stack_sha256);
+  add(host.job_network.helper_path, attested.helper_sha256);
+  for (const auto& [path, digest] : attested.stack_libraries) add(path, digest);
+  return known;
 }
 
 // The first part of the binding that differs, as "<part> (attested: X; here: Y)".
@@ -119,14 +128,24 @@ const std::vector<BatteryFile>& BatteryFiles() {
   return files;
 }
 
-AttestationBinding BindingFor(const HostFacts& host, const std::string& launcher_path) {
+AttestationBinding BindingFor(const HostFacts& host, const std::string& launcher_path,
+                              const AttestationBinding* attested) {
   AttestationBinding b;
-  if (!host.job_network.stack_path.empty()) b.stack_sha256 = LauncherSha256(host.job_network.stack_path).first;
-  if (!host.job_network.helper_path.empty()) b.helper_sha256 = LauncherSha256(host.job_network.helper_path).first;
+  const KnownDigests known = attested != nullptr ? KnownJobNetworkDigests(*attested, host) : KnownDigests{};
+  // A part that cannot be read is "" (as before the libraries were bound).
+  auto program = [&](const std::string& path, std::string& digest) {
+    if (path.empty()) return;
+    std::string version;
+    digest = FileDigest(path, known, &version);
+    if (digest.starts_with("unreadable")) digest.clear();
+    if (!version.empty()) b.stack_file_versions[path] = version;
+  };
+  program(host.job_network.stack_path, b.stack_sha256);
+  program(host.job_network.helper_path, b.helper_sha256);
   if (!host.job_network.stack_path.empty()) {
     std::vector<std::string> programs = {host.job_network.stack_path};
     if (!host.job_network.helper_path.empty()) programs.push_back(host.job_network.helper_path);
-    b.stack_libraries = StackLibraries(programs);
+    b.stack_libraries = StackLibraries(programs, known, &b.stack_file_versions);
     b.stack_modules = StackKernelModuleStates();
   }
   b.kernel_release = host.kernel_release;
@@ -138,16 +157,20 @@ AttestationBinding BindingFor(const HostFacts& host, const std::string& launcher
   return b;
 }
 
-AttestationBinding BindingForThisProcess(const HostFacts& host, LauncherHash hash) {
-  AttestationBinding b = BindingFor(host, "");
+AttestationBinding BindingForThisProcess(const HostFacts& host, LauncherHash hash, const AttestationBinding* attested) {
+  AttestationBinding b = BindingFor(host, "", attested);
   struct stat st;
-  if (stat("/proc/self/exe", &st) == 0) b.launcher_stat = StatText(st);
+  if (stat("/proc/self/exe", &st) == 0) b.launcher_stat = FileVersionText(st);
   b.launcher_path = "/proc/self/exe";
   if (hash == LauncherHash::kNow) b.launcher_sha256 = SelfSha256();
   return b;
 }
 
-Attestation ReadAttestation(const std::string& path, const AttestationBinding& here) {
+namespace {
+
+// The attestation at `path` as written, not yet held against this host:
+// `detail` says why when it cannot be read or is not one.
+Attestation ParseAttestation(const std::string& path) {
   Attestation a;
   auto text = ReadTrustedFile(path);
   if (!text.ok()) {
@@ -179,6 +202,7 @@ Attestation ReadAttestation(const std::string& path, const AttestationBinding& h
     return a;
   }
   const nlohmann::json kernel = j.value("kernel", nlohmann::json::object());
+  const nlohmann::json network = j.value("job_network", nlohmann::json::object());
   a.binding.kernel_release = str(kernel, "release");
   a.binding.kernel_version = str(kernel, "version");
   a.binding.landlock_abi = static_cast<int>(num(kernel, "landlock_abi"));
@@ -186,22 +210,44 @@ Attestation ReadAttestation(const std::string& path, const AttestationBinding& h
   a.binding.launcher_sha256 = str(j.value("launcher", nlohmann::json::object()), "sha256");
   a.binding.launcher_stat = str(j.value("launcher", nlohmann::json::object()), "stat");
   a.binding.battery_sha256 = str(j.value("battery", nlohmann::json::object()), "sha256");
-  a.binding.stack_sha256 = str(j.value("job_network", nlohmann::json::object()), "stack_sha256");
-  a.binding.helper_sha256 = str(j.value("job_network", nlohmann::json::object()), "helper_sha256");
-  a.binding.stack_libraries = strings(j.value("job_network", nlohmann::json::object()), "libraries");
-  a.binding.stack_modules = strings(j.value("job_network", nlohmann::json::object()), "kernel_modules");
+  a.binding.stack_sha256 = str(network, "stack_sha256");
+  a.binding.helper_sha256 = str(network, "helper_sha256");
+  a.binding.stack_libraries = strings(network, "libraries");
+  a.binding.stack_modules = strings(network, "kernel_modules");
+  a.binding.stack_file_versions = strings(network, "file_versions");
+  for (const auto& c : j["proven_classes"])
+    if (c.is_string()) a.proven_classes.push_back(c.get<std::string>());
+  return a;
+}
+
+// `a` (parsed) held against `here`: present only when the binding matches.
+Attestation HeldAgainst(Attestation a, const std::string& path, const AttestationBinding& here) {
   a.stack_sha256_here = here.stack_sha256;
   a.helper_sha256_here = here.helper_sha256;
   a.stack_libraries_here = here.stack_libraries;
   a.stack_modules_here = here.stack_modules;
   if (auto diff = BindingDifference(a.binding, here); !diff.empty()) {
     a.detail = "the battery attestation " + path + " does not apply: " + diff + ": run oarbank-conform again";
+    a.proven_classes.clear();
     return a;
   }
-  for (const auto& c : j["proven_classes"])
-    if (c.is_string()) a.proven_classes.push_back(c.get<std::string>());
   a.present = true;
   return a;
+}
+
+}  // namespace
+
+Attestation ReadAttestation(const std::string& path, const AttestationBinding& here) {
+  Attestation a = ParseAttestation(path);
+  if (!a.detail.empty()) return a;
+  return HeldAgainst(std::move(a), path, here);
+}
+
+Attestation ReadAttestationForThisProcess(const std::string& path, const HostFacts& host) {
+  Attestation a = ParseAttestation(path);
+  if (!a.detail.empty()) return a;
+  const AttestationBinding here = BindingForThisProcess(host, LauncherHash::kWhenNeeded, &a.binding);
+  return HeldAgainst(std::move(a), path, here);
 }
 
 std::string ProofGap(const Attestation& a, const Policy& policy) {
@@ -251,7 +297,8 @@ nlohmann::ordered_json AttestationJson(const Attestation& a) {
            {{"stack_sha256", b.stack_sha256},
             {"helper_sha256", b.helper_sha256},
             {"libraries", b.stack_libraries},
-            {"kernel_modules", b.stack_modules}}},
+            {"kernel_modules", b.stack_modules},
+            {"file_versions", b.stack_file_versions}}},
           {"proven_classes", a.proven_classes}};
 }
 

@@ -81,18 +81,27 @@ struct AttestationBinding {
   // resolves for them, path -> SHA-256, and each kernel module the job
   // network relies on, name -> state. Empty when not hashed.
   std::map<std::string, std::string> stack_libraries, stack_modules;
+  // The version (FileVersionText) of each file hashed for the job network,
+  // the stack, the helper and the libraries: path -> version. The gate
+  // takes an attested digest for a file that still has its attested
+  // version, and hashes any other.
+  std::map<std::string, std::string> stack_file_versions;
 };
 
 // This host as `host` found it, the launcher at `launcher_path` and this
 // build's battery. The launcher's digest is "" when it cannot be read; the
 // job network's parts are hashed when `host.job_network` names them.
-AttestationBinding BindingFor(const HostFacts& host, const std::string& launcher_path);
+// With `attested`, a job network file that still has its attested version
+// (stack_file_versions) takes its attested digest instead of being hashed.
+AttestationBinding BindingFor(const HostFacts& host, const std::string& launcher_path,
+                              const AttestationBinding* attested = nullptr);
 // The same for the running executable, hashed at most once per process:
 // at once (to write an attestation), or only when an attestation's
 // launcher_stat does not match it (to check one: a `run` then reads no
 // more of its own binary than its stat).
 enum class LauncherHash { kNow, kWhenNeeded };
-AttestationBinding BindingForThisProcess(const HostFacts& host, LauncherHash hash = LauncherHash::kNow);
+AttestationBinding BindingForThisProcess(const HostFacts& host, LauncherHash hash = LauncherHash::kNow,
+                                         const AttestationBinding* attested = nullptr);
 
 struct Attestation {
   bool present = false;  // read, trusted, and bound to what was asked
@@ -108,6 +117,10 @@ struct Attestation {
 // Reads the attestation at `path` and keeps its classes only if it is a
 // trusted file whose binding equals `here`.
 Attestation ReadAttestation(const std::string& path, const AttestationBinding& here);
+// The gate's read: the attestation at `path` against this process and
+// `host`, hashing only the files whose version differs from the attested
+// one (the launcher, the job network's parts).
+Attestation ReadAttestationForThisProcess(const std::string& path, const HostFacts& host);
 
 // Whether `attestation` proves `policy`'s class: "" when it does, else why
 // not, naming battery.proven and the class.

@@ -2,6 +2,7 @@
 // part that differs makes it prove nothing, and the reason names the part.
 #include "sandbox/plan/attestation.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -192,6 +193,62 @@ TEST_F(AttestationTest, EgressAnyIsProvenOnlyWithTheJobNetworkTheBatteryRan) {
   // A host where the parts cannot be read proves no egress-any class.
   here_.stack_sha256.clear();
   EXPECT_NE(ProofGap(Written(with_network, classes), egress_any).find("here: none"), std::string::npos);
+}
+
+// The gate takes an attested digest for a job network file that still has
+// the version (dev, inode, size, mtime, ctime) it was hashed at, and hashes
+// any other: shown with attested digests that are not the files' own, which
+// prove the class only while the versions match.
+TEST_F(AttestationTest, AJobNetworkFileAtItsAttestedVersionIsNotHashedAgain) {
+  testing::TempTree tree;
+  const Policy egress_any = tree.Runner(R"("net": {"mode": "egress-any"})");
+  std::filesystem::copy_file("/proc/self/exe", tree.Path("stack"));
+  std::filesystem::copy_file("/bin/true", tree.Path("helper"));
+  HostFacts host = ProbeHost();
+  host.job_network.stack_path = tree.Path("stack");
+  host.job_network.helper_path = tree.Path("helper");
+  const AttestationBinding real = BindingFor(host, "/proc/self/exe");
+  ASSERT_TRUE(real.stack_file_versions.contains(tree.Path("stack")));
+  ASSERT_TRUE(real.stack_file_versions.contains(tree.Path("helper")));
+  const std::string library = real.stack_libraries.begin()->first;
+  ASSERT_TRUE(real.stack_file_versions.contains(library)) << library;
+  const std::vector<std::string> classes = {PolicyClass(egress_any)};
+  auto gap = [&](const AttestationBinding& attested) {
+    Attestation a;
+    a.binding = attested;
+    a.proven_classes = classes;
+    EXPECT_EQ(WriteAttestation(path_, a), "");
+    const Attestation read = ReadAttestationForThisProcess(path_, host);
+    EXPECT_TRUE(read.present) << read.detail;
+    return ProofGap(read, egress_any);
+  };
+  EXPECT_EQ(gap(real), "");
+  AttestationBinding fake = real;
+  fake.stack_sha256 = std::string(64, 'a');
+  fake.stack_libraries[library] = std::string(64, 'c');
+  EXPECT_EQ(gap(fake), "") << "files at their attested versions are not read again";
+  // A library whose version differs is hashed, and its digest decides.
+  AttestationBinding other_version = fake;
+  other_version.stack_sha256 = real.stack_sha256;
+  other_version.stack_file_versions[library] += "1";
+  EXPECT_NE(gap(other_version).find("job_network.libraries " + library + " differs"), std::string::npos);
+  // The stack written and put back byte for byte, its mtime restored: the
+  // ctime moved, so it is hashed (and its real digest is not the fake one).
+  struct stat before {};
+  ASSERT_EQ(stat(tree.Path("stack").c_str(), &before), 0);
+  { std::ofstream(tree.Path("stack"), std::ios::app) << 'x'; }
+  ASSERT_EQ(truncate(tree.Path("stack").c_str(), before.st_size), 0);
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(utimensat(AT_FDCWD, tree.Path("stack").c_str(), times, 0), 0);
+  fake.stack_libraries[library] = real.stack_libraries.at(library);
+  EXPECT_NE(gap(fake).find("job_network.stack_sha256 (slirp4netns) differs"), std::string::npos);
+  EXPECT_EQ(gap(real), "") << "its content is the attested one";
+  // An attestation without versions (an older one) hashes everything.
+  AttestationBinding unversioned = real;
+  unversioned.stack_file_versions.clear();
+  EXPECT_EQ(gap(unversioned), "");
+  unversioned.stack_libraries[library] = std::string(64, 'c');
+  EXPECT_NE(gap(unversioned).find(library), std::string::npos);
 }
 
 TEST_F(AttestationTest, NoFileOrAnotherFormatProvesNothing) {

@@ -149,8 +149,7 @@ nlohmann::ordered_json PlanReport(const Plan& plan) {
 }
 
 nlohmann::ordered_json GrantReport(const Policy& policy, const HostFacts& host) {
-  const Attestation attestation =
-      ReadAttestation(AttestationPath(), BindingForThisProcess(host, LauncherHash::kWhenNeeded));
+  const Attestation attestation = ReadAttestationForThisProcess(AttestationPath(), host);
   const Placement grant = PlaceForGrant(policy, host, attestation);
   nlohmann::ordered_json at_fault = nlohmann::ordered_json::array();
   for (const auto& c : grant.at_fault)

@@ -66,15 +66,28 @@ bool Interpreter(const std::string& path, std::string& interp, std::string& why)
   return true;
 }
 
-std::string Hashed(const std::string& path) {
+}  // namespace
+
+std::string FileVersionText(const struct stat& st) {
+  return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(st.st_mtim.tv_sec * 1000000000LL + st.st_mtim.tv_nsec) + ":" +
+         std::to_string(st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec);
+}
+
+std::string FileDigest(const std::string& path, const KnownDigests& known, std::string* version) {
   std::string why;
   UniqueFd fd(OpenRegularFile(path, &why));
+  struct stat st {};
   if (!fd.valid()) return "unreadable: " + why;
+  if (fstat(fd.get(), &st) != 0) return "unreadable: " + path + ": " + strerror(errno);
+  const std::string now = FileVersionText(st);
+  if (version != nullptr) *version = now;
+  if (auto it = known.find(path);
+      it != known.end() && !it->second.version.empty() && it->second.version == now && it->second.sha256.size() == 64)
+    return it->second.sha256;
   auto digest = Sha256HexOfFd(fd.get());
   return digest ? *digest : "unreadable: " + path + ": read failed";
 }
-
-}  // namespace
 
 bool ResolvedLibraries(const std::string& executable, std::vector<std::string>& libraries, std::string& why) {
   libraries.clear();
@@ -120,7 +133,8 @@ bool ResolvedLibraries(const std::string& executable, std::vector<std::string>& 
   return true;
 }
 
-std::map<std::string, std::string> StackLibraries(const std::vector<std::string>& programs) {
+std::map<std::string, std::string> StackLibraries(const std::vector<std::string>& programs, const KnownDigests& known,
+                                                  std::map<std::string, std::string>* versions) {
   std::map<std::string, std::string> out;
   for (const auto& program : programs) {
     std::vector<std::string> libraries;
@@ -129,8 +143,12 @@ std::map<std::string, std::string> StackLibraries(const std::vector<std::string>
       out[program] = "unresolved: " + why;
       continue;
     }
-    for (const auto& library : libraries)
-      if (!out.contains(library)) out[library] = Hashed(library);
+    for (const auto& library : libraries) {
+      if (out.contains(library)) continue;
+      std::string version;
+      out[library] = FileDigest(library, known, &version);
+      if (versions != nullptr && !version.empty()) (*versions)[library] = version;
+    }
   }
   return out;
 }
@@ -192,7 +210,7 @@ std::map<std::string, std::string> KernelModuleStates(const std::vector<std::str
     if (builtin.contains(k)) {
       out[name] = "builtin";
     } else if (auto it = files.find(k); it != files.end()) {
-      const std::string digest = Hashed(modules_dir + "/" + it->second);
+      const std::string digest = FileDigest(modules_dir + "/" + it->second);
       out[name] = digest.starts_with("unreadable") ? digest : "sha256 " + digest;
     } else {
       out[name] = "absent";

@@ -6,11 +6,34 @@
 // unproven until the battery runs again.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <map>
 #include <string>
 #include <vector>
 
 namespace oarbank {
+
+// A file version: "dev:ino:size:mtime_ns:ctime_ns". A file whose stat reads
+// exactly this is the one that was hashed when it was recorded: a write, a
+// chmod, a rename or a replacement changes one of them, and the kernel
+// alone sets a ctime (to the current time), so only root, by changing the
+// clock, could make another file match.
+std::string FileVersionText(const struct stat& st);
+
+// Digests recorded with the version of the file they were computed from
+// (the attestation's job_network.file_stats): path -> {version, sha256}.
+struct KnownDigest {
+  std::string version;
+  std::string sha256;
+};
+using KnownDigests = std::map<std::string, KnownDigest>;
+
+// The SHA-256 (hex) of the regular file at `path`, or "unreadable: <why>".
+// Where `known` records it at the version the file has now, that digest is
+// taken and nothing is read; otherwise the file is hashed. `version` (when
+// given) receives the version of the file opened.
+std::string FileDigest(const std::string& path, const KnownDigests& known = {}, std::string* version = nullptr);
 
 // The libraries the dynamic loader resolves for `executable`, by path, as
 // it resolves them for the job network (an empty environment: no
@@ -22,10 +45,13 @@ namespace oarbank {
 // file is not an ELF executable or a library is not found.
 bool ResolvedLibraries(const std::string& executable, std::vector<std::string>& libraries, std::string& why);
 
-// Each library of the stack and the helper: path -> its SHA-256, or
-// "unresolved: <why>" under the program's own path when its libraries
-// cannot be listed, or "unreadable: <why>".
-std::map<std::string, std::string> StackLibraries(const std::vector<std::string>& programs);
+// Each library of the stack and the helper: path -> its SHA-256 (by
+// FileDigest, with `known`), or "unresolved: <why>" under the program's own
+// path when its libraries cannot be listed, or "unreadable: <why>".
+// `versions` (when given) receives path -> version of each file hashed.
+std::map<std::string, std::string> StackLibraries(const std::vector<std::string>& programs,
+                                                  const KnownDigests& known = {},
+                                                  std::map<std::string, std::string>* versions = nullptr);
 
 // The kernel modules the job network relies on (the tap device, nf_tables
 // and the expressions its ruleset uses).

@@ -86,7 +86,7 @@ static oarbank::Expected<std::string> CheckProof(const Policy& policy, const Hos
                                                  const RunOptions& options) {
   if (options.unproven) return std::string("unproven (operator override)");
   const std::string path = options.attestation_path.empty() ? AttestationPath() : options.attestation_path;
-  const Attestation attestation = ReadAttestation(path, BindingForThisProcess(host, LauncherHash::kWhenNeeded));
+  const Attestation attestation = ReadAttestationForThisProcess(path, host);
   if (std::string gap = ProofGap(attestation, policy); !gap.empty())
     return Error{"battery.proven", "sandbox: CAPABILITY_NOT_ENFORCED: " + gap};
   return "proven (" + path + ")";
@@ -511,8 +511,7 @@ Availability CheckAvailability() {
   const HostFacts host = ProbeHost();
   const NamespaceProbe& ns = ProbeJobNamespaces();
   Availability a = AssessAvailability(host, ns.ok, ns.detail);
-  const Attestation attestation =
-      ReadAttestation(AttestationPath(), BindingForThisProcess(host, LauncherHash::kWhenNeeded));
+  const Attestation attestation = ReadAttestationForThisProcess(AttestationPath(), host);
   a.attested = attestation.present;
   a.proven_classes = attestation.proven_classes;
   a.proof_detail = attestation.detail;
@@ -580,8 +579,7 @@ nlohmann::ordered_json SupervisorReport(const HostFacts& supervised, const Polic
     const CapabilityStatus s = Assess(id, supervised);
     return nlohmann::ordered_json{{"status", StatusName(s.status)}, {"detail", s.detail}};
   };
-  const Attestation attestation =
-      ReadAttestation(AttestationPath(), BindingForThisProcess(supervised, LauncherHash::kWhenNeeded));
+  const Attestation attestation = ReadAttestationForThisProcess(AttestationPath(), supervised);
   // The job `run` would start: the policy's, or an empty Spec's.
   auto baseline = PolicyForSpec(Spec{});
   const Policy* planned = policy ? policy : baseline.ok() ? &baseline.value() : nullptr;
