@@ -156,11 +156,14 @@ def test_the_battery_proves_egress_any_and_run_takes_it_without_the_override(att
 @pytest.mark.parametrize("part", ["stack_sha256", "helper_sha256"])
 def test_an_egress_any_class_is_proven_only_with_the_job_network_it_ran(attestation, job, part):
     """The attestation binds the slirp4netns and oarbank-netfilter the
-    battery's egress-any jobs ran: another one (here a forged digest)
-    proves no egress-any job, and nothing else changes."""
+    battery's egress-any jobs ran: another one (here a forged digest, of
+    files at other versions, so that each is hashed) proves no egress-any
+    job, and nothing else changes."""
     a = json.loads(attestation.read_text())
     assert len(a["job_network"][part]) == 64, a["job_network"]
     a["job_network"][part] = "0" * 64
+    assert a["job_network"]["file_versions"], a["job_network"]
+    a["job_network"]["file_versions"] = {path: "0:0:0:0:0" for path in a["job_network"]["file_versions"]}
     other = job / f"other-{part}.json"
     other.write_text(json.dumps(a))
     os.chmod(other, 0o644)
