@@ -173,14 +173,15 @@ class BatteryRun {
   // The entry points a probe's cells run under for a policy: the cage for
   // a crossrun_git_* probe under the coding-agent policy; the supervisor
   // where only a job has what it tests (job_*), where only containment stops
-  // it (contained) and for egress-any; else the bare launcher and the
+  // it (contained) and for egress-any and ipc "job"; else the bare launcher and the
   // supervisor (only the bare launcher with --single-entry).
   std::vector<std::string> Entries(const std::string& probe, size_t policy_index) const {
     const std::string& name = result_.policies[policy_index];
     if (IsCageRun(probe, name)) return {"cage"};
     const Expectation* row = table_.Find(probe, name, result_.abi, "sandbox-exec");
+    // egress-any and ipc "job" are run's alone: sandbox-exec refuses them.
     if (IsJobProbe(probe) || policies_[policy_index].net().mode == NetMode::kEgressAny ||
-        (row != nullptr && row->expect == Expect::kContained))
+        policies_[policy_index].ipc() == IpcMode::kJob || (row != nullptr && row->expect == Expect::kContained))
       return {"run"};
     if (o_.both_entries) return {"sandbox-exec", "run"};
     return {"sandbox-exec"};

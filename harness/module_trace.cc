@@ -395,7 +395,8 @@ class Explainer {
         case When::kNoBroker: d.grant = "containers = [...] (the broker endpoint)"; break;
         case When::kNetNone: d.grant = "net = { mode = \"egress-allowlist\", allow = [\"<host>\"] }"; break;
         case When::kNetEgressAllowlist:
-        case When::kNetEgressAny:
+        case When::kInetSockets:
+        case When::kNoJobIpc:
         case When::kAlways: break;
       }
       if (d.grant.empty()) d.why += ": always refused, no grant can allow it";

@@ -322,6 +322,8 @@ def test_the_approval_store_reader_ignores_members_it_does_not_know(world):
     r = agent("manifest-policy", str(manifest), *job)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["contract"] == 1
+    # A module never has sockets of its own (never listening): no ipc "job".
+    assert "ipc" not in json.loads(r.stdout), r.stdout
     # Without the record, the same store refuses: the record is what was read.
     doc["approvals"][0]["digest"] = "sha256:" + "0" * 64
     store_path.write_text(json.dumps(doc))

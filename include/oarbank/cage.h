@@ -83,6 +83,13 @@ struct Spec {
   // the stack's resolver, never loopback, link-local, private addresses or
   // the host's own (net.mode "egress-any", docs/egress.md). Default: none.
   bool egress_any = false;
+  // The job's own sockets (the policy's ipc "job"): TCP and UDP on the
+  // loopback of its own network namespace, bind and listen included, for
+  // test servers, language servers and build daemons; nothing outside that
+  // namespace reaches them, and nothing leads out but the allow list's
+  // proxy. Unix sockets stay refused. Ignored with egress_any (that job
+  // network's ruleset decides every address). Default: on.
+  bool job_sockets = true;
 };
 
 // Why a job ended other than by itself. `refused` is never a job that ran:

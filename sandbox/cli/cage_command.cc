@@ -127,6 +127,17 @@ std::optional<std::string> AddEnv(const std::string& entry, std::map<std::string
   return std::nullopt;
 }
 
+// The job's own sockets, for --json: what this host gives the job (the
+// policy's ipc, enforced by the job's network namespace under run).
+nlohmann::ordered_json JobSockets(const Policy& policy) {
+  const bool job = policy.ipc() == IpcMode::kJob;
+  return {{"ipc", IpcModeName(policy.ipc())},
+          {"loopback_tcp_udp", job},
+          {"unix",
+           "refused: a pathname socket could be a host daemon's (Landlock confines unix connects to the "
+           "job's own directories only from ABI 9, which this cage does not use yet)"}};
+}
+
 // What the cage was made of, for --json: the policy the Spec became.
 nlohmann::ordered_json CageSummary(const Policy& policy, const nlohmann::ordered_json& history) {
   nlohmann::ordered_json writable = nlohmann::ordered_json::array(), read = nlohmann::ordered_json::array(),
@@ -139,6 +150,7 @@ nlohmann::ordered_json CageSummary(const Policy& policy, const nlohmann::ordered
           {"exec_writable", policy.exec_writable()},
           {"net", NetModeName(policy.net().mode)},
           {"allow", policy.net().allow},
+          {"job_sockets", JobSockets(policy)},
           {"history", history}};
 }
 
@@ -179,6 +191,9 @@ CageCommand::CageCommand(CLI::App& app) : o_(std::make_shared<Options>()) {
                    "HOST[:PORT] the job may reach through its own egress proxy ('*.' for subdomains, 443 by default; "
                    "repeatable). None: no network")
       ->allow_extra_args(false);
+  sub_->add_flag("!--no-job-sockets", s.job_sockets,
+                 "No sockets of the job's own (by default it has TCP and UDP on the loopback of its own network "
+                 "namespace, listening included; nothing outside reaches them)");
   sub_->add_option("--env", o.env, "NAME=VALUE, or NAME for this environment's value (repeatable); nothing else passes")
       ->allow_extra_args(false);
   sub_->add_option("--abi-floor", s.abi_floor, "Refuse to run below this Landlock ABI (default 1)")

@@ -118,7 +118,9 @@ std::string PolicyClass(const Policy& policy) {
   }
   return std::string(RoleName(policy.role())) + " net=" + NetModeName(policy.net().mode) +
          " exec_writable=" + (policy.exec_writable() ? "true" : "false") + " gpu=" + gpu +
-         " broker=" + (policy.broker() ? "yes" : "no");
+         " broker=" + (policy.broker() ? "yes" : "no") +
+         // A class without the job's own sockets keeps its name from before ipc existed.
+         (policy.ipc() == IpcMode::kJob ? " ipc=job" : "");
 }
 
 std::string BatterySha256() { return OARBANK_BATTERY_SHA256; }

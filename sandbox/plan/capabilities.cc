@@ -72,6 +72,7 @@ const char* CapabilityName(CapabilityId id) {
     case CapabilityId::kIpcUnixSockets: return "ipc.unix-sockets";
     case CapabilityId::kIpcBrokerOnly: return "ipc.broker-only";
     case CapabilityId::kIpcScoping: return "ipc.scoping";
+    case CapabilityId::kIpcJob: return "ipc.job-loopback";
     case CapabilityId::kChildrenNoNamespaces: return "children.no-namespaces";
     case CapabilityId::kProcessContainer: return "process.container";
     case CapabilityId::kLimitsMemory: return "limits.memory";
@@ -101,16 +102,27 @@ const char* VerdictName(Verdict verdict) {
 }
 
 std::vector<CapabilityId> AllCapabilities() {
-  return {CapabilityId::kNoNewPrivs,       CapabilityId::kSeccomp,
-          CapabilityId::kFilesystem,       CapabilityId::kFilesystemMetadata,
-          CapabilityId::kExecWritableDeny, CapabilityId::kGpu,
-          CapabilityId::kNetNone,          CapabilityId::kNetEgressAllowlist,
-          CapabilityId::kNetNoLoopback,    CapabilityId::kNetNoLinkLocal,
-          CapabilityId::kNetNeverListen,   CapabilityId::kNetEgressAny,
-          CapabilityId::kIpcUnixSockets,   CapabilityId::kIpcBrokerOnly,
-          CapabilityId::kIpcScoping,       CapabilityId::kChildrenNoNamespaces,
-          CapabilityId::kProcessContainer, CapabilityId::kLimitsMemory,
-          CapabilityId::kLimitsCpu,        CapabilityId::kHideExistence};
+  return {CapabilityId::kNoNewPrivs,
+          CapabilityId::kSeccomp,
+          CapabilityId::kFilesystem,
+          CapabilityId::kFilesystemMetadata,
+          CapabilityId::kExecWritableDeny,
+          CapabilityId::kGpu,
+          CapabilityId::kNetNone,
+          CapabilityId::kNetEgressAllowlist,
+          CapabilityId::kNetNoLoopback,
+          CapabilityId::kNetNoLinkLocal,
+          CapabilityId::kNetNeverListen,
+          CapabilityId::kNetEgressAny,
+          CapabilityId::kIpcUnixSockets,
+          CapabilityId::kIpcBrokerOnly,
+          CapabilityId::kIpcScoping,
+          CapabilityId::kIpcJob,
+          CapabilityId::kChildrenNoNamespaces,
+          CapabilityId::kProcessContainer,
+          CapabilityId::kLimitsMemory,
+          CapabilityId::kLimitsCpu,
+          CapabilityId::kHideExistence};
 }
 
 // The table. Each row names the kernel feature that enforces the capability.
@@ -186,6 +198,19 @@ CapabilityStatus Assess(CapabilityId id, const HostFacts& h) {
       return NeedsSeccomp(id, h,
                           "socket(AF_UNIX) refused; the module inherits one connection to the broker, "
                           "OARBANK_BROKER=fd:N (pathname connects need Landlock ABI 9, Linux 7.1)");
+    case CapabilityId::kIpcJob:
+      if (!h.job_network.supervised)
+        return Unavailable(id,
+                           "sandbox-exec alone: the job would share the caller's network namespace, whose loopback "
+                           "is the host's; under run a network namespace of the job's own holds it "
+                           "(supervisor.ipc_job)");
+      if (!h.user_namespaces) return Unavailable(id, "user namespaces: " + h.user_namespaces_detail);
+      return NeedsSeccomp(id, h,
+                          "a network namespace of the job's own whose only interface is its loopback (and the "
+                          "egress proxy's listener under egress-allowlist): TCP and UDP there, bind and listen "
+                          "included, reach nothing outside and nothing outside reaches them; unix sockets stay "
+                          "refused. For cage and for run policies that ask: outside the module contract (never "
+                          "listening), manifest-policy never emits it");
     case CapabilityId::kIpcScoping:
       return NeedsAbi(id, h, 6, "6.12", "abstract unix sockets and signals scoped to the sandbox");
     case CapabilityId::kChildrenNoNamespaces:
@@ -221,6 +246,19 @@ std::vector<CapabilityId> AlwaysOnCapabilities() {
 
 std::vector<CapabilityId> RequiredCapabilities(const Policy& policy) {
   std::vector<CapabilityId> need = AlwaysOnCapabilities();
+  if (policy.ipc() == IpcMode::kJob) {
+    // The job's own loopback in place of never listening and of the net
+    // mode's socket and port rules: its network namespace confines both.
+    std::erase(need, CapabilityId::kNetNeverListen);
+    need.push_back(CapabilityId::kIpcJob);
+    if (!policy.exec_writable()) need.push_back(CapabilityId::kExecWritableDeny);
+    switch (policy.gpu()) {
+      case GpuMode::kNone: break;
+      case GpuMode::kCompute: need.push_back(CapabilityId::kGpu); break;
+    }
+    if (policy.broker()) need.push_back(CapabilityId::kIpcBrokerOnly);
+    return need;
+  }
   switch (policy.net().mode) {
     case NetMode::kNone: need.push_back(CapabilityId::kNetNone); break;
     case NetMode::kEgressAllowlist:

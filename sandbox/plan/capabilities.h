@@ -28,6 +28,7 @@ enum class CapabilityId {
   kIpcUnixSockets,
   kIpcBrokerOnly,
   kIpcScoping,
+  kIpcJob,  // ipc "job": TCP and UDP on the job's own loopback (policy.h IpcMode)
   kChildrenNoNamespaces,
   kProcessContainer,
   kLimitsMemory,

@@ -11,9 +11,13 @@ bool Applies(When when, const Policy& policy, BrokerHandoff broker) {
   switch (when) {
     case When::kAlways: return true;
     case When::kNoBroker: return broker != BrokerHandoff::kPath;
-    case When::kNetNone: return policy.net().mode == NetMode::kNone;
-    case When::kNetEgressAllowlist: return policy.net().mode == NetMode::kEgressAllowlist;
-    case When::kNetEgressAny: return policy.net().mode == NetMode::kEgressAny;
+    // ipc "job" lifts net none's and egress-allowlist's socket rows: its
+    // network namespace's loopback is the job's own (capabilities.h).
+    case When::kNetNone: return policy.net().mode == NetMode::kNone && policy.ipc() == IpcMode::kNone;
+    case When::kNetEgressAllowlist:
+      return policy.net().mode == NetMode::kEgressAllowlist && policy.ipc() == IpcMode::kNone;
+    case When::kInetSockets: return policy.net().mode == NetMode::kEgressAny || policy.ipc() == IpcMode::kJob;
+    case When::kNoJobIpc: return policy.ipc() == IpcMode::kNone;
     case When::kExecWritableDeny: return !policy.exec_writable();
   }
   return true;
@@ -34,6 +38,7 @@ std::vector<std::string> FieldsOf(CapabilityId id, const Policy& policy) {
     case CapabilityId::kNetNoLoopback:
     case CapabilityId::kNetNoLinkLocal:
     case CapabilityId::kNetEgressAny: return {"net.mode"};
+    case CapabilityId::kIpcJob: return {"ipc"};
     case CapabilityId::kIpcBrokerOnly: return {"broker"};
     case CapabilityId::kNoNewPrivs:
     case CapabilityId::kSeccomp:
@@ -108,6 +113,12 @@ LandlockPlan PlanLandlock(const Policy& policy, const HostFacts& host) {
   // handled with no rule from ABI 10: a second layer under the seccomp rows
   // that refuse UDP sockets there.
   if (policy.net().mode == NetMode::kEgressAny) ll.handled_net &= ~(kNetConnectTcp | kNetConnectSendUdp);
+  // ipc "job": TCP and UDP on the job's own loopback, bind and connect on any
+  // port; the job's network namespace, which holds nothing else (and the
+  // egress proxy's listener under egress-allowlist), is what confines them.
+  // Landlock's port rules would refuse the job's own servers and add
+  // nothing: no port there leads out but the proxy's.
+  if (policy.ipc() == IpcMode::kJob) ll.handled_net = 0;
   ll.scoped = HandledScopes(abi);
   if (abi != LandlockAbi::kNone) {
     for (auto base : kBaseReadExecute) {

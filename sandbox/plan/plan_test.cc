@@ -1,6 +1,7 @@
 // PlanConfinement and the capability table over every Landlock ABI, with
 // injected host facts: no syscall is made, so every ABI is tested here.
 #include "sandbox/plan/plan.h"
+#include "sandbox/plan/attestation.h"
 
 #include <sys/socket.h>
 
@@ -296,6 +297,47 @@ TEST(Plan, EgressConnectsToTheProxyPortAloneAndNeverBinds) {
   const Plan none = PlanConfinement(tree.Runner(), FakeHost(7));
   EXPECT_TRUE(none.landlock.ports.empty());
   EXPECT_NE(none.landlock.handled_net & kNetConnectTcp, 0u);
+}
+
+// ipc "job": the job's own loopback. No Landlock port rule and no listen,
+// bind or IPv4/IPv6 socket row (the job's network namespace confines them),
+// but the raw, SCTP and UDP-Lite rows stay, and unix sockets stay refused.
+// Placed only under the supervisor: sandbox-exec alone refuses it.
+TEST(Plan, TheJobsOwnSocketsTakeNoPortRuleAndNoListenRowUnderTheSupervisor) {
+  TempTree tree;
+  auto has = [](const Plan& plan, const char* syscall) {
+    return std::any_of(plan.seccomp.begin(), plan.seccomp.end(),
+                       [&](const SeccompRule& r) { return r.syscall == syscall; });
+  };
+  auto inet_rows = [](const Plan& plan) {
+    return std::count_if(plan.seccomp.begin(), plan.seccomp.end(), [](const SeccompRule& r) {
+      return r.syscall == "socket" && !r.args.empty() && r.args[0].op == CmpOp::kEq && r.args[0].value == AF_INET;
+    });
+  };
+  HostFacts supervised = FakeHost(7);
+  supervised.job_network.supervised = true;
+  for (const char* net : {R"("net": {"mode": "none"})",
+                          R"("net": {"mode": "egress-allowlist", "allow": ["a.example"], "proxy_port": 3128})"}) {
+    const Policy without = tree.Runner(net);
+    const Policy job = tree.Runner(std::string(net) + R"(, "ipc": "job")");
+    EXPECT_EQ(job.ipc(), IpcMode::kJob);
+    const Plan a = PlanConfinement(without, supervised), b = PlanConfinement(job, supervised);
+    EXPECT_TRUE(has(a, "listen") && has(a, "bind")) << net;
+    EXPECT_FALSE(has(b, "listen") || has(b, "bind")) << net;
+    EXPECT_NE(a.landlock.handled_net, 0u) << net;
+    EXPECT_EQ(b.landlock.handled_net, 0u) << net;
+    EXPECT_TRUE(b.landlock.ports.empty()) << net;
+    EXPECT_TRUE(RefusesUnixSockets(b)) << net;
+    // Only the kinds of IPv4 socket the job network cannot carry: raw, RDM,
+    // SEQPACKET, DCCP, PACKET, SCTP and UDP-Lite.
+    EXPECT_EQ(inet_rows(b), 7) << net;
+    EXPECT_EQ(b.placement.verdict, Verdict::kOk) << PlacementLine(b.placement);
+    EXPECT_NE(PolicyClass(job), PolicyClass(without));
+    EXPECT_EQ(PolicyClass(job).rfind(" ipc=job"), PolicyClass(job).size() - 8);
+  }
+  // sandbox-exec alone: the caller's loopback is the host's.
+  const Plan alone = PlanConfinement(tree.Runner(R"("ipc": "job")"), FakeHost(7));
+  EXPECT_EQ(AtFault(alone), std::set<std::string>{"ipc.job-loopback"});
 }
 
 // Landlock ABI 10 handles UDP: with no rule, every other mode refuses it (a

@@ -182,6 +182,14 @@ const char* NetModeName(NetMode mode) {
   return "?";
 }
 
+const char* IpcModeName(IpcMode mode) {
+  switch (mode) {
+    case IpcMode::kNone: return "none";
+    case IpcMode::kJob: return "job";
+  }
+  return "?";
+}
+
 // One line whatever the policy held: control bytes in keys or paths are
 // shown escaped, never written to the terminal.
 int PolicyErrorExit(const Error& error) { return error.where == kResourceShortage ? kExitNotEnforced : kExitUsage; }
@@ -208,7 +216,7 @@ namespace {
 std::optional<Error> CheckTopLevelKeys(const json& doc) {
   return CheckKeys(doc, "",
                    {"contract", "role", "bundle", "runtime", "tools", "work", "data", "tmp", "state", "read_only",
-                    "net", "broker", "devices", "exec_writable", "limits"});
+                    "net", "broker", "devices", "exec_writable", "ipc", "limits"});
 }
 
 // Pseudo filesystems are never a grant: their files are the kernel's and
@@ -339,6 +347,7 @@ struct PolicyBuilder {
   std::optional<Error> ParseWritableDirs();
   std::optional<Error> ParseReadOnly();
   std::optional<Error> ParseNet();
+  std::optional<Error> ParseIpc();
   std::optional<Error> ParseNetAllowlist(const json& net);
   std::optional<Error> ParseBroker();
   std::optional<Error> ParseDevices();
@@ -570,6 +579,20 @@ std::optional<Error> PolicyBuilder::ParseExecWritable() {
   return std::nullopt;
 }
 
+std::optional<Error> PolicyBuilder::ParseIpc() {
+  if (!doc.contains("ipc")) return std::nullopt;
+  const json& ipc = doc["ipc"];
+  const std::string mode = ipc.is_string() ? ipc.get<std::string>() : "";
+  if (mode == "none") return std::nullopt;
+  if (mode != "job") return Bad("ipc", "expected \"none\" or \"job\"");
+  if (p.net_.mode == NetMode::kEgressAny)
+    return Bad("ipc",
+               "\"job\" cannot be combined with net.mode egress-any: that job network's ruleset decides every "
+               "address of the job, its loopback included");
+  p.ipc_ = IpcMode::kJob;
+  return std::nullopt;
+}
+
 std::optional<Error> PolicyBuilder::ParseLimits() {
   if (!doc.contains("limits")) return std::nullopt;
   const json& limits = doc["limits"];
@@ -612,6 +635,7 @@ Expected<Policy> ParsePolicy(std::string_view json_text) {
   if (auto e = b.ParseBroker()) return *e;
   if (auto e = b.ParseDevices()) return *e;
   if (auto e = b.ParseExecWritable()) return *e;
+  if (auto e = b.ParseIpc()) return *e;
   if (auto e = b.ParseLimits()) return *e;
   if (auto e = CheckGrantNesting(b.p)) return *e;
   if (auto e = CheckLinksFollowed(b.p, b.links)) return *e;

@@ -26,6 +26,16 @@ namespace oarbank {
 enum class Role { kCoordinator, kRunner, kService, kProbe };
 enum class NetMode { kNone, kEgressAllowlist, kEgressAny };
 enum class GpuMode { kNone, kCompute };
+// The job's own sockets (field "ipc"). kNone: no socket of its own, never
+// listening (the module contract). kJob: TCP and UDP on the loopback of the
+// network namespace the supervisor gives each job, bind and listen
+// included; nothing outside that namespace reaches in, and nothing leads
+// out but what net.mode allows. Under the supervisor only (sandbox-exec
+// alone shares the caller's loopback), never with egress-any (its ruleset
+// owns the job's addresses). Unix sockets stay refused: a pathname socket
+// could be a host daemon's, and Landlock confines their connects to the
+// job's own directories only from ABI 9.
+enum class IpcMode { kNone, kJob };
 
 // What a grant lets the module do. Landlock path rules only add rights, so
 // two grants of different kinds must never nest (ParsePolicy refuses it).
@@ -91,6 +101,7 @@ class Policy {
   const std::optional<std::string>& broker() const { return broker_; }
   GpuMode gpu() const { return gpu_; }
   bool exec_writable() const { return exec_writable_; }
+  IpcMode ipc() const { return ipc_; }
   const Limits& limits() const { return limits_; }
 
   // Every directory or file the policy grants, with the field that named it.
@@ -116,6 +127,7 @@ class Policy {
   std::optional<std::string> broker_;
   GpuMode gpu_ = GpuMode::kNone;
   bool exec_writable_ = false;
+  IpcMode ipc_ = IpcMode::kNone;
   Limits limits_;
   std::vector<Grant> grants_;
 };
@@ -142,5 +154,6 @@ std::optional<std::string> CheckAllowEntry(const std::string& entry);
 
 const char* RoleName(Role role);
 const char* NetModeName(NetMode mode);
+const char* IpcModeName(IpcMode mode);  // "none", "job"
 
 }  // namespace oarbank

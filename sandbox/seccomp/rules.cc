@@ -60,8 +60,8 @@ std::vector<SeccompRule> BuildTable() {
        "pairs of unix sockets only: other families (TIPC) would load kernel modules past the socket() rows"},
       {"socket", {Eq(0, AF_INET)}, EPERM, When::kNetNone, "net.mode none: no IPv4"},
       {"socket", {Eq(0, AF_INET6)}, EPERM, When::kNetNone, "net.mode none: no IPv6"},
-      {"listen", {}, EPERM, When::kAlways, "never listening"},
-      {"bind", {}, EPERM, When::kAlways, "never listening: no address of its own, on any family"},
+      {"listen", {}, EPERM, When::kNoJobIpc, "never listening"},
+      {"bind", {}, EPERM, When::kNoJobIpc, "never listening: no address of its own, on any family"},
 
       // System V IPC and POSIX message queues live in the host's IPC
       // namespace and are reached by key or id, not by path: a channel to
@@ -268,17 +268,18 @@ std::vector<SeccompRule> BuildTable() {
       t.push_back({"socket",
                    {Eq(0, family), Masked(1, kSockTypeMask, type)},
                    EPERM,
-                   When::kNetEgressAny,
-                   "egress-any: stream and datagram sockets only (no raw sockets)"});
+                   When::kInetSockets,
+                   "egress-any or ipc job: stream and datagram sockets only (no raw sockets)"});
   // SCTP and UDP-Lite never cross the user-mode stack; refused, their
   // modules are never loaded on the job's behalf.
   for (uint64_t family : {uint64_t{AF_INET}, uint64_t{AF_INET6}})
     for (uint64_t protocol : {uint64_t{IPPROTO_SCTP}, uint64_t{IPPROTO_UDPLITE}})
-      t.push_back({"socket",
-                   {Eq(0, family), Eq(2, protocol)},
-                   EPERM,
-                   When::kNetEgressAny,
-                   "egress-any: no SCTP or UDP-Lite (the stack carries neither)"});
+      t.push_back(
+          {"socket",
+           {Eq(0, family), Eq(2, protocol)},
+           EPERM,
+           When::kInetSockets,
+           "egress-any or ipc job: no SCTP or UDP-Lite (the stack carries neither; their modules stay unloaded)"});
   // TCP Fast Open connects from inside sendto/sendmsg, where Landlock's
   // connect check never runs (landlock-lsm/linux#41): refuse the flag.
   for (const auto& [syscall, flags_arg] : {std::pair{"sendto", 3u}, {"sendmsg", 2u}, {"sendmmsg", 3u}})
@@ -321,7 +322,8 @@ const char* WhenName(When when) {
     case When::kNoBroker: return "no broker path";
     case When::kNetNone: return "net none";
     case When::kNetEgressAllowlist: return "net egress-allowlist";
-    case When::kNetEgressAny: return "net egress-any";
+    case When::kInetSockets: return "net egress-any or ipc job";
+    case When::kNoJobIpc: return "ipc none";
     case When::kExecWritableDeny: return "exec_writable false";
   }
   return "?";

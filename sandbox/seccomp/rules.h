@@ -25,8 +25,12 @@ enum class When {
   kNoBroker,  // no broker reachable by path (none granted, or an inherited fd below ABI 9): no AF_UNIX socket at all
   kNetNone,   // net.mode = none
   kNetEgressAllowlist,  // net.mode = egress-allowlist
-  kNetEgressAny,        // net.mode = egress-any
-  kExecWritableDeny,    // exec_writable = false
+  // IPv4/IPv6 sockets are the job's to make (net.mode egress-any, whose
+  // ruleset decides by address, or ipc "job", whose network namespace holds
+  // nothing but its loopback and the egress proxy): their kinds are limited.
+  kInetSockets,
+  kNoJobIpc,          // ipc "none": never listening, no address of its own
+  kExecWritableDeny,  // exec_writable = false
 };
 
 enum class CmpOp { kEq, kMaskedEq, kGe, kNe };

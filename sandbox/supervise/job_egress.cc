@@ -13,24 +13,38 @@
 #include <algorithm>
 
 namespace oarbank {
+namespace {
+
+// A fresh network namespace has `lo` down and no address on it until it
+// is up; 127.0.0.1 and ::1 appear when it is. `fd`: any socket of it.
+int LoopbackUp(int fd, const char** what) {
+  ifreq ifr;
+  memset(&ifr, 0, sizeof ifr);
+  memcpy(ifr.ifr_name, "lo", 3);
+  *what = "ioctl(lo, SIOCGIFFLAGS)";
+  if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0) return errno;
+  *what = "ioctl(lo, SIOCSIFFLAGS IFF_UP)";
+  ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+  if (ioctl(fd, SIOCSIFFLAGS, &ifr) != 0) return errno;
+  return 0;
+}
+
+}  // namespace
+
+int BringUpLoopbackInChild(const char** what) {
+  *what = "socket(AF_INET, SOCK_DGRAM) for ioctl";
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  const int err = LoopbackUp(fd, what);
+  close(fd);
+  return err;
+}
 
 int OpenProxyListenerInChild(uint16_t port, const char** what) {
   *what = "socket(AF_INET, SOCK_STREAM)";
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -errno;
-  // A fresh network namespace has `lo` down and no address on it until it
-  // is up; 127.0.0.1 appears when it is.
-  ifreq ifr;
-  memset(&ifr, 0, sizeof ifr);
-  memcpy(ifr.ifr_name, "lo", 3);
-  int err = 0;
-  *what = "ioctl(lo, SIOCGIFFLAGS)";
-  if (ioctl(fd, SIOCGIFFLAGS, &ifr) != 0) err = errno;
-  if (err == 0) {
-    *what = "ioctl(lo, SIOCSIFFLAGS IFF_UP)";
-    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
-    if (ioctl(fd, SIOCSIFFLAGS, &ifr) != 0) err = errno;
-  }
+  int err = LoopbackUp(fd, what);
   if (err == 0) {
     sockaddr_in addr;
     memset(&addr, 0, sizeof addr);

@@ -35,6 +35,10 @@
 
 namespace oarbank {
 
+// InChild (the job's init): brings `lo` up, for ipc "job" (policy.h
+// IpcMode); 0 or the errno with the call that failed in `what`.
+int BringUpLoopbackInChild(const char** what);
+
 // InChild (the job's init): brings `lo` up and returns a listening TCP
 // socket (close-on-exec) on 127.0.0.1:`port`, or -errno with the call that
 // failed in `what`. System calls only, no allocation.

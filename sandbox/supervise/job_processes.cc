@@ -176,6 +176,14 @@ void CloseAllBut(std::initializer_list<int> keep) {
     SendRecord(f.status_w, Record::kSetupFailed, 0, err, "pid-namespace init", what);
     _exit(1);
   }
+  // ipc "job": the job's loopback is up, for its own servers (under
+  // egress-allowlist the proxy's listener below brings it up too).
+  if (cp.loopback_up) {
+    if (int err = BringUpLoopbackInChild(&what)) {
+      SendRecord(f.status_w, Record::kSetupFailed, 0, err, "network namespace", what);
+      _exit(1);
+    }
+  }
   // egress-allowlist: the one listener of the job's network namespace goes
   // to the supervisor's proxy; no process of the job keeps it.
   if (f.egress_child >= 0) {

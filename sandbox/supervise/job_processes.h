@@ -79,6 +79,7 @@ struct ChildPlan {
   uint64_t ignored_signals = 0;  // the agent's SIG_IGN set (exec keeps it)
   int egress_port = -1;          // egress-allowlist: init listens on 127.0.0.1:<port> in the job's netns
   bool pty = false;              // the launcher opens the job's terminal (job_devices.h)
+  bool loopback_up = false;      // ipc "job": init brings up the job's loopback (no listener of its own)
 };
 
 // The signals this process ignores (SigIgn in /proc/self/status): exec
