@@ -20,6 +20,9 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr int kListTimeoutMs = 30000;
+constexpr char kJobSocketsReason[] =
+    "n/a under ipc job: the job's own network namespace, which holds nothing but its loopback (and the egress "
+    "proxy's listener), confines its sockets; this point would refuse the job's own servers";
 
 // The battery policies a run covers: every fixture, or those asked for.
 std::vector<std::string> PolicyNames(const BatteryOptions& o) {
@@ -35,24 +38,48 @@ std::vector<std::string> PolicyNames(const BatteryOptions& o) {
   return names;
 }
 
+// The points the test-only agent lists for the policy at `path`: a JSON
+// array, or an error naming the policy.
+Expected<nlohmann::json> PointsOf(const BatteryOptions& o, const std::string& name, const std::string& path) {
+  const ProbeRun r = SpawnProbe({o.agent, "mutation-points", path}, {"PATH=/usr/bin:/bin"}, 0, kListTimeoutMs);
+  auto list = nlohmann::json::parse(r.stdout_text, nullptr, false);
+  if (list.is_array()) return list;
+  const std::string said = r.stderr_text.substr(0, r.stderr_text.find('\n'));
+  return Error{o.agent, "mutation-points " + name + ": " + r.Summary() + (said.empty() ? "" : ": " + said) +
+                            " (the mutation analysis needs the test-only build, oarbank-agent-faulty)"};
+}
+
+// The points a policy with the job's own sockets (ipc "job") lacks against
+// the same policy without them: what its network namespace stands in for.
+Expected<std::set<std::string>> RemovedByJobSockets(const BatteryOptions& o, const std::string& name,
+                                                    const std::string& path, const nlohmann::json& with) {
+  std::ifstream in(path);
+  auto doc = nlohmann::json::parse(in, nullptr, false);
+  if (!doc.is_object() || doc.value("ipc", "none") != "job") return std::set<std::string>{};
+  doc["ipc"] = "none";
+  const std::string without = path.substr(0, path.size() - 5) + ".ipc-none.json";
+  std::ofstream(without) << doc.dump();
+  auto list = PointsOf(o, name + " (ipc none)", without);
+  if (!list.ok()) return list.error();
+  std::set<std::string> removed;
+  for (const auto& p : list.value()) removed.insert(p.value("id", ""));
+  for (const auto& p : with) removed.erase(p.value("id", ""));
+  return removed;
+}
+
 // Every point of every policy, from the test-only agent, merged by id.
 Expected<std::vector<MutantResult>> ListPoints(const BatteryOptions& o) {
   auto world = MakeWorld(o.probe_dir, o.uids, false);
   if (!world.ok()) return world.error();
   std::vector<MutantResult> points;
   std::map<std::string, size_t> index;
+  std::map<std::string, std::vector<std::string>> not_applicable;  // point -> ipc "job" policies
   for (const auto& name : PolicyNames(o)) {
     auto path = MaterializePolicy(*world.value(), o.policy_dir + "/" + name + ".json", name);
     if (!path.ok()) return path.error();
-    const ProbeRun r =
-        SpawnProbe({o.agent, "mutation-points", path.value()}, {"PATH=/usr/bin:/bin"}, 0, kListTimeoutMs);
-    const auto list = nlohmann::json::parse(r.stdout_text, nullptr, false);
-    if (!list.is_array()) {
-      const std::string said = r.stderr_text.substr(0, r.stderr_text.find('\n'));
-      return Error{o.agent, "mutation-points " + name + ": " + r.Summary() + (said.empty() ? "" : ": " + said) +
-                                " (the mutation analysis needs the test-only build, oarbank-agent-faulty)"};
-    }
-    for (const auto& p : list) {
+    auto list = PointsOf(o, name, path.value());
+    if (!list.ok()) return list.error();
+    for (const auto& p : list.value()) {
       const std::string id = p.value("id", "");
       auto [it, fresh] = index.emplace(id, points.size());
       if (fresh) {
@@ -65,7 +92,12 @@ Expected<std::vector<MutantResult>> ListPoints(const BatteryOptions& o) {
       }
       points[it->second].policies.push_back(name);
     }
+    auto removed = RemovedByJobSockets(o, name, path.value(), list.value());
+    if (!removed.ok()) return removed.error();
+    for (const auto& id : removed.value()) not_applicable[id].push_back(name);
   }
+  for (auto& m : points)
+    if (auto it = not_applicable.find(m.id); it != not_applicable.end()) m.not_applicable = it->second;
   return points;
 }
 
@@ -282,6 +314,14 @@ std::map<std::string, int> Counts(const MutationReport& r) {
   return n;
 }
 
+// The policies a point is not part of because their jobs have sockets of
+// their own, each with the reason.
+nlohmann::ordered_json NotApplicable(const MutantResult& p) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const auto& policy : p.not_applicable) out.push_back({{"policy", policy}, {"reason", kJobSocketsReason}});
+  return out;
+}
+
 std::string CellText(const MutantCell& c) {
   return c.probe + " [" + c.policy + (c.entry == "run" ? " (run)" : "") + ", " +
          (c.uid == 0 ? "root" : "uid " + std::to_string(c.uid)) + "]: " + c.actual;
@@ -301,6 +341,7 @@ nlohmann::ordered_json MutationJson(const MutationReport& r) {
                       {"outcome", p.outcome},
                       {"paired_with", p.paired_with},
                       {"reason", p.reason},
+                      {"not_applicable", NotApplicable(p)},
                       {"killers", Cells(p.killers)},
                       {"killer_cells", p.killers.size()},
                       {"changed", Cells(p.changed)},
@@ -334,7 +375,10 @@ std::string MutationMarkdown(const MutationReport& r) {
        << (cells.empty()
                ? std::string("-")
                : CellText(cells.front()) + (cells.size() > 1 ? " (+" + std::to_string(cells.size() - 1) + ")" : ""))
-       << " | " << p.what << (p.reason.empty() ? "" : ": " + p.reason) << " |\n";
+       << " | " << p.what << (p.reason.empty() ? "" : ": " + p.reason)
+       << (p.not_applicable.empty() ? ""
+                                    : "; n/a under ipc job (" + std::to_string(p.not_applicable.size()) + " policies)")
+       << " |\n";
   }
   return md.str();
 }

@@ -51,8 +51,11 @@ struct MutantResult {
   std::string outcome;                // killed, killed in pair, changed, survived, explained, known survivor
   std::string paired_with;            // the cover removed with it (killed in pair)
   std::string reason;                 // why no probe can reach it (explained)
-  std::vector<MutantCell> killers;    // each ESCAPED cell (in pair: not escaped with the cover alone)
-  std::vector<MutantCell> changed;    // each other mismatch (the layer behind answered)
+  // The policies with the job's own sockets (ipc "job") whose plan lacks
+  // it: their network namespace stands in for it ("n/a under ipc job").
+  std::vector<std::string> not_applicable;
+  std::vector<MutantCell> killers;  // each ESCAPED cell (in pair: not escaped with the cover alone)
+  std::vector<MutantCell> changed;  // each other mismatch (the layer behind answered)
   double seconds = 0;
 };
 
