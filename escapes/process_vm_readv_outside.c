@@ -24,7 +24,8 @@ int main(void) {
   ssize_t n = process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0);
   if (n >= 0) escaped("read %zd bytes of outside pid %ld at %#lx", n, pid, (unsigned long)remote.iov_base);
   int err = errno;
-  if (err == EPERM) blocked(err, "process_vm_readv outside pid %ld", pid);
+  /* ESRCH: no such process here (the job's own pid namespace). */
+  if (err == EPERM || err == ESRCH) blocked(err, "process_vm_readv outside pid %ld", pid);
   escaped("process_vm_readv passed the access check on pid %ld: %s at %#lx", pid, probe_errno_name(err),
           (unsigned long)remote.iov_base);
 }

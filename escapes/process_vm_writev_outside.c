@@ -1,10 +1,11 @@
 /* process_vm_writev writes another process's memory without ptrace: a
  * process of the same uid outside the cage. The seccomp filter refuses it
- * (EPERM) as it refuses process_vm_readv; the pid namespace of run and
- * Landlock's ptrace scope stand behind it. The probe writes nothing: its
- * vector is empty, so an unfiltered kernel answers 0 (or ESRCH, EPERM from
- * the kernel's own checks, both past the filter's EPERM only by its errno
- * detail). */
+ * (EPERM) as it refuses process_vm_readv; the pid namespace of run (ESRCH:
+ * the pid does not exist there, under a debug policy too) and Landlock's
+ * ptrace scope stand behind it. The probe writes nothing: its one byte is
+ * aimed below mmap_min_addr, where nothing is ever mapped, so a kernel that
+ * lets the call past its access check answers EFAULT (an escape: the write
+ * was the caller's to make), and one that does not, EPERM. */
 #include <sys/syscall.h>
 #include <sys/uio.h>
 
@@ -12,7 +13,11 @@
 
 int main(void) {
   const pid_t outside = (pid_t)probe_env_long("OARBANK_PROBE_OUTSIDE_PID");
-  struct iovec local = {0}, remote = {0};
-  long ret = syscall(SYS_process_vm_writev, outside, &local, 0, &remote, 0, 0);
-  verdict_reached_kernel("process_vm_writev(outside, empty)", ret, errno, EPERM);
+  char byte = 0;
+  struct iovec local = {&byte, 1}, remote = {(void *)0x1000, 1};
+  long ret = syscall(SYS_process_vm_writev, outside, &local, 1, &remote, 1, 0);
+  if (ret >= 0) escaped("process_vm_writev wrote %ld byte into outside pid %d", ret, (int)outside);
+  int err = errno;
+  if (err == EPERM || err == ESRCH) blocked(err, "process_vm_writev outside pid %d", (int)outside);
+  escaped("process_vm_writev passed the access check on outside pid %d: %s", (int)outside, probe_errno_name(err));
 }

@@ -231,6 +231,8 @@ class BatteryRun {
         {"OARBANK_PROBE_PROXY_PORT", std::to_string(world_.proxy_port)},
         {"OARBANK_PROBE_UDP_PORT", std::to_string(world_.udp_port)},
         {"OARBANK_PROBE_OUTSIDE_PID", std::to_string(outside_pid)},
+        // The job's init is pid 1 under run (RunConfined); elsewhere there is none.
+        {"OARBANK_PROBE_INIT_PID", std::to_string(outside_pid)},
         {"OARBANK_PROBE_SIGNAL_SINK_PID", sink > 0 ? std::to_string(sink) : ""},
         {"OARBANK_PROBE_INHERITED_FD", std::to_string(world_.inherited_fd)},
         {"OARBANK_PROBE_INHERITED_HIGH_FD", std::to_string(world_.inherited_high_fd)},
@@ -376,6 +378,7 @@ class BatteryRun {
     std::vector<std::string> env = {"PATH=/usr/bin:/bin", "OARBANK_AGENT_TOKEN=" + world_.env_secret};
     env.insert(env.end(), o_.agent_env.begin(), o_.agent_env.end());
     const bool supervised = entry != "sandbox-exec";
+    if (supervised) vars["OARBANK_PROBE_INIT_PID"] = "1";
     const Expectation* row = table_.Find(probe, name, result_.abi, supervised ? "run" : "sandbox-exec");
     const bool egress_any = policy.net().mode == NetMode::kEgressAny;
     // Enforced here, but the world has no public host to prove it with: not

@@ -397,6 +397,7 @@ class Explainer {
         case When::kNetEgressAllowlist:
         case When::kInetSockets:
         case When::kNoJobIpc:
+        case When::kNoDebug:
         case When::kAlways: break;
       }
       if (d.grant.empty()) d.why += ": always refused, no grant can allow it";

@@ -20,9 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 constexpr int kListTimeoutMs = 30000;
-constexpr char kJobSocketsReason[] =
-    "n/a under ipc job: the job's own network namespace, which holds nothing but its loopback (and the egress "
-    "proxy's listener), confines its sockets; this point would refuse the job's own servers";
 
 // The battery policies a run covers: every fixture, or those asked for.
 std::vector<std::string> PolicyNames(const BatteryOptions& o) {
@@ -49,17 +46,34 @@ Expected<nlohmann::json> PointsOf(const BatteryOptions& o, const std::string& na
                             " (the mutation analysis needs the test-only build, oarbank-agent-faulty)"};
 }
 
-// The points a policy with the job's own sockets (ipc "job") lacks against
-// the same policy without them: what its network namespace stands in for.
-Expected<std::set<std::string>> RemovedByJobSockets(const BatteryOptions& o, const std::string& name,
-                                                    const std::string& path, const nlohmann::json& with) {
+// A policy field that lets the job do more in namespaces of its own, the
+// value that turns it off, and why the points it removes are not
+// applicable to a policy that sets it.
+struct Widening {
+  const char* field;
+  nlohmann::json off;
+  const char* reason;
+};
+const Widening kWidenings[] = {
+    {"ipc", "none",
+     "n/a under ipc job: the job's own network namespace, which holds nothing but its loopback (and the egress "
+     "proxy's listener), confines its sockets; this point would refuse the job's own servers"},
+    {"debug", false,
+     "n/a under debug: the job's own pid namespace, where nothing but its processes has a pid, and its init, not "
+     "dumpable and outside its Landlock domain, confine tracing; this point would refuse the job's own debugger"},
+};
+
+// The points a policy that widens the cage by `w` lacks against the same
+// policy without it: what the job's namespaces stand in for.
+Expected<std::set<std::string>> RemovedBy(const BatteryOptions& o, const Widening& w, const std::string& name,
+                                          const std::string& path, const nlohmann::json& with) {
   std::ifstream in(path);
   auto doc = nlohmann::json::parse(in, nullptr, false);
-  if (!doc.is_object() || doc.value("ipc", "none") != "job") return std::set<std::string>{};
-  doc["ipc"] = "none";
-  const std::string without = path.substr(0, path.size() - 5) + ".ipc-none.json";
+  if (!doc.is_object() || !doc.contains(w.field) || doc[w.field] == w.off) return std::set<std::string>{};
+  doc[w.field] = w.off;
+  const std::string without = path.substr(0, path.size() - 5) + "." + w.field + "-off.json";
   std::ofstream(without) << doc.dump();
-  auto list = PointsOf(o, name + " (ipc none)", without);
+  auto list = PointsOf(o, name + " (" + w.field + " off)", without);
   if (!list.ok()) return list.error();
   std::set<std::string> removed;
   for (const auto& p : list.value()) removed.insert(p.value("id", ""));
@@ -73,7 +87,7 @@ Expected<std::vector<MutantResult>> ListPoints(const BatteryOptions& o) {
   if (!world.ok()) return world.error();
   std::vector<MutantResult> points;
   std::map<std::string, size_t> index;
-  std::map<std::string, std::vector<std::string>> not_applicable;  // point -> ipc "job" policies
+  std::map<std::string, std::vector<NotApplicable>> not_applicable;  // point -> the policies that widen it away
   for (const auto& name : PolicyNames(o)) {
     auto path = MaterializePolicy(*world.value(), o.policy_dir + "/" + name + ".json", name);
     if (!path.ok()) return path.error();
@@ -92,9 +106,11 @@ Expected<std::vector<MutantResult>> ListPoints(const BatteryOptions& o) {
       }
       points[it->second].policies.push_back(name);
     }
-    auto removed = RemovedByJobSockets(o, name, path.value(), list.value());
-    if (!removed.ok()) return removed.error();
-    for (const auto& id : removed.value()) not_applicable[id].push_back(name);
+    for (const Widening& w : kWidenings) {
+      auto removed = RemovedBy(o, w, name, path.value(), list.value());
+      if (!removed.ok()) return removed.error();
+      for (const auto& id : removed.value()) not_applicable[id].push_back({name, w.reason});
+    }
   }
   for (auto& m : points)
     if (auto it = not_applicable.find(m.id); it != not_applicable.end()) m.not_applicable = it->second;
@@ -314,11 +330,10 @@ std::map<std::string, int> Counts(const MutationReport& r) {
   return n;
 }
 
-// The policies a point is not part of because their jobs have sockets of
-// their own, each with the reason.
-nlohmann::ordered_json NotApplicable(const MutantResult& p) {
+// The policies a point is not part of, each with the reason.
+nlohmann::ordered_json NotApplicableJson(const MutantResult& p) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (const auto& policy : p.not_applicable) out.push_back({{"policy", policy}, {"reason", kJobSocketsReason}});
+  for (const auto& n : p.not_applicable) out.push_back({{"policy", n.policy}, {"reason", n.reason}});
   return out;
 }
 
@@ -341,7 +356,7 @@ nlohmann::ordered_json MutationJson(const MutationReport& r) {
                       {"outcome", p.outcome},
                       {"paired_with", p.paired_with},
                       {"reason", p.reason},
-                      {"not_applicable", NotApplicable(p)},
+                      {"not_applicable", NotApplicableJson(p)},
                       {"killers", Cells(p.killers)},
                       {"killer_cells", p.killers.size()},
                       {"changed", Cells(p.changed)},
@@ -376,8 +391,9 @@ std::string MutationMarkdown(const MutationReport& r) {
                ? std::string("-")
                : CellText(cells.front()) + (cells.size() > 1 ? " (+" + std::to_string(cells.size() - 1) + ")" : ""))
        << " | " << p.what << (p.reason.empty() ? "" : ": " + p.reason)
-       << (p.not_applicable.empty() ? ""
-                                    : "; n/a under ipc job (" + std::to_string(p.not_applicable.size()) + " policies)")
+       << (p.not_applicable.empty()
+               ? ""
+               : "; n/a under " + std::to_string(p.not_applicable.size()) + " policies that widen it away")
        << " |\n";
   }
   return md.str();

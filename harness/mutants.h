@@ -44,6 +44,12 @@ struct MutantCell {
   std::string actual;
 };
 
+// A battery policy whose job does more in namespaces of its own (ipc
+// "job", debug), and so lacks a point: "n/a" there, with the reason.
+struct NotApplicable {
+  std::string policy, reason;
+};
+
 struct MutantResult {
   std::string id, layer, what;
   std::string var, value;             // the fault variable that removes it
@@ -51,9 +57,9 @@ struct MutantResult {
   std::string outcome;                // killed, killed in pair, changed, survived, explained, known survivor
   std::string paired_with;            // the cover removed with it (killed in pair)
   std::string reason;                 // why no probe can reach it (explained)
-  // The policies with the job's own sockets (ipc "job") whose plan lacks
-  // it: their network namespace stands in for it ("n/a under ipc job").
-  std::vector<std::string> not_applicable;
+  // The policies whose plan lacks it because they widen the cage in the
+  // job's own namespaces (ipc "job", debug): "n/a" there.
+  std::vector<NotApplicable> not_applicable;
   std::vector<MutantCell> killers;  // each ESCAPED cell (in pair: not escaped with the cover alone)
   std::vector<MutantCell> changed;  // each other mismatch (the layer behind answered)
   double seconds = 0;

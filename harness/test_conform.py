@@ -16,11 +16,11 @@ import pytest
 
 from testlib import BUILD, CONFORM, FAULTY, ROOT, kernel_has_syscall
 BATTERY_POLICIES = {"runner_strict", "runner_exec_writable", "runner_egress", "runner_agent", "runner_broker", "runner_gpu",
-                    "runner_egress_any", "runner_job_ipc", "runner_job_ipc_strict", "coordinator", "service",
-                    "probe_role"}
+                    "runner_egress_any", "runner_job_ipc", "runner_job_ipc_strict", "runner_debug", "coordinator",
+                    "service", "probe_role"}
 # The policies whose jobs have sockets of their own (ipc "job"): their network namespace routes nothing but its
 # loopback, so a connect out is unreachable rather than refused by a rule.
-JOB_IPC_POLICIES = {"runner_agent", "runner_job_ipc", "runner_job_ipc_strict"}
+JOB_IPC_POLICIES = {"runner_agent", "runner_job_ipc", "runner_job_ipc_strict", "runner_debug"}
 
 
 def conform(out, *args, env=None):

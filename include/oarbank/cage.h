@@ -90,6 +90,11 @@ struct Spec {
   // proxy. Unix sockets stay refused. Ignored with egress_any (that job
   // network's ruleset decides every address). Default: on.
   bool job_sockets = true;
+  // Debugging inside the job (the policy's debug): ptrace and
+  // process_vm_readv/writev of the job's own processes, for gdb, strace and
+  // LeakSanitizer; its pid namespace holds nothing else and its init is not
+  // dumpable. Default: off.
+  bool debug = false;
 };
 
 // Why a job ended other than by itself. `refused` is never a job that ran:

@@ -191,6 +191,9 @@ CageCommand::CageCommand(CLI::App& app) : o_(std::make_shared<Options>()) {
                    "HOST[:PORT] the job may reach through its own egress proxy ('*.' for subdomains, 443 by default; "
                    "repeatable). None: no network")
       ->allow_extra_args(false);
+  sub_->add_flag("--debug", s.debug,
+                 "Let the job trace its own processes (ptrace, process_vm_readv/writev: gdb, strace, "
+                 "LeakSanitizer); nothing outside the job, whose pid namespace holds nothing else");
   sub_->add_flag("!--no-job-sockets", s.job_sockets,
                  "No sockets of the job's own (by default it has TCP and UDP on the loopback of its own network "
                  "namespace, listening included; nothing outside reaches them)");

@@ -120,7 +120,7 @@ std::string PolicyClass(const Policy& policy) {
          " exec_writable=" + (policy.exec_writable() ? "true" : "false") + " gpu=" + gpu +
          " broker=" + (policy.broker() ? "yes" : "no") +
          // A class without the job's own sockets keeps its name from before ipc existed.
-         (policy.ipc() == IpcMode::kJob ? " ipc=job" : "");
+         (policy.ipc() == IpcMode::kJob ? " ipc=job" : "") + (policy.debug() ? " debug=yes" : "");
 }
 
 std::string BatterySha256() { return OARBANK_BATTERY_SHA256; }

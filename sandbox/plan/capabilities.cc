@@ -73,6 +73,7 @@ const char* CapabilityName(CapabilityId id) {
     case CapabilityId::kIpcBrokerOnly: return "ipc.broker-only";
     case CapabilityId::kIpcScoping: return "ipc.scoping";
     case CapabilityId::kIpcJob: return "ipc.job-loopback";
+    case CapabilityId::kDebugJob: return "debug.job-ptrace";
     case CapabilityId::kChildrenNoNamespaces: return "children.no-namespaces";
     case CapabilityId::kProcessContainer: return "process.container";
     case CapabilityId::kLimitsMemory: return "limits.memory";
@@ -102,27 +103,17 @@ const char* VerdictName(Verdict verdict) {
 }
 
 std::vector<CapabilityId> AllCapabilities() {
-  return {CapabilityId::kNoNewPrivs,
-          CapabilityId::kSeccomp,
-          CapabilityId::kFilesystem,
-          CapabilityId::kFilesystemMetadata,
-          CapabilityId::kExecWritableDeny,
-          CapabilityId::kGpu,
-          CapabilityId::kNetNone,
-          CapabilityId::kNetEgressAllowlist,
-          CapabilityId::kNetNoLoopback,
-          CapabilityId::kNetNoLinkLocal,
-          CapabilityId::kNetNeverListen,
-          CapabilityId::kNetEgressAny,
-          CapabilityId::kIpcUnixSockets,
-          CapabilityId::kIpcBrokerOnly,
-          CapabilityId::kIpcScoping,
-          CapabilityId::kIpcJob,
-          CapabilityId::kChildrenNoNamespaces,
-          CapabilityId::kProcessContainer,
-          CapabilityId::kLimitsMemory,
-          CapabilityId::kLimitsCpu,
-          CapabilityId::kHideExistence};
+  return {CapabilityId::kNoNewPrivs,       CapabilityId::kSeccomp,
+          CapabilityId::kFilesystem,       CapabilityId::kFilesystemMetadata,
+          CapabilityId::kExecWritableDeny, CapabilityId::kGpu,
+          CapabilityId::kNetNone,          CapabilityId::kNetEgressAllowlist,
+          CapabilityId::kNetNoLoopback,    CapabilityId::kNetNoLinkLocal,
+          CapabilityId::kNetNeverListen,   CapabilityId::kNetEgressAny,
+          CapabilityId::kIpcUnixSockets,   CapabilityId::kIpcBrokerOnly,
+          CapabilityId::kIpcScoping,       CapabilityId::kIpcJob,
+          CapabilityId::kDebugJob,         CapabilityId::kChildrenNoNamespaces,
+          CapabilityId::kProcessContainer, CapabilityId::kLimitsMemory,
+          CapabilityId::kLimitsCpu,        CapabilityId::kHideExistence};
 }
 
 // The table. Each row names the kernel feature that enforces the capability.
@@ -211,6 +202,17 @@ CapabilityStatus Assess(CapabilityId id, const HostFacts& h) {
                           "included, reach nothing outside and nothing outside reaches them; unix sockets stay "
                           "refused. For cage and for run policies that ask: outside the module contract (never "
                           "listening), manifest-policy never emits it");
+    case CapabilityId::kDebugJob:
+      if (!h.job_network.supervised)
+        return Unavailable(id,
+                           "sandbox-exec alone: the job would share the caller's pid namespace, where its processes "
+                           "could trace the caller's; under run the job's own pid namespace holds it "
+                           "(supervisor.debug_job)");
+      if (!h.user_namespaces) return Unavailable(id, "user namespaces: " + h.user_namespaces_detail);
+      return NeedsAbi(id, h, 1, "5.13",
+                      "ptrace and process_vm_readv/writev of the job's own processes only: its pid namespace shows "
+                      "nothing else, its init is not dumpable, Landlock scopes ptrace to the job's domain; "
+                      "pidfd_getfd and kcmp stay refused, and seccomp never hands a call to a tracer");
     case CapabilityId::kIpcScoping:
       return NeedsAbi(id, h, 6, "6.12", "abstract unix sockets and signals scoped to the sandbox");
     case CapabilityId::kChildrenNoNamespaces:
@@ -246,6 +248,7 @@ std::vector<CapabilityId> AlwaysOnCapabilities() {
 
 std::vector<CapabilityId> RequiredCapabilities(const Policy& policy) {
   std::vector<CapabilityId> need = AlwaysOnCapabilities();
+  if (policy.debug()) need.push_back(CapabilityId::kDebugJob);
   if (policy.ipc() == IpcMode::kJob) {
     // The job's own loopback in place of never listening and of the net
     // mode's socket and port rules: its network namespace confines both.

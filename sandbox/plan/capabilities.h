@@ -28,7 +28,8 @@ enum class CapabilityId {
   kIpcUnixSockets,
   kIpcBrokerOnly,
   kIpcScoping,
-  kIpcJob,  // ipc "job": TCP and UDP on the job's own loopback (policy.h IpcMode)
+  kIpcJob,    // ipc "job": TCP and UDP on the job's own loopback (policy.h IpcMode)
+  kDebugJob,  // debug: ptrace of the job's own processes (policy.h Policy::debug)
   kChildrenNoNamespaces,
   kProcessContainer,
   kLimitsMemory,

@@ -18,6 +18,7 @@ bool Applies(When when, const Policy& policy, BrokerHandoff broker) {
       return policy.net().mode == NetMode::kEgressAllowlist && policy.ipc() == IpcMode::kNone;
     case When::kInetSockets: return policy.net().mode == NetMode::kEgressAny || policy.ipc() == IpcMode::kJob;
     case When::kNoJobIpc: return policy.ipc() == IpcMode::kNone;
+    case When::kNoDebug: return !policy.debug();
     case When::kExecWritableDeny: return !policy.exec_writable();
   }
   return true;
@@ -39,6 +40,7 @@ std::vector<std::string> FieldsOf(CapabilityId id, const Policy& policy) {
     case CapabilityId::kNetNoLinkLocal:
     case CapabilityId::kNetEgressAny: return {"net.mode"};
     case CapabilityId::kIpcJob: return {"ipc"};
+    case CapabilityId::kDebugJob: return {"debug"};
     case CapabilityId::kIpcBrokerOnly: return {"broker"};
     case CapabilityId::kNoNewPrivs:
     case CapabilityId::kSeccomp:

@@ -340,6 +340,29 @@ TEST(Plan, TheJobsOwnSocketsTakeNoPortRuleAndNoListenRowUnderTheSupervisor) {
   EXPECT_EQ(AtFault(alone), std::set<std::string>{"ipc.job-loopback"});
 }
 
+// debug: ptrace and process_vm_readv/writev of the job's own processes;
+// pidfd_getfd and kcmp stay refused; under the supervisor only.
+TEST(Plan, DebugLiftsTracingOfTheJobsOwnProcessesAlone) {
+  TempTree tree;
+  auto has = [](const Plan& plan, const char* syscall) {
+    return std::any_of(plan.seccomp.begin(), plan.seccomp.end(),
+                       [&](const SeccompRule& r) { return r.syscall == syscall; });
+  };
+  HostFacts supervised = FakeHost(7);
+  supervised.job_network.supervised = true;
+  const Plan plain = PlanConfinement(tree.Runner(), supervised);
+  const Plan debug = PlanConfinement(tree.Runner(R"("debug": true)"), supervised);
+  for (const char* lifted : {"ptrace", "process_vm_readv", "process_vm_writev"}) {
+    EXPECT_TRUE(has(plain, lifted)) << lifted;
+    EXPECT_FALSE(has(debug, lifted)) << lifted;
+  }
+  for (const char* kept : {"pidfd_getfd", "kcmp"}) EXPECT_TRUE(has(debug, kept)) << kept;
+  EXPECT_EQ(debug.placement.verdict, Verdict::kOk) << PlacementLine(debug.placement);
+  EXPECT_EQ(AtFault(PlanConfinement(tree.Runner(R"("debug": true)"), FakeHost(7))),
+            std::set<std::string>{"debug.job-ptrace"});
+  EXPECT_NE(PolicyClass(tree.Runner(R"("debug": true)")).find(" debug=yes"), std::string::npos);
+}
+
 // Landlock ABI 10 handles UDP: with no rule, every other mode refuses it (a
 // second layer under seccomp), and egress-any leaves sending to its job
 // network's ruleset, as it does TCP connects, or its jobs could not resolve.

@@ -216,7 +216,7 @@ namespace {
 std::optional<Error> CheckTopLevelKeys(const json& doc) {
   return CheckKeys(doc, "",
                    {"contract", "role", "bundle", "runtime", "tools", "work", "data", "tmp", "state", "read_only",
-                    "net", "broker", "devices", "exec_writable", "ipc", "limits"});
+                    "net", "broker", "devices", "exec_writable", "ipc", "debug", "limits"});
 }
 
 // Pseudo filesystems are never a grant: their files are the kernel's and
@@ -348,6 +348,7 @@ struct PolicyBuilder {
   std::optional<Error> ParseReadOnly();
   std::optional<Error> ParseNet();
   std::optional<Error> ParseIpc();
+  std::optional<Error> ParseDebug();
   std::optional<Error> ParseNetAllowlist(const json& net);
   std::optional<Error> ParseBroker();
   std::optional<Error> ParseDevices();
@@ -593,6 +594,13 @@ std::optional<Error> PolicyBuilder::ParseIpc() {
   return std::nullopt;
 }
 
+std::optional<Error> PolicyBuilder::ParseDebug() {
+  if (!doc.contains("debug")) return std::nullopt;
+  if (!doc["debug"].is_boolean()) return Bad("debug", "expected true or false");
+  p.debug_ = doc["debug"].get<bool>();
+  return std::nullopt;
+}
+
 std::optional<Error> PolicyBuilder::ParseLimits() {
   if (!doc.contains("limits")) return std::nullopt;
   const json& limits = doc["limits"];
@@ -636,6 +644,7 @@ Expected<Policy> ParsePolicy(std::string_view json_text) {
   if (auto e = b.ParseDevices()) return *e;
   if (auto e = b.ParseExecWritable()) return *e;
   if (auto e = b.ParseIpc()) return *e;
+  if (auto e = b.ParseDebug()) return *e;
   if (auto e = b.ParseLimits()) return *e;
   if (auto e = CheckGrantNesting(b.p)) return *e;
   if (auto e = CheckLinksFollowed(b.p, b.links)) return *e;

@@ -102,6 +102,11 @@ class Policy {
   GpuMode gpu() const { return gpu_; }
   bool exec_writable() const { return exec_writable_; }
   IpcMode ipc() const { return ipc_; }
+  // Field "debug": ptrace and process_vm_readv/writev of the job's own
+  // processes (a debugger, strace, LeakSanitizer). Under the supervisor only,
+  // where the job's pid namespace holds nothing else and its init is not
+  // dumpable; pidfd_getfd and kcmp stay refused.
+  bool debug() const { return debug_; }
   const Limits& limits() const { return limits_; }
 
   // Every directory or file the policy grants, with the field that named it.
@@ -128,6 +133,7 @@ class Policy {
   GpuMode gpu_ = GpuMode::kNone;
   bool exec_writable_ = false;
   IpcMode ipc_ = IpcMode::kNone;
+  bool debug_ = false;
   Limits limits_;
   std::vector<Grant> grants_;
 };

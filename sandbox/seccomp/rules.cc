@@ -90,9 +90,11 @@ std::vector<SeccompRule> BuildTable() {
       {"io_uring_register", {}, EPERM, When::kAlways, "io_uring bypasses syscall filtering"},
 
       // Other processes.
-      {"ptrace", {}, EPERM, When::kAlways, "no tracing of any process"},
-      {"process_vm_readv", {}, EPERM, When::kAlways, "no reading another process's memory"},
-      {"process_vm_writev", {}, EPERM, When::kAlways, "no writing another process's memory"},
+      // debug: the job's own processes only, in its own pid namespace (its
+      // init not dumpable); pidfd_getfd and kcmp stay refused.
+      {"ptrace", {}, EPERM, When::kNoDebug, "no tracing of any process"},
+      {"process_vm_readv", {}, EPERM, When::kNoDebug, "no reading another process's memory"},
+      {"process_vm_writev", {}, EPERM, When::kNoDebug, "no writing another process's memory"},
       {"pidfd_getfd", {}, EPERM, When::kAlways, "no stealing another process's file descriptors"},
       {"kcmp", {}, EPERM, When::kAlways, "no probing another process's file table"},
 
@@ -324,6 +326,7 @@ const char* WhenName(When when) {
     case When::kNetEgressAllowlist: return "net egress-allowlist";
     case When::kInetSockets: return "net egress-any or ipc job";
     case When::kNoJobIpc: return "ipc none";
+    case When::kNoDebug: return "debug false";
     case When::kExecWritableDeny: return "exec_writable false";
   }
   return "?";

@@ -30,6 +30,7 @@ enum class When {
   // nothing but its loopback and the egress proxy): their kinds are limited.
   kInetSockets,
   kNoJobIpc,          // ipc "none": never listening, no address of its own
+  kNoDebug,           // debug false: no tracing, no reading or writing another process's memory
   kExecWritableDeny,  // exec_writable = false
 };
 

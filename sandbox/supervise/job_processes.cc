@@ -48,6 +48,11 @@ namespace {
 // unshares its own (and then cannot share init's memory: vfork is out).
 bool LauncherUnsharesNamespaces(const ChildPlan& cp) { return cp.run_as_uid.has_value(); }
 
+// A launcher that must not share init's memory: one that unshares a user
+// namespace of its own, and one under debug, whose init is not dumpable
+// (a flag of the memory) while the launcher must be, for the gate.
+bool LauncherIsForked(const ChildPlan& cp) { return LauncherUnsharesNamespaces(cp) || cp.init_not_dumpable; }
+
 }  // namespace
 
 uint64_t IgnoredSignals() {
@@ -105,6 +110,7 @@ void CloseAllBut(std::initializer_list<int> keep) {
 
 [[noreturn]] void LauncherMain(const ChildPlan& cp, const JobFds& f) {
   close(f.status_w);
+  if (cp.init_not_dumpable && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0) _exit(kExitNotEnforced);
   // stdio: /dev/null and the two pipes; nothing of the agent's terminal.
   // Everything moves above 2 first, in case the agent ran with stdio closed.
   // Above kJobBrokerFd, which the broker connection (if any) takes last.
@@ -222,7 +228,17 @@ void CloseAllBut(std::initializer_list<int> keep) {
   // what it allocates stays unreachable in init's heap. A launcher that
   // unshares a user namespace of its own is forked: the kernel refuses that
   // to a process sharing its memory.
-  const pid_t launcher = LauncherUnsharesNamespaces(cp) ? fork() : vfork();
+  // debug: the job may trace its own processes, never its init, which holds
+  // every capability in the job's user namespace (Landlock's ptrace scoping
+  // refuses it too: init is outside the job's domain). Set before the
+  // launcher exists, so no process of the job ever sees init dumpable; the
+  // launcher, forked, makes itself dumpable again (the gate reads its /proc
+  // from outside, as the agent's uid), and its exec keeps it so.
+  if (cp.init_not_dumpable && prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0) {
+    SendRecord(f.status_w, Record::kSetupFailed, 0, errno, "pid-namespace init", "prctl(PR_SET_DUMPABLE, 0)");
+    _exit(1);
+  }
+  const pid_t launcher = LauncherIsForked(cp) ? fork() : vfork();
   if (launcher == 0) LauncherMain(cp, f);
   if (launcher < 0) {
     SendRecord(f.status_w, Record::kSetupFailed, 0, errno, "pid-namespace init", "fork the launcher");

@@ -76,10 +76,11 @@ struct ChildPlan {
   std::optional<uid_t> run_as_uid;
   std::optional<gid_t> run_as_gid;
   pid_t supervisor = 0;
-  uint64_t ignored_signals = 0;  // the agent's SIG_IGN set (exec keeps it)
-  int egress_port = -1;          // egress-allowlist: init listens on 127.0.0.1:<port> in the job's netns
-  bool pty = false;              // the launcher opens the job's terminal (job_devices.h)
-  bool loopback_up = false;      // ipc "job": init brings up the job's loopback (no listener of its own)
+  uint64_t ignored_signals = 0;    // the agent's SIG_IGN set (exec keeps it)
+  int egress_port = -1;            // egress-allowlist: init listens on 127.0.0.1:<port> in the job's netns
+  bool pty = false;                // the launcher opens the job's terminal (job_devices.h)
+  bool loopback_up = false;        // ipc "job": init brings up the job's loopback (no listener of its own)
+  bool init_not_dumpable = false;  // debug: no process of the job may trace or read its init
 };
 
 // The signals this process ignores (SigIgn in /proc/self/status): exec

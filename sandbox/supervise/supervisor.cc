@@ -191,6 +191,7 @@ std::optional<std::string> PrepareChild(ChildPlan& cp, ChildStrings& strings, Un
   cp.ignored_signals = IgnoredSignals();
   cp.pty = options.pty;
   cp.loopback_up = policy.ipc() == IpcMode::kJob;
+  cp.init_not_dumpable = policy.debug();
   s.publish_netns = options.publish_netns;
   if (ns.job_network) {
     s.job_network = true;
@@ -399,6 +400,7 @@ oarbank::Expected<Policy> PolicyForSpec(const Spec& spec) {
                         {"net", {{"mode", spec.egress_any ? "egress-any" : "none"}}},
                         {"exec_writable", exec_writable}};
   if (spec.job_sockets && !spec.egress_any) doc["ipc"] = "job";
+  if (spec.debug) doc["debug"] = true;
   if (!spec.allow.empty()) {
     // An allowlist narrows what egress-any would give: asking for both is a mistake, never the wider one.
     if (spec.egress_any) return Error{"allow", "an allowlist and egress_any exclude each other"};
@@ -602,6 +604,7 @@ nlohmann::ordered_json SupervisorReport(const HostFacts& supervised, const Polic
         {"detail", supervised.user_namespaces ? ns.detail : supervised.user_namespaces_detail}}},
       {"net_egress_any", status(CapabilityId::kNetEgressAny)},
       {"ipc_job", status(CapabilityId::kIpcJob)},
+      {"debug_job", status(CapabilityId::kDebugJob)},
       {"process_container",
        {{"process_group", "always (setsid)"},
         {"pid_namespace", supervised.user_namespaces && ns.ok},
