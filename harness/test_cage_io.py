@@ -8,7 +8,6 @@ agent as root and as uid 65534, and the job of one run is the adversary of
 the next."""
 import json
 import os
-import select
 import shutil
 import subprocess
 import tempfile
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from job_tree import make_tree, remove_tree, write_policy
-from testlib import AGENT, NOBODY
+from testlib import AGENT, NOBODY, read_line
 
 UIDS = pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nobody"])
 
@@ -59,21 +58,6 @@ def t(request):
     tree = CageTree(request.param)
     yield tree
     shutil.rmtree(tree.root, ignore_errors=True)
-
-
-def read_line(stream, seconds):
-    """One line from a pipe within `seconds`, or None."""
-    deadline = time.monotonic() + seconds
-    line = b""
-    while not line.endswith(b"\n"):
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([stream], [], [], left)[0]:
-            return None
-        byte = os.read(stream.fileno(), 1)
-        if not byte:
-            return None
-        line += byte
-    return line
 
 
 # ---- streaming, stdin, a terminal ------------------------------------------------

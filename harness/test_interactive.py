@@ -14,7 +14,7 @@ import pytest
 
 from job_tree import make_tree, remove_tree, write_policy
 
-from testlib import AGENT, NOBODY
+from testlib import AGENT, NOBODY, read_line
 UIDS = pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nobody"])
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="runs the agent as root and as uid 65534: needs root")
@@ -39,21 +39,6 @@ def tree():
     root = make_tree("oarbank-tty-")
     yield root
     remove_tree(root)
-
-
-def read_line(stream, seconds):
-    """One line from a pipe within `seconds`, or None."""
-    deadline = time.monotonic() + seconds
-    line = b""
-    while not line.endswith(b"\n"):
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([stream], [], [], left)[0]:
-            return None
-        byte = os.read(stream.fileno(), 1)
-        if not byte:
-            return None
-        line += byte
-    return line
 
 
 @UIDS

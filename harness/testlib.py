@@ -5,6 +5,7 @@ import ctypes
 import errno
 import json
 import os
+import select
 import socket
 import subprocess
 import time
@@ -53,3 +54,18 @@ def kernel_has_syscall(nr):
     -1, null pointers), it fails with something other than ENOSYS."""
     libc = ctypes.CDLL(None, use_errno=True)
     return libc.syscall(nr, -1, 0, 0, 0, 0) != -1 or ctypes.get_errno() != errno.ENOSYS
+
+
+def read_line(stream, seconds):
+    """One line from a pipe within `seconds`, or None."""
+    deadline = time.monotonic() + seconds
+    line = b""
+    while not line.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([stream], [], [], left)[0]:
+            return None
+        byte = os.read(stream.fileno(), 1)
+        if not byte:
+            return None
+        line += byte
+    return line

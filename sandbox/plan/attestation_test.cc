@@ -17,6 +17,17 @@
 namespace oarbank {
 namespace {
 
+// This host, with a job network of two dynamic executables copied into
+// `tree`: the stack (this test) and the helper (/bin/true).
+HostFacts HostWithJobNetwork(const testing::TempTree& tree) {
+  std::filesystem::copy_file("/proc/self/exe", tree.Path("stack"));
+  std::filesystem::copy_file("/bin/true", tree.Path("helper"));
+  HostFacts host = ProbeHost();
+  host.job_network.stack_path = tree.Path("stack");
+  host.job_network.helper_path = tree.Path("helper");
+  return host;
+}
+
 class AttestationTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -124,11 +135,7 @@ TEST_F(AttestationTest, EgressAnyIsProvenOnlyWithTheJobNetworkTheBatteryRan) {
   const Policy none = tree.Runner();
   // The stack and the helper hashed where the host names them, with the
   // libraries the loader resolves for them (two dynamic executables here).
-  std::filesystem::copy_file("/proc/self/exe", tree.Path("stack"));
-  std::filesystem::copy_file("/bin/true", tree.Path("helper"));
-  HostFacts host = ProbeHost();
-  host.job_network.stack_path = tree.Path("stack");
-  host.job_network.helper_path = tree.Path("helper");
+  const HostFacts host = HostWithJobNetwork(tree);
   const AttestationBinding with_network = BindingFor(host, "/proc/self/exe");
   ASSERT_EQ(with_network.stack_sha256.size(), 64u);
   ASSERT_EQ(with_network.helper_sha256.size(), 64u);
@@ -202,11 +209,7 @@ TEST_F(AttestationTest, EgressAnyIsProvenOnlyWithTheJobNetworkTheBatteryRan) {
 TEST_F(AttestationTest, AJobNetworkFileAtItsAttestedVersionIsNotHashedAgain) {
   testing::TempTree tree;
   const Policy egress_any = tree.Runner(R"("net": {"mode": "egress-any"})");
-  std::filesystem::copy_file("/proc/self/exe", tree.Path("stack"));
-  std::filesystem::copy_file("/bin/true", tree.Path("helper"));
-  HostFacts host = ProbeHost();
-  host.job_network.stack_path = tree.Path("stack");
-  host.job_network.helper_path = tree.Path("helper");
+  const HostFacts host = HostWithJobNetwork(tree);
   const AttestationBinding real = BindingFor(host, "/proc/self/exe");
   ASSERT_TRUE(real.stack_file_versions.contains(tree.Path("stack")));
   ASSERT_TRUE(real.stack_file_versions.contains(tree.Path("helper")));

@@ -1,6 +1,8 @@
 #include "sandbox/plan/capabilities.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
 #include "sandbox/host/landlock_abi.h"
 #include "sandbox/plan/attestation.h"
@@ -51,6 +53,14 @@ CapabilityStatus CgroupLimit(CapabilityId id, const HostFacts& h, const char* co
     return Unavailable(
         id, std::string(file) + " needs the " + controller + " controller; " + h.cgroup.own_path + " offers none");
   return Enforced(id, std::string(file) + " in a cgroup v2 leaf below " + h.cgroup.own_path);
+}
+
+// What only a job of run has (namespaces of its own): unavailable to
+// sandbox-exec alone (`alone` says why) and without user namespaces.
+std::optional<CapabilityStatus> NeedsJobNamespaces(CapabilityId id, const HostFacts& h, const char* alone) {
+  if (!h.job_network.supervised) return Unavailable(id, std::string("sandbox-exec alone: ") + alone);
+  if (!h.user_namespaces) return Unavailable(id, "user namespaces: " + h.user_namespaces_detail);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -166,12 +176,11 @@ CapabilityStatus Assess(CapabilityId id, const HostFacts& h) {
       return NeedsAbi(id, h, 4, "6.7", "no link-local address (TCP only to the proxy port)");
     case CapabilityId::kNetNeverListen: return NeedsSeccomp(id, h, "listen and bind refused");
     case CapabilityId::kNetEgressAny:
-      if (!h.job_network.supervised)
-        return Unavailable(id,
-                           "sandbox-exec alone: Landlock filters ports, not addresses, so loopback and link-local "
-                           "cannot be refused; under run a network namespace of the job's own enforces it "
-                           "(supervisor.net_egress_any)");
-      if (!h.user_namespaces) return Unavailable(id, "user namespaces: " + h.user_namespaces_detail);
+      if (auto no = NeedsJobNamespaces(id, h,
+                                       "Landlock filters ports, not addresses, so loopback and link-local cannot be "
+                                       "refused; under run a network namespace of the job's own enforces it "
+                                       "(supervisor.net_egress_any)"))
+        return *no;
       if (!h.job_network.ok) return Unavailable(id, "missing " + h.job_network.missing + ": " + h.job_network.detail);
       return Enforced(id,
                       "a network namespace of the job's own, its only way out slirp4netns (run by the agent); an "
@@ -190,12 +199,11 @@ CapabilityStatus Assess(CapabilityId id, const HostFacts& h) {
                           "socket(AF_UNIX) refused; the module inherits one connection to the broker, "
                           "OARBANK_BROKER=fd:N (pathname connects need Landlock ABI 9, Linux 7.1)");
     case CapabilityId::kIpcJob:
-      if (!h.job_network.supervised)
-        return Unavailable(id,
-                           "sandbox-exec alone: the job would share the caller's network namespace, whose loopback "
-                           "is the host's; under run a network namespace of the job's own holds it "
-                           "(supervisor.ipc_job)");
-      if (!h.user_namespaces) return Unavailable(id, "user namespaces: " + h.user_namespaces_detail);
+      if (auto no = NeedsJobNamespaces(id, h,
+                                       "the job would share the caller's network namespace, whose loopback is the "
+                                       "host's; under run a network namespace of the job's own holds it "
+                                       "(supervisor.ipc_job)"))
+        return *no;
       return NeedsSeccomp(id, h,
                           "a network namespace of the job's own whose only interface is its loopback (and the "
                           "egress proxy's listener under egress-allowlist): TCP and UDP there, bind and listen "
@@ -203,12 +211,11 @@ CapabilityStatus Assess(CapabilityId id, const HostFacts& h) {
                           "refused. For cage and for run policies that ask: outside the module contract (never "
                           "listening), manifest-policy never emits it");
     case CapabilityId::kDebugJob:
-      if (!h.job_network.supervised)
-        return Unavailable(id,
-                           "sandbox-exec alone: the job would share the caller's pid namespace, where its processes "
-                           "could trace the caller's; under run the job's own pid namespace holds it "
-                           "(supervisor.debug_job)");
-      if (!h.user_namespaces) return Unavailable(id, "user namespaces: " + h.user_namespaces_detail);
+      if (auto no = NeedsJobNamespaces(id, h,
+                                       "the job would share the caller's pid namespace, where its processes could "
+                                       "trace the caller's; under run the job's own pid namespace holds it "
+                                       "(supervisor.debug_job)"))
+        return *no;
       return NeedsAbi(id, h, 1, "5.13",
                       "ptrace and process_vm_readv/writev of the job's own processes only: its pid namespace shows "
                       "nothing else, its init is not dumpable, Landlock scopes ptrace to the job's domain; "
