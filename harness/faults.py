@@ -143,7 +143,9 @@ def cgroup_leaves():
     base = report.get("cgroup_v2", {}).get("own_cgroup") or ""
     if not base or not os.path.isdir(base):
         return set()
-    return {str(p) for p in pathlib.Path(base).rglob("oarbank-job-*")}
+    # os.walk skips a directory removed while it walks (a job ending as it is
+    # read); what is left after the cell is all that counts.
+    return {os.path.join(parent, d) for parent, dirs, _ in os.walk(base) for d in dirs if d.startswith("oarbank-job-")}
 
 
 def run_cell(cell, root, index):
