@@ -39,33 +39,6 @@
 
 #ifndef PROBE_NAME
 #error "PROBE_NAME is defined by the build from the file name"
-/* process_vm_readv of another process (`whose`: "outside pid", "the init,
- * pid"): only the ptrace access check stands in the way, no attach. It reads
- * the first mapping named in /proc/<pid>/maps (or, where that is unreadable,
- * an unmapped address: EFAULT, which the kernel answers only after the
- * access check). Blocked on EPERM (the filter or the access check) and
- * ESRCH (no such pid here: the job's own pid namespace); any other answer
- * passed the check. */
-__attribute__((noreturn)) static inline void probe_process_vm_readv(long pid, const char *whose) {
-  char maps_path[64];
-  snprintf(maps_path, sizeof maps_path, "/proc/%ld/maps", pid);
-  unsigned long start = 0;
-  FILE *maps = fopen(maps_path, "re");
-  if (maps) {
-    if (fscanf(maps, "%lx-", &start) != 1) start = 0;
-    fclose(maps);
-  }
-  char buf[16];
-  struct iovec local = {buf, sizeof buf};
-  struct iovec remote = {(void *)(start ? start : 0x10000), sizeof buf};
-  ssize_t n = process_vm_readv((pid_t)pid, &local, 1, &remote, 1, 0);
-  if (n >= 0) escaped("read %zd bytes of %s %ld at %#lx", n, whose, pid, (unsigned long)remote.iov_base);
-  int err = errno;
-  if (err == EPERM || err == ESRCH) blocked(err, "process_vm_readv %s %ld", whose, pid);
-  escaped("process_vm_readv passed the access check on %s %ld: %s at %#lx", whose, pid, probe_errno_name(err),
-          (unsigned long)remote.iov_base);
-}
-
 #endif
 
 /* The errno's symbolic name ("EPERM"), by Linux's numbers (the names glibc's

@@ -261,21 +261,15 @@ std::vector<CapabilityId> RequiredCapabilities(const Policy& policy) {
     // mode's socket and port rules: its network namespace confines both.
     std::erase(need, CapabilityId::kNetNeverListen);
     need.push_back(CapabilityId::kIpcJob);
-    if (!policy.exec_writable()) need.push_back(CapabilityId::kExecWritableDeny);
-    switch (policy.gpu()) {
-      case GpuMode::kNone: break;
-      case GpuMode::kCompute: need.push_back(CapabilityId::kGpu); break;
+  } else {
+    switch (policy.net().mode) {
+      case NetMode::kNone: need.push_back(CapabilityId::kNetNone); break;
+      case NetMode::kEgressAllowlist:
+        need.insert(need.end(),
+                    {CapabilityId::kNetEgressAllowlist, CapabilityId::kNetNoLoopback, CapabilityId::kNetNoLinkLocal});
+        break;
+      case NetMode::kEgressAny: need.push_back(CapabilityId::kNetEgressAny); break;
     }
-    if (policy.broker()) need.push_back(CapabilityId::kIpcBrokerOnly);
-    return need;
-  }
-  switch (policy.net().mode) {
-    case NetMode::kNone: need.push_back(CapabilityId::kNetNone); break;
-    case NetMode::kEgressAllowlist:
-      need.insert(need.end(),
-                  {CapabilityId::kNetEgressAllowlist, CapabilityId::kNetNoLoopback, CapabilityId::kNetNoLinkLocal});
-      break;
-    case NetMode::kEgressAny: need.push_back(CapabilityId::kNetEgressAny); break;
   }
   if (!policy.exec_writable()) need.push_back(CapabilityId::kExecWritableDeny);
   switch (policy.gpu()) {
