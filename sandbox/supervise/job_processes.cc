@@ -110,7 +110,6 @@ void CloseAllBut(std::initializer_list<int> keep) {
 
 [[noreturn]] void LauncherMain(const ChildPlan& cp, const JobFds& f) {
   close(f.status_w);
-  if (cp.init_not_dumpable && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0) _exit(kExitNotEnforced);
   // stdio: /dev/null and the two pipes; nothing of the agent's terminal.
   // Everything moves above 2 first, in case the agent ran with stdio closed.
   // Above kJobBrokerFd, which the broker connection (if any) takes last.
@@ -120,6 +119,10 @@ void CloseAllBut(std::initializer_list<int> keep) {
   const int err = fcntl(f.err_w, F_DUPFD_CLOEXEC, kJobBrokerFd + 1);
   const int broker = f.broker < 0 ? -1 : fcntl(f.broker, F_DUPFD_CLOEXEC, kJobBrokerFd + 1);
   if (gate < 0) _exit(kExitNotEnforced);
+  // debug: init is not dumpable, and a forked launcher inherits that; the
+  // gate reads this process's /proc from outside, as the agent's uid.
+  if (cp.init_not_dumpable && prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0)
+    LauncherFail(gate, "job-setup", errno, "prctl(PR_SET_DUMPABLE, 1)", kExitNotEnforced);
   if (in < 0 || out < 0 || err < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
     LauncherFail(gate, "job-setup", errno, "stdio", kExitNotEnforced);
   for (int fd : {f.gate_child, f.devnull, f.out_w, f.err_w, f.broker, f.stdin_r, in, out, err})
