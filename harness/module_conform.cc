@@ -23,12 +23,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/module_trace.h"
 #include "harness/reports.h"
 #include "sandbox/common/exit_codes.h"
 #include "sandbox/common/json_formats.h"
 #include "sandbox/common/subprocess.h"
 #include "sandbox/common/unique_fd.h"
+#include "sandbox/explain/explain.h"
 #include "sandbox/host/host_facts.h"
 #include "sandbox/manifest/manifest.h"
 #include "sandbox/manifest/manifest_policy.h"
@@ -50,17 +50,6 @@ std::string ReadTail(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return text.size() > kTail ? text.substr(text.size() - kTail) : text;
-}
-
-// What strace records: file and network calls, process creation (to follow
-// forks), and every syscall the seccomp table names, so that a refusal of
-// any of them is seen. '?' keeps strace quiet about a name it does not know.
-std::string TraceSet() {
-  std::string set = "trace=%file,%network,%process";
-  std::set<std::string> names;
-  for (const auto& rule : SeccompRuleTable()) names.insert(rule.syscall);
-  for (const auto& n : names) set += ",?" + n;
-  return set;
 }
 
 int Usage(const std::string& line) {
@@ -202,22 +191,11 @@ std::variant<Job, int> PrepareJob(const ModuleConformOptions& o, const Inputs& i
 // `strace -f -ff -y` (from outside the cage) around
 // `oarbank-agent sandbox-exec POLICY -- ARGV`, its output in the tree.
 CapturedRun RunTracedSuite(const ModuleConformOptions& o, const Inputs& in, const JobTree& tree, const Job& job) {
-  std::vector<std::string> args = {o.strace,
-                                   "-f",
-                                   "-ff",
-                                   "-qq",
-                                   "-s",
-                                   "4096",
-                                   "-y",
-                                   "-o",
-                                   tree.Path("trace/t"),
-                                   "-e",
-                                   TraceSet(),
-                                   o.agent,
-                                   "sandbox-exec",
-                                   std::string("--env=") + kToolsFileEnv + "=" + job.tools_file,
-                                   job.policy_path,
-                                   "--"};
+  std::vector<std::string> args = StraceCommand(o.strace, tree.Path("trace/t"));
+  for (std::string arg :
+       {o.agent, std::string("sandbox-exec"), std::string("--env=") + kToolsFileEnv + "=" + job.tools_file,
+        job.policy_path, std::string("--")})
+    args.push_back(std::move(arg));
   args.insert(args.end(), o.argv.begin(), o.argv.end());
   const UniqueFd out(open(tree.Path("stdout").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   const UniqueFd err(open(tree.Path("stderr").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));

@@ -3,7 +3,7 @@
 // suite under this host's backend with exactly the grants its manifest
 // declares, and when the suite fails, explains each refusal the cage
 // caused: what was reached and which grant would have allowed it, or that
-// none can (module_trace.h). It also prints the portability lint for every
+// none can (sandbox/explain/explain.h). It also prints the portability lint for every
 // platform the manifest declares (portability.h).
 //
 // The run: a throw-away job tree (work, work/tmp, data; a listening broker

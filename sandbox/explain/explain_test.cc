@@ -1,9 +1,9 @@
-// Reading strace logs and explaining denials (module_trace.h), on logs
+// Reading strace logs and explaining denials (sandbox/explain/explain.h), on logs
 // written here: strace's padded lines and escaped strings, which calls are
 // the module's (after the launcher's second exec, and in what it forks
 // afterwards), relative paths against the traced working directory, and a
 // refusal the grants allow being the file's permissions, not the cage.
-#include "harness/module_trace.h"
+#include "sandbox/explain/explain.h"
 
 #include <stdlib.h>
 #include <unistd.h>
@@ -92,6 +92,32 @@ TEST(ReadModuleTrace, OnlyTheModulesCallsCountWithTheirWorkingDirectory) {
   EXPECT_EQ(trace.calls.back().cwd, d.Path("work") + "/tmp");
 }
 
+TEST(ReadModuleTrace, ASupervisedJobBeginsAtTheFirstExecAcrossItsPidNamespace) {
+  TraceDir d;
+  // 300 is the keeper (strace -p): it clones init (1 in the job's pid
+  // namespace, 301 here), which forks the launcher (2, 302), which execs
+  // the module; the module forks 303. Nothing before the exec counts.
+  d.Log(300,
+        "openat(AT_FDCWD</>, \"/keeper-setup\", O_RDONLY) = -1 EACCES (Permission denied)\n"
+        "clone3({flags=CLONE_NEWUSER|CLONE_NEWPID, exit_signal=SIGCHLD}, 88) = 301\n");
+  d.Log(301,
+        "openat(AT_FDCWD</>, \"/init-setup\", O_RDONLY) = -1 EACCES (Permission denied)\n"
+        "vfork()                                 = 2 /* 302 in strace's PID NS */\n");
+  d.Log(302,
+        "openat(AT_FDCWD</>, \"/launcher-setup\", O_RDONLY) = -1 EACCES (Permission denied)\n"
+        "execve(\"/bin/sh\", [\"sh\"], 0x1 /* 1 vars */) = 0\n"
+        "openat(AT_FDCWD</w>, \"/module-read\", O_RDONLY) = -1 EACCES (Permission denied)\n"
+        "fork()                                  = 3 /* 303 in strace's PID NS */\n");
+  d.Log(303, "openat(AT_FDCWD</w>, \"child-read\", O_RDONLY) = -1 EACCES (Permission denied)\n");
+  const ModuleTrace trace = ReadModuleTrace(d.Path("t"), TraceStart::kFirstExec);
+  EXPECT_TRUE(trace.module_ran);
+  std::vector<std::string> seen;
+  for (const auto& c : trace.calls)
+    if (c.err == "EACCES") seen.push_back(c.args[1]);
+  EXPECT_EQ(seen, (std::vector<std::string>{"\"/module-read\"", "\"child-read\""}));
+  EXPECT_EQ(trace.calls.back().cwd, "/w");
+}
+
 TEST(ReadModuleTrace, ALauncherThatNeverExecsTheModuleRanNothing) {
   TraceDir d;
   d.Log(200, "execve(\"/agent\", [\"/agent\"], 0x1 /* 1 vars */) = 0\nexit_group(70) = ?\n");
@@ -116,7 +142,12 @@ TEST(ExplainDenials, NamesTheGrantOrThatNoneCan) {
   ASSERT_TRUE(manifest.ok());
   auto registry = ParseToolRegistry("[tools.other]\nlinux = [\"" + d.Path("tools/other") + "\"]\n", "reg.toml");
   ASSERT_TRUE(registry.ok());
-  ExplainContext ctx{&manifest.value(), &policy.value(), &plan, &registry.value(), {"/home"}};
+  ExplainContext ctx;
+  ctx.manifest = &manifest.value();
+  ctx.policy = &policy.value();
+  ctx.plan = &plan;
+  ctx.registry = &registry.value();
+  ctx.homes = {"/home"};
   auto call = [&](const std::string& line) {
     auto c = ParseTraceLine(line, 1);
     EXPECT_TRUE(c.has_value()) << line;
@@ -144,6 +175,7 @@ TEST(ExplainDenials, NamesTheGrantOrThatNoneCan) {
   EXPECT_EQ(denials[0].grant, "");
   EXPECT_NE(denials[0].why.find("outside the module's directories"), std::string::npos);
   EXPECT_NE(denials[1].why.find("homes are never granted"), std::string::npos);
+  EXPECT_EQ(denials[1].grant, "");
   EXPECT_EQ(denials[2].grant, "tools = [{ id = \"other\" }]");
   EXPECT_EQ(denials[3].target, d.Path("work") + "/mine");
   EXPECT_EQ(denials[3].grant, "exec_writable = true");
@@ -164,6 +196,34 @@ TEST(ExplainDenials, NamesTheGrantOrThatNoneCan) {
   EXPECT_EQ(others[0].target, d.Path("work") + "/ro");
   EXPECT_EQ(others[1].target, d.Path("work") + "/mine");
   EXPECT_NE(others[1].why.find("read-only (not the cage)"), std::string::npos);
+}
+
+TEST(ExplainProxyRefusal, OnlyAHostTheListLacksCanBeGranted) {
+  const auto listed = ExplainProxyRefusal(
+      R"({"event":"egress_refused","client":"127.0.0.1","status":403,"method":"CONNECT","host":"other.test",)"
+      R"("port":8443,"reason":"other.test:8443 is not in the allowlist"})",
+      Speaker::kCage);
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_EQ(listed->target, "other.test:8443");
+  EXPECT_EQ(listed->grant, "--allow other.test:8443");
+  const auto private_address = ExplainProxyRefusal(
+      R"({"event":"egress_refused","status":403,"host":"a.test","port":443,"reason":"a.test resolves to 10.0.0.1, private"})",
+      Speaker::kPolicy);
+  ASSERT_TRUE(private_address.has_value());
+  EXPECT_EQ(private_address->grant, "");
+  EXPECT_FALSE(ExplainProxyRefusal(R"({"event":"egress_connect","host":"a.test"})", Speaker::kCage).has_value());
+  EXPECT_FALSE(ExplainProxyRefusal("not json", Speaker::kCage).has_value());
+}
+
+TEST(EscapeControl, NoByteTheJobChoseReachesATerminalRaw) {
+  EXPECT_EQ(EscapeControl("a\x1b[31m\nb\\c\x7f"), "a\\x1b[31m\\nb\\\\c\\x7f");
+  Denial d;
+  d.kind = "file";
+  d.access = "read";
+  d.target = "/x\ny";
+  d.denied_by = "landlock";
+  d.why = "w";
+  EXPECT_EQ(DenialLine(d).find('\n'), std::string::npos);
 }
 
 }  // namespace

@@ -1,0 +1,256 @@
+#include "sandbox/explain/trace_log.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "sandbox/seccomp/rules.h"
+
+namespace oarbank {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Splits strace's argument list at top-level commas.
+std::vector<std::string> SplitArgs(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      cur += c;
+      if (c == '\\' && i + 1 < s.size())
+        cur += s[++i];
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    switch (c) {
+      case '"': in_string = true; break;
+      case '(':
+      case '[':
+      case '{':
+      case '<': ++depth; break;
+      case ')':
+      case ']':
+      case '}':
+      case '>': --depth; break;
+      default: break;
+    }
+    if (c == ',' && depth == 0) {
+      out.push_back(cur);
+      cur.clear();
+      if (i + 1 < s.size() && s[i + 1] == ' ') ++i;
+      continue;
+    }
+    cur += c;
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+bool IsFork(const TraceCall& c) {
+  return c.name == "clone" || c.name == "clone3" || c.name == "fork" || c.name == "vfork";
+}
+
+bool IsExec(const TraceCall& c) { return (c.name == "execve" || c.name == "execveat") && c.ret == 0 && c.err.empty(); }
+
+}  // namespace
+
+std::optional<std::string> DecodeString(const std::string& token) {
+  if (token.empty() || token[0] != '"') return std::nullopt;
+  std::string out;
+  for (size_t i = 1; i < token.size(); ++i) {
+    char c = token[i];
+    if (c == '"') return out;
+    if (c != '\\' || i + 1 >= token.size()) {
+      out += c;
+      continue;
+    }
+    c = token[++i];
+    switch (c) {
+      case 'n': out += '\n'; break;
+      case 't': out += '\t'; break;
+      case 'r': out += '\r'; break;
+      case 'v': out += '\v'; break;
+      case 'f': out += '\f'; break;
+      case 'x':
+        if (i + 2 < token.size()) {
+          out += static_cast<char>(std::stoi(token.substr(i + 1, 2), nullptr, 16));
+          i += 2;
+        }
+        break;
+      default:
+        if (c >= '0' && c <= '7') {
+          size_t n = 0;
+          int v = 0;
+          while (n < 3 && i < token.size() && token[i] >= '0' && token[i] <= '7') v = v * 8 + (token[i++] - '0'), ++n;
+          --i;
+          out += static_cast<char>(v);
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> FdPath(const std::string& token) {
+  const auto lt = token.find('<');
+  const auto gt = token.rfind('>');
+  if (lt == std::string::npos || gt == std::string::npos || gt <= lt + 1) return std::nullopt;
+  const std::string p = token.substr(lt + 1, gt - lt - 1);
+  if (p.empty() || p[0] != '/') return std::nullopt;
+  return p;
+}
+
+std::optional<TraceCall> ParseTraceLine(const std::string& line, int pid) {
+  TraceCall call;
+  call.pid = pid;
+  call.raw = line;
+  if (line.rfind("--- SIGSYS ", 0) == 0) {
+    call.name = "SIGSYS";
+    const auto at = line.find("si_syscall=");
+    if (at != std::string::npos) {
+      const auto end = line.find_first_of(",}", at);
+      call.args.push_back(line.substr(at + 11, end - at - 11));
+    }
+    const auto arch = line.find("si_arch=");
+    if (arch != std::string::npos) {
+      const auto end = line.find_first_of(",}", arch);
+      call.args.push_back(line.substr(arch + 8, end - arch - 8));
+    }
+    call.err = "SIGSYS";
+    return call;
+  }
+  // "name(args) = ret", where strace pads short calls with spaces before '='.
+  const auto open = line.find('(');
+  const auto eq_sign = line.rfind(" = ");
+  if (open == std::string::npos || eq_sign == std::string::npos || eq_sign < open) return std::nullopt;
+  const auto eq = line.rfind(')', eq_sign);
+  if (eq == std::string::npos || eq < open ||
+      line.find_first_not_of(' ', eq + 1) != eq_sign + 1 /* '=' right after the padding */)
+    return std::nullopt;
+  call.name = line.substr(0, open);
+  if (call.name.empty() || !std::all_of(call.name.begin(), call.name.end(),
+                                        [](unsigned char c) { return std::isalnum(c) != 0 || c == '_'; }))
+    return std::nullopt;
+  call.args = SplitArgs(line.substr(open + 1, eq - open - 1));
+  const std::string ret = line.substr(eq_sign + 3);
+  if (ret.empty() || ret[0] == '?') return call;
+  call.ret = std::strtoll(ret.c_str(), nullptr, 10);
+  if (call.ret < 0) {
+    const auto space = ret.find(' ');
+    if (space != std::string::npos) {
+      const auto end = ret.find(' ', space + 1);
+      call.err = ret.substr(space + 1, end == std::string::npos ? std::string::npos : end - space - 1);
+    }
+  } else if (IsFork(call)) {
+    // "= 3 /* 5684 in strace's PID NS */": the child as the tracer sees it.
+    const auto note = ret.find("/* ");
+    call.child =
+        static_cast<int>(note == std::string::npos ? call.ret : std::strtoll(ret.c_str() + note + 3, nullptr, 10));
+  }
+  return call;
+}
+
+namespace {
+
+// A successful call that is neither a fork, an exec nor a chdir matters
+// only for the working directory it shows: it is kept when that changed,
+// so a long build's log costs memory for its refusals, not its calls.
+constexpr size_t kMaxKeptCalls = 1 << 20;
+
+std::optional<std::string> ShownCwd(const TraceCall& c) {
+  for (const auto& arg : c.args)
+    if (arg.rfind("AT_FDCWD<", 0) == 0) return FdPath(arg);
+  return std::nullopt;
+}
+
+std::map<int, std::vector<TraceCall>> ReadLogs(const std::string& prefix) {
+  const fs::path dir = fs::path(prefix).parent_path();
+  const std::string stem = fs::path(prefix).filename().string() + ".";
+  std::map<int, std::vector<TraceCall>> per_pid;
+  size_t kept = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(stem, 0) != 0) continue;
+    const int pid = std::atoi(name.c_str() + stem.size());
+    if (pid <= 0) continue;
+    std::ifstream in(entry.path());
+    std::vector<TraceCall>& calls = per_pid[pid];
+    std::string last_cwd;
+    for (std::string line; std::getline(in, line) && kept < kMaxKeptCalls;) {
+      auto call = ParseTraceLine(line, pid);
+      if (!call) continue;
+      const auto cwd = ShownCwd(*call);
+      const bool plain = call->err.empty() && call->name != "SIGSYS" && !IsFork(*call) && !IsExec(*call) &&
+                         call->name != "execve" && call->name != "execveat" && call->name != "chdir";
+      if (plain && (!cwd || *cwd == last_cwd)) continue;
+      if (cwd) last_cwd = *cwd;
+      calls.push_back(std::move(*call));
+      ++kept;
+    }
+  }
+  return per_pid;
+}
+
+}  // namespace
+
+ModuleTrace ReadModuleTrace(const std::string& prefix, TraceStart start) {
+  ModuleTrace out;
+  std::map<int, std::vector<TraceCall>> per_pid = ReadLogs(prefix);
+  std::set<int> children;
+  for (const auto& [pid, calls] : per_pid)
+    for (const auto& c : calls)
+      if (IsFork(c) && c.child > 0) children.insert(c.child);
+  // Walk from the root (the one process nobody forked), carrying "is the
+  // module" across each fork. Under sandbox-exec only the launcher's own
+  // process becomes the module (by its second exec); what it forked before
+  // that never does. The working directory is carried the same way:
+  // strace -y shows it in every AT_FDCWD argument, and a child starts in
+  // its parent's.
+  const int execs_to_module = start == TraceStart::kLauncherSecondExec ? 2 : 1;
+  std::function<void(int, bool, bool, std::string)> walk = [&](int pid, bool module, bool may_become, std::string cwd) {
+    const auto it = per_pid.find(pid);
+    if (it == per_pid.end()) return;
+    int execs = 0;
+    for (auto& c : it->second) {
+      if (auto dir = ShownCwd(c)) cwd = *dir;
+      if (c.name == "chdir" && c.ret == 0 && c.err.empty() && !c.args.empty())
+        if (auto dir = DecodeString(c.args[0])) cwd = (!dir->empty() && (*dir)[0] == '/') ? *dir : cwd + "/" + *dir;
+      c.cwd = cwd;
+      if (!module && may_become && IsExec(c)) {
+        if (++execs >= execs_to_module) module = out.module_ran = true;
+        continue;
+      }
+      if (module) out.calls.push_back(c);
+      if (IsFork(c) && c.child > 0) walk(c.child, module, start == TraceStart::kFirstExec && !module, cwd);
+    }
+  };
+  for (const auto& [pid, calls] : per_pid)
+    if (children.count(pid) == 0) walk(pid, false, true, "/");
+  return out;
+}
+
+std::string TraceSet() {
+  std::string set = "trace=%file,%network,%process";
+  std::set<std::string> names;
+  for (const auto& rule : SeccompRuleTable()) names.insert(rule.syscall);
+  for (const auto& n : names) set += ",?" + n;
+  return set;
+}
+
+std::vector<std::string> StraceCommand(const std::string& strace, const std::string& prefix) {
+  return {strace, "-f", "-ff", "-qq", "-s", "4096", "-y", "--decode-pids=pidns", "-o", prefix, "-e", TraceSet()};
+}
+
+}  // namespace oarbank
