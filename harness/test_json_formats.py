@@ -182,6 +182,12 @@ def test_run_json(tree, uid):
     doc = json.loads(caged.stdout)
     json_docs.check("run", doc, page)
     assert doc["format"] == "oarbank.run/1" and str(tree / "bundle") in doc["cage"]["read"], doc["cage"]
+    # --explain: each refusal, explained.
+    explained = agent("run", "--unproven", "--json", "--explain", policy, "--", "/bin/cat", "/var/lib/dpkg/status",
+                      uid=uid)
+    doc = json.loads(explained.stdout)
+    json_docs.check("run", doc, page)
+    assert doc["explain"]["refusals"][0]["target"] == "/var/lib/dpkg/status", doc["explain"]
     # A worktree inside a checkout says so (cage.history).
     os.makedirs(tree / "checkout" / ".git" / "objects", exist_ok=True)
     os.makedirs(tree / "checkout" / "sub", exist_ok=True)

@@ -14,6 +14,7 @@
 #include <map>
 #include <vector>
 
+#include "sandbox/cli/explain_option.h"
 #include "sandbox/cli/job_io.h"
 #include "sandbox/cli/numbers.h"
 #include "sandbox/cli/shared_options.h"
@@ -37,6 +38,7 @@ struct CageCommand::Options {
   double timeout_s = 0;
   JobIoOptions io;
   bool unproven = false;
+  bool explain = false;
   int abi_cap = -1;
   std::vector<std::string> test_public;
   std::string test_resolver;
@@ -206,6 +208,7 @@ CageCommand::CageCommand(CLI::App& app) : o_(std::make_shared<Options>()) {
   AddJobIoOptions(sub_, o.io,
                   "Print the result as JSON (as run --json, with what the cage was made of); without it the job's "
                   "output streams to stdout and stderr as it comes");
+  AddExplainOption(sub_, o.explain);
   sub_->add_flag("--unproven", o.unproven,
                  "Run even though the battery attestation does not prove the cage's policy class here (the result "
                  "says \"unproven (operator override)\")");
@@ -252,11 +255,19 @@ std::optional<int> CageCommand::Run() const {
   cage::JobHooks hooks;
   if (!SetEgress(JobEgressOptions{}, o.test_public, o.test_resolver, hooks)) return kExitUsage;
   if (!ApplyJobIo(o.io, WritableGrants(policy.value()), options)) return kExitUsage;
+  std::unique_ptr<JobExplainer> explainer;
+  if (o.explain) {
+    int refused = 0;
+    explainer = JobExplainer::Prepare(policy.value(), Speaker::kCage, hooks, &refused);
+    if (!explainer) return refused;
+  }
   const nlohmann::ordered_json history = WorktreeHistory(spec.worktree);
   if (!o.io.json && history.is_object() && history.contains("note") && isatty(STDERR_FILENO))
     fprintf(stderr, "sandbox: %s\n", history["note"].get<std::string>().c_str());
-  return RunJobAndReport(o.io, options, [&](const cage::RunOptions& opts) { return cage::RunSpec(spec, opts, hooks); },
-                         {{"cage", CageSummary(policy.value(), history)}});
+  return RunJobAndReport(
+      o.io, options, [&](const cage::RunOptions& opts) { return cage::RunSpec(spec, opts, hooks); },
+      {{"cage", CageSummary(policy.value(), history)}},
+      explainer ? std::function<JobAfterword()>([&] { return explainer->Explain(); }) : nullptr);
 }
 
 }  // namespace oarbank

@@ -205,7 +205,7 @@ bool ApplyJobIo(const JobIoOptions& io, const std::vector<std::string>& writable
 
 int RunJobAndReport(const JobIoOptions& io, cage::RunOptions options,
                     const std::function<cage::Result(const cage::RunOptions&)>& job,
-                    const nlohmann::ordered_json& extra) {
+                    const nlohmann::ordered_json& extra, const std::function<JobAfterword()>& after) {
   // Without --json the job's output streams to stdout and stderr as it
   // comes (a stream with a spool file goes only there).
   const bool stream_out = !io.json && io.stdout_file.empty();
@@ -221,10 +221,17 @@ int RunJobAndReport(const JobIoOptions& io, cage::RunOptions options,
   }
   const int status = ExitStatus(result);
   try {
-    if (io.json)
-      PrintJson(io, result, extra);
-    else
+    nlohmann::ordered_json members = extra;
+    std::optional<JobAfterword> afterword;
+    if (after && result.fault != cage::Fault::kRefused) afterword = after();
+    if (afterword) members["explain"] = afterword->json;
+    if (io.json) {
+      PrintJson(io, result, members);
+    } else {
       PrintLines(result, stream_out, stream_err);
+      if (afterword)
+        for (const auto& line : afterword->lines) fprintf(stderr, "sandbox: %s\n", line.c_str());
+    }
   } catch (const std::exception& e) {
     // Never reached with the encodings above; if it were, the status stands.
     fprintf(stderr, "sandbox: the result could not be printed (%s); the job's status is %d\n", e.what(), status);

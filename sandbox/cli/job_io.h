@@ -45,11 +45,20 @@ std::vector<std::string> WritableGrants(const Policy& policy);
 // may lie. One usage line on stderr and false for bad input.
 bool ApplyJobIo(const JobIoOptions& io, const std::vector<std::string>& writable, cage::RunOptions& options);
 
+// What a command adds once the job has ended (--explain): a member of
+// --json, or lines on stderr ("sandbox: " before each).
+struct JobAfterword {
+  nlohmann::ordered_json json;
+  std::vector<std::string> lines;
+};
+
 // Runs `job` with `options` (streaming as `io` says; the caller's terminal
 // raw meanwhile with --pty), prints the result (as JSON with `extra`'s
-// members added, or as lines) and returns the exit status.
+// members added, and `after`'s as "explain", or as lines) and returns the
+// exit status.
 int RunJobAndReport(const JobIoOptions& io, cage::RunOptions options,
                     const std::function<cage::Result(const cage::RunOptions&)>& job,
-                    const nlohmann::ordered_json& extra = nlohmann::ordered_json::object());
+                    const nlohmann::ordered_json& extra = nlohmann::ordered_json::object(),
+                    const std::function<JobAfterword()>& after = nullptr);
 
 }  // namespace oarbank

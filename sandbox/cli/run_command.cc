@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "sandbox/cli/explain_option.h"
 #include "sandbox/cli/job_io.h"
 #include "sandbox/cli/numbers.h"
 #include "sandbox/cli/shared_options.h"
@@ -27,6 +28,7 @@ struct RunCommand::Options {
   std::vector<std::string> egress_public;
   std::string egress_resolver;
   int abi_cap = -1;
+  bool explain = false;
 };
 
 bool RunCommand::Names(const std::string& name) { return name == "run"; }
@@ -45,6 +47,7 @@ RunCommand::RunCommand(CLI::App& app) : o_(std::make_shared<Options>()) {
                  "\"unproven (operator override)\")");
   sub_->add_option("--env", o.env, "NAME=VALUE for the job's environment (repeatable)")->allow_extra_args(false);
   AddLandlockAbiMax(sub_, o.abi_cap);
+  AddExplainOption(sub_, o.explain);
   sub_->add_option("--egress-test-public-range", o.egress_public,
                    "The job's egress proxy treats this CIDR as public; it must lie inside 198.18.0.0/15, the "
                    "benchmarking range no real host uses (the battery's test hosts; repeatable)")
@@ -75,9 +78,16 @@ std::optional<int> RunCommand::Run() const {
     return PolicyErrorExit(policy.error());
   }
   if (!ApplyJobIo(o.io, WritableGrants(policy.value()), options)) return kExitUsage;
-  return RunJobAndReport(o.io, options, [&](const cage::RunOptions& opts) {
-    return cage::RunPolicy(policy.value(), o.argv, opts, hooks);
-  });
+  std::unique_ptr<JobExplainer> explainer;
+  if (o.explain) {
+    int refused = 0;
+    explainer = JobExplainer::Prepare(policy.value(), Speaker::kPolicy, hooks, &refused);
+    if (!explainer) return refused;
+  }
+  return RunJobAndReport(
+      o.io, options, [&](const cage::RunOptions& opts) { return cage::RunPolicy(policy.value(), o.argv, opts, hooks); },
+      nlohmann::ordered_json::object(),
+      explainer ? std::function<JobAfterword()>([&] { return explainer->Explain(); }) : nullptr);
 }
 
 }  // namespace oarbank

@@ -293,7 +293,21 @@ void ArmKeeper(const ChildPlan& cp, const JobFds& f, sigset_t& term) {
   if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != cp.supervisor) _exit(1);
   setsid();
   CloseAllBut({f.status_w, f.gate_child, f.sync_r, f.sync_w, f.out_w, f.err_w, f.devnull, f.broker, f.egress_child,
-               f.net_child, f.stdin_r, cp.root_etc_idmap_fd});
+               f.net_child, f.stdin_r, f.trace_r, cp.root_etc_idmap_fd});
+}
+
+// --explain: the supervisor's descendants may trace this process (Yama's
+// PR_SET_PTRACER; EINVAL without Yama), and nothing of the job is made
+// until the tracer is attached and says so. EOF: it did not attach.
+void AwaitTracer(const ChildPlan& cp, const JobFds& f) {
+  if (f.trace_r < 0) return;
+  prctl(PR_SET_PTRACER, cp.supervisor, 0, 0, 0);
+  char go = 0;
+  ssize_t n;
+  while ((n = read(f.trace_r, &go, 1)) < 0 && errno == EINTR) {
+  }
+  close(f.trace_r);
+  if (n != 1 || go != 'T') _exit(1);
 }
 
 // Root's idmapped /etc can only be made here, in the initial user
@@ -391,6 +405,7 @@ void ReleaseInit(const ChildPlan& cp, const JobFds& f, pid_t init, bool in_leaf)
   // holder needs it too), then as it was: the keeper itself is not.
   const int dumpable = prctl(PR_GET_DUMPABLE);
   if (dumpable != 1) prctl(PR_SET_DUMPABLE, 1);
+  AwaitTracer(cp, f);
   JobFds jf = f;
   PrepareRootEtcTree(cp, f, jf);
   MakeLeaf(cp, f);

@@ -60,6 +60,7 @@ struct JobFds {
   int egress_child = -1;   // init -> supervisor: the proxy listener (job_egress.h)
   int net_child = -1;      // init <-> supervisor: egress-any's job network (job_network.h)
   int stdin_r = -1;        // the job's stdin when the caller's is relayed (else /dev/null)
+  int trace_r = -1;        // --explain: the keeper waits here until its tracer is attached (job_trace.h)
 };
 
 // Everything the job's processes need, prepared before the fork: after it

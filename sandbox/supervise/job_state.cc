@@ -168,6 +168,18 @@ void Job::State::Abort() {
   if (leaf) leaf->Kill();
 }
 
+void Job::State::OnTracerEnded() {
+  tracer_ended = true;
+  // The keeper ends before its tracer can: one that has not is still the
+  // job's, now untraced, and is ended as PTRACE_O_EXITKILL would.
+  siginfo_t info{};
+  const bool keeper_gone =
+      keeper <= 0 || (waitid(P_PID, keeper, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == keeper);
+  if (keeper_gone) return;
+  trace->failure = "the tracer ended before the job, which was killed";
+  Abort();
+}
+
 void Job::State::OnStatus() {
   StatusRecord r{};
   const ssize_t n = read(status.get(), &r, sizeof r);
@@ -337,6 +349,7 @@ Job::State::PollSet Job::State::Wanted() const {
   want(gate.get(), POLLIN, PumpEvent::kGate);
   want(status.get(), POLLIN, PumpEvent::kStatus);
   want(net.get(), POLLIN, PumpEvent::kNet);  // egress-any's job network (job_network.h)
+  if (tracer && !tracer_ended) want(tracer->pidfd(), POLLIN, PumpEvent::kTracer);
   // A stream the caller is slow to take holds its source back.
   if (!out_stream.Busy()) {
     want(out.get(), POLLIN, PumpEvent::kOut);
@@ -397,6 +410,7 @@ void Job::State::Dispatch(PumpEvent event) {
     case PumpEvent::kToJob: OnJobInputWritable(); break;
     case PumpEvent::kOutStream: out_stream.Flush(); break;
     case PumpEvent::kErrStream: err_stream.Flush(); break;
+    case PumpEvent::kTracer: OnTracerEnded(); break;
   }
 }
 
@@ -423,6 +437,11 @@ const Result& Job::State::Finish() {
     while (waitpid(keeper, nullptr, __WALL) < 0 && errno == EINTR) {
     }
     keeper = -1;
+  }
+  if (tracer) {
+    const std::string cut = tracer->Finish(std::chrono::seconds(10));
+    if (trace->failure.empty()) trace->failure = cut;
+    tracer.reset();
   }
   // Nothing of the job is left to connect to the proxy.
   StopProxy();

@@ -113,6 +113,13 @@ struct Job::State {
   std::string publish_netns;
   bool published = false;
 
+  // --explain (job_trace.h): what the caller gets back, and the tracer.
+  std::shared_ptr<JobTrace> trace;
+  std::optional<JobTracer> tracer;
+  bool tracer_ended = false;
+  // The tracer ended: before the job, it ends the job too.
+  void OnTracerEnded();
+
   void PublishNetns();
 
   void UnpublishNetns();
@@ -165,10 +172,10 @@ struct Job::State {
   // Pump's stages: the fds to wait on and what each stands for, how long
   // to wait (the setup deadline, the timeout, the next window-size check),
   // the timers that came due, and the handler of one ready fd.
-  enum class PumpEvent { kGate, kStatus, kNet, kOut, kErr, kPty, kIn, kToJob, kOutStream, kErrStream };
+  enum class PumpEvent { kGate, kStatus, kNet, kOut, kErr, kPty, kIn, kToJob, kOutStream, kErrStream, kTracer };
   struct PollSet {
-    pollfd fds[10];
-    PumpEvent events[10];
+    pollfd fds[11];
+    PumpEvent events[11];
     nfds_t n = 0;
   };
   PollSet Wanted() const;

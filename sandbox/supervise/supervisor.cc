@@ -145,6 +145,27 @@ struct ChildStrings {
   std::vector<std::string> args, env;
 };
 
+// The job's egress proxy's refusals join its explanation (job_trace.h);
+// every line still goes where it went.
+void TraceProxyRefusals(Job::State& s, const std::shared_ptr<JobTrace>& trace) {
+  std::function<void(const std::string&)> previous = s.egress_options.log;
+  s.egress_options.log = [trace, previous](const std::string& line) {
+    if (line.find("\"egress_refused\"") != std::string::npos) {
+      std::lock_guard lock(trace->mu);
+      if (trace->proxy_refusals.size() < kMaxProxyRefusals)
+        trace->proxy_refusals.push_back(line);
+      else
+        ++trace->proxy_dropped;
+    }
+    if (previous) {
+      previous(line);
+    } else {
+      fprintf(stderr, "%s\n", line.c_str());
+      fflush(stderr);
+    }
+  };
+}
+
 // Everything the job's processes need, built now: after the fork they
 // allocate nothing. The broker grant (broker_handoff.h): below Landlock
 // ABI 9 the job holds one connection, made here in the agent's namespaces
@@ -202,6 +223,10 @@ std::optional<std::string> PrepareChild(ChildPlan& cp, ChildStrings& strings, Un
     s.egress_allow = policy.net().allow;
     if (hooks.egress) s.egress_options = *hooks.egress;
   }
+  if (hooks.trace) {
+    s.trace = hooks.trace;
+    TraceProxyRefusals(s, hooks.trace);
+  }
   return std::nullopt;
 }
 
@@ -209,9 +234,11 @@ std::optional<std::string> PrepareChild(ChildPlan& cp, ChildStrings& strings, Un
 // owned until it is handed over: a failure anywhere closes every one.
 struct JobChannels {
   // The job's ends, closed in the supervisor right after the fork.
-  UniqueFd devnull, status_w, out_w, err_w, sync_r, sync_w, gate_child, egress_child, net_child, stdin_r, broker;
-  // The supervisor's ends, handed to the job's state.
-  UniqueFd status, out, err, gate, egress, net, stdin_w;
+  UniqueFd devnull, status_w, out_w, err_w, sync_r, sync_w, gate_child, egress_child, net_child, stdin_r, broker,
+      trace_r;
+  // The supervisor's ends, handed to the job's state (trace_w: the
+  // supervisor's own, written once the tracer is attached).
+  UniqueFd status, out, err, gate, egress, net, stdin_w, trace_w;
 
   // The numbers the job's processes use (the numbers survive the forks).
   JobFds ChildFds() const {
@@ -227,11 +254,12 @@ struct JobChannels {
     f.net_child = net_child.get();
     f.stdin_r = stdin_r.get();
     f.broker = broker.get();
+    f.trace_r = trace_r.get();
     return f;
   }
   void CloseChildEnds() {
     for (UniqueFd* fd : {&devnull, &status_w, &out_w, &err_w, &sync_r, &sync_w, &gate_child, &egress_child, &net_child,
-                         &stdin_r, &broker})
+                         &stdin_r, &broker, &trace_r})
       fd->Reset();
   }
 };
@@ -256,7 +284,7 @@ int SeqPacketPair(UniqueFd& mine, UniqueFd& theirs) {
 // failed (what was opened closes with `c`). The caller's input goes to the
 // job through a pipe of its own (or the terminal): the job never holds the
 // caller's fd, a terminal least of all.
-int OpenChannels(JobChannels& c, const NamespacePlan& ns, bool stdin_relay) {
+int OpenChannels(JobChannels& c, const NamespacePlan& ns, bool stdin_relay, bool traced) {
   const int one = 1;
   c.devnull.Reset(open("/dev/null", O_RDWR | O_CLOEXEC));
   if (!c.devnull.valid()) return errno;
@@ -272,6 +300,8 @@ int OpenChannels(JobChannels& c, const NamespacePlan& ns, bool stdin_relay) {
     if (int err = SeqPacketPair(c.net, c.net_child)) return err;
   if (stdin_relay)
     if (int err = Pipe(c.stdin_r, c.stdin_w)) return err;
+  if (traced)
+    if (int err = Pipe(c.trace_r, c.trace_w)) return err;
   return 0;
 }
 
@@ -292,6 +322,27 @@ void HandOver(Job::State& s, JobChannels& c, const RunOptions& options, bool std
     if (fd->valid()) fcntl(fd->get(), F_SETFL, fcntl(fd->get(), F_GETFL) | O_NONBLOCK);
 }
 
+// --explain: the tracer attaches to the keeper, which waits on `go` until
+// then (job_trace.h). False with the job refused when it does not: the
+// keeper reads EOF and ends.
+bool AttachTracer(Job::State& s, UniqueFd& go) {
+  auto tracer = JobTracer::Attach(*s.trace, s.keeper, std::chrono::seconds(10));
+  if (!tracer.ok()) {
+    go.Reset();
+    s.Refuse(tracer.error().where + ": " + tracer.error().what);
+    return false;
+  }
+  s.tracer.emplace(std::move(tracer).value());
+  const char t = 'T';
+  if (write(go.get(), &t, 1) != 1) {
+    go.Reset();
+    s.Refuse("explain: cannot release the traced keeper" + ErrnoText(errno));
+    return false;
+  }
+  go.Reset();
+  return true;
+}
+
 // Forks the keeper, closes the job's ends here, and pumps up to the exec
 // (or the refusal): the gate is verified in there.
 void Launch(Job::State& s, const ChildPlan& cp, JobChannels& c) {
@@ -305,6 +356,10 @@ void Launch(Job::State& s, const ChildPlan& cp, JobChannels& c) {
   if (s.keeper < 0) {
     s.keeper = -1;
     s.Refuse("job-setup: fork" + ErrnoText(fork_err));
+    s.Finish();
+    return;
+  }
+  if (s.trace && !AttachTracer(s, c.trace_w)) {
     s.Finish();
     return;
   }
@@ -332,6 +387,7 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
                                                                            : JobNetworkProbeDepth::kNone);
   JobPlan plan = PlanSupervisedJob(policy, host, options);
   TakePlan(s, plan);
+  if (hooks.trace) hooks.trace->plan = plan.confinement;
   FaultMutatePlan(plan.confinement);  // test-only build: the gate still expects the plan as made
   if (!plan.refusal.empty()) return refuse(plan.refusal);
   auto proof = CheckProof(policy, host, options);
@@ -350,7 +406,7 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   if (auto why = PrepareChild(cp, strings, channels.broker, s, plan, host, policy, argv, options, hooks))
     return refuse_after_leaf(*why);
   const bool stdin_relay = options.stdin_fd >= 0 && !options.pty;
-  if (int err = OpenChannels(channels, plan.namespaces, stdin_relay))
+  if (int err = OpenChannels(channels, plan.namespaces, stdin_relay, hooks.trace != nullptr))
     return refuse_after_leaf("job-setup: pipes" + ErrnoText(err));
   HandOver(s, channels, options, stdin_relay);
   Launch(s, cp, channels);

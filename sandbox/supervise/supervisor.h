@@ -67,6 +67,7 @@
 #include "sandbox/host/host_facts.h"
 #include "sandbox/policy/policy.h"
 #include "sandbox/supervise/job_egress.h"
+#include "sandbox/supervise/job_trace.h"
 #include "sandbox/supervise/verify.h"
 
 namespace oarbank {
@@ -88,6 +89,9 @@ Availability AssessAvailability(const HostFacts& host, bool namespaces_ok, const
 struct JobHooks {
   // Null: the system's resolver, a line on stderr per event.
   std::shared_ptr<const JobEgressOptions> egress;
+  // --explain: the job is traced from outside its cage (job_trace.h) and
+  // this is filled as it runs; null: not traced.
+  std::shared_ptr<JobTrace> trace;
 };
 
 class Job {
