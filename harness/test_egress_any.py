@@ -355,6 +355,30 @@ def test_public_servers_answer_and_nothing_else_is_reached(world, uid):
     assert result["container"]["net_dropped"] >= refused, result
 
 
+@pytest.mark.parametrize("uid", [0, 65534], ids=["root", "nobody"])
+def test_explain_names_the_ruleset_class_and_leaves_public_addresses_alone(world, uid):
+    # run --explain: a private address refused by the ruleset (TCP reset,
+    # UDP EPERM) is named with its class; a public server reached is not a
+    # refusal at all.
+    spec = {"tcp": [["public4", PUBLIC4, PORT], ["rfc1918_10", DECOYS4["rfc1918_10"], PORT]],
+            "udp": [["metadata", DECOYS4["metadata"], PORT]], "port": PORT}
+    r = run_job(world, uid, spec, extra=("--explain",))
+    assert r.returncode == 0, r.stdout + r.stderr
+    result = json.loads(r.stdout)
+    out = json.loads(result["stdout"])
+    assert out["tcp public4"] == f"HELLO {PUBLIC4}:{PORT}", out
+    refusals = result["explain"]["refusals"]
+    by_target = {d["target"]: d for d in refusals}
+    assert {f"{DECOYS4['rfc1918_10']}:{PORT}", f"{DECOYS4['metadata']}:{PORT}"} <= set(by_target), refusals
+    assert not any(PUBLIC4 in target for target in by_target), refusals
+    for target in (f"{DECOYS4['rfc1918_10']}:{PORT}", f"{DECOYS4['metadata']}:{PORT}"):
+        d = by_target[target]
+        assert d["denied_by"] == "egress-any ruleset" and d["grant"] is None, d
+    assert "private" in by_target[f"{DECOYS4['rfc1918_10']}:{PORT}"]["explanation"], refusals
+    assert by_target[f"{DECOYS4['rfc1918_10']}:{PORT}"]["errno"] == "ECONNREFUSED", refusals
+    assert by_target[f"{DECOYS4['metadata']}:{PORT}"]["kind"] == "send", refusals
+
+
 def test_the_gate_reads_the_ruleset_back_and_the_report_says_enforced(world):
     r = subprocess.run(in_up([AGENT, "sandbox-report", str(world["policy"])], 0), capture_output=True, text=True,
                        timeout=60)

@@ -114,6 +114,10 @@ def test_network_namespace_has_no_route_out(t):
     d = only(explained(t.cage(f'python3 -c "{PYCONNECT}"')), kind="connect")
     assert (d["target"], d["denied_by"], d["errno"]) == ("198.18.0.1:80", "network namespace", "ENETUNREACH")
     assert d["grant"] == "--allow <host>"
+    own = write_policy(t.job, name="ipc.json", ipc="job")
+    d = only(explained(t.run(f'python3 -c "{PYCONNECT}"', policy=own)), kind="connect")
+    assert (d["denied_by"], d["errno"]) == ("network namespace", "ENETUNREACH")
+    assert d["grant"].startswith('"net": {"mode": "egress-allowlist"')
 
 
 def test_no_network_socket_under_run_names_the_policy_fields(t):
@@ -131,6 +135,11 @@ def test_proxy_refusal_names_the_host_and_the_option(t):
     assert (d["target"], d["denied_by"], d["errno"]) == ("other.test:443", "egress proxy", "403")
     assert "not in the allowlist" in d["explanation"]
     assert d["grant"] == "--allow other.test"
+    allow = write_policy(t.job, name="allow.json",
+                         net={"mode": "egress-allowlist", "allow": ["allowed.test"], "proxy_port": 3128})
+    d = only(explained(t.run(f'python3 -c "{client}"', policy=allow)), kind="proxy")
+    assert (d["target"], d["denied_by"]) == ("other.test:443", "egress proxy")
+    assert d["grant"] == '"net": {"allow": [..., "other.test"]}'
 
 
 def test_file_permissions_are_not_the_cage(t):
@@ -142,6 +151,13 @@ def test_file_permissions_are_not_the_cage(t):
     assert explain["refusals"] == [], json.dumps(explain, indent=1)
     [d] = explain["not_the_cage"]
     assert (d["target"], d["denied_by"]) == (str(locked), "file permissions")
+    work_locked = t.job / "work" / "locked"
+    shutil.copy(locked, work_locked)
+    os.chown(work_locked, 12345, 12345)
+    os.chmod(work_locked, 0)
+    explain = explained(t.run(f"cat {work_locked}"))
+    assert explain["refusals"] == [], json.dumps(explain, indent=1)
+    assert [d["denied_by"] for d in explain["not_the_cage"]] == ["file permissions"]
 
 
 def test_a_job_with_no_refusal_explains_nothing(t):
@@ -214,3 +230,15 @@ def test_homes_and_the_system_are_never_suggested(t):
         proc = t.cage(f"cat {path}")
         for d in explained(proc)["refusals"]:
             assert d["grant"] is None, d
+
+
+def test_the_jobs_own_loopback_is_not_a_refusal(t):
+    # cage gives the job TCP and UDP on a loopback of its own (ipc "job"): a
+    # connection refused there (nothing listens) is the job's, not the cage's.
+    script = ("import socket; s = socket.socket(); s.settimeout(2)\n"
+              "try: s.connect(('127.0.0.1', 9))\n"
+              "except OSError as e: print(e.errno)")
+    proc = t.cage(f'python3 -c "{script}"')
+    explain = explained(proc)
+    assert "111" in json.loads(proc.stdout)["stdout"], proc.stdout
+    assert explain["refusals"] == [], json.dumps(explain, indent=1)

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "sandbox/common/grant_path.h"
 #include "sandbox/common/install_paths.h"
 #include "sandbox/common/path_within.h"
+#include "sandbox/egress/allowlist.h"
 #include "sandbox/host/landlock_abi.h"
 
 namespace oarbank {
@@ -141,6 +143,37 @@ constexpr const char* kNeverSuggested[] = {"/etc",  "/dev",  "/proc",    "/sys",
                                            "/boot", "/root", "/var/lib", "/var/log", "/var/spool", "/var/mail"};
 constexpr const char* kBaseSystem[] = {"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
 
+// A socket address as strace prints it: {sa_family=AF_INET,
+// sin_port=htons(80), sin_addr=inet_addr("198.18.0.1")}, the AF_INET6 and
+// AF_UNIX forms, in connect's second argument, sendto's fifth or
+// sendmsg's msg_name.
+struct SockAddr {
+  bool unix_socket = false;
+  std::string address, port;
+};
+
+SockAddr ParseSockAddr(const TraceCall& call) {
+  const size_t at = call.name == "sendto" ? 4 : 1;
+  const std::string sa = call.args.size() > at ? call.args[at] : "";
+  auto field = [&](const std::string& key) -> std::string {
+    const auto found = sa.find(key);
+    if (found == std::string::npos) return "";
+    const auto start = found + key.size();
+    const auto end = sa.find_first_of(")\",}", start);
+    return sa.substr(start, end == std::string::npos ? std::string::npos : end - start);
+  };
+  SockAddr out;
+  if (sa.find("AF_UNIX") != std::string::npos) {
+    out.unix_socket = true;
+    out.address = field("sun_path=\"");
+    return out;
+  }
+  out.address = field("inet_addr(\"");
+  if (out.address.empty()) out.address = field("inet_pton(AF_INET6, \"");
+  out.port = field("htons(");
+  return out;
+}
+
 class Explainer {
  public:
   explicit Explainer(const ExplainContext& c) : c_(c) {
@@ -224,30 +257,22 @@ class Explainer {
 
   std::optional<Denial> ExplainConnect(const TraceCall& call) {
     Denial d;
-    d.kind = "connect";
+    d.kind = call.name == "connect" ? "connect" : "send";
     d.syscall = call.name;
     d.err = call.err;
     d.denied_by = call.err == "EACCES" ? "landlock" : "network namespace";
     d.example = call.raw;
-    const std::string sa = call.args.size() > 1 ? call.args[1] : "";
-    auto field = [&](const std::string& key) -> std::string {
-      const auto at = sa.find(key);
-      if (at == std::string::npos) return "";
-      const auto start = at + key.size();
-      const auto end = sa.find_first_of(")\",}", start);
-      return sa.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    };
-    if (sa.find("AF_UNIX") != std::string::npos) {
-      d.target = "unix:" + field("sun_path=\"");
+    const SockAddr sa = ParseSockAddr(call);
+    if (sa.unix_socket) {
+      d.target = "unix:" + sa.address;
       d.why = "no unix socket but the job's container broker endpoint";
       if (c_.speaker == Speaker::kManifest && c_.manifest->sandbox.containers.empty())
         d.grant = Words(c_.speaker, Ask::kBroker);
       return d;
     }
-    std::string addr = field("inet_addr(\"");
-    if (addr.empty()) addr = field("inet_pton(AF_INET6, \"");
-    const std::string port = field("htons(");
-    d.target = addr + ":" + port;
+    d.target = sa.address + ":" + sa.port;
+    if (c_.policy->net().mode == NetMode::kEgressAny) return ExplainRuleset(d, sa);
+    const std::string& addr = sa.address;
     const bool loopback = addr.rfind("127.", 0) == 0 || addr == "::1" || addr.rfind("::ffff:127.", 0) == 0;
     const bool link_local = addr.rfind("169.254.", 0) == 0 || addr.rfind("fe80:", 0) == 0;
     if (loopback || link_local) {
@@ -255,17 +280,25 @@ class Explainer {
               ", whatever the grants (only the agent's proxy port is reachable)";
       return d;
     }
-    if (c_.policy->net().mode == NetMode::kEgressAny) {
-      d.denied_by = "egress-any ruleset";
-      d.why = "egress-any reaches public addresses only: never private, loopback, link-local or the host's own";
-      return d;
-    }
     d.why = d.denied_by == "network namespace"
                 ? "the job's own network has no route out: hosts are reached through the agent's proxy ($HTTPS_PROXY)"
                 : "only the agent's proxy port (" + std::to_string(c_.policy->net().proxy_port) +
                       ") is reachable: connect through $HTTPS_PROXY";
-    d.grant = c_.speaker == Speaker::kManifest ? "net.allow = [\"<host>:" + port + "\"] (through the proxy)"
+    d.grant = c_.speaker == Speaker::kManifest ? "net.allow = [\"<host>:" + sa.port + "\"] (through the proxy)"
                                                : Words(c_.speaker, Ask::kNet);
+    return d;
+  }
+
+  // egress-any: the job's ruleset refuses every address that is not public
+  // (a TCP reset, ECONNREFUSED; EPERM for a datagram), by the same classes
+  // the proxy uses. A public address refused is not the cage's doing.
+  std::optional<Denial> ExplainRuleset(Denial d, const SockAddr& sa) const {
+    const auto ip = egress::ParseIpAddress(sa.address);
+    if (!ip) return std::nullopt;
+    const auto reason = egress::NonPublicReason(*ip);
+    if (!reason) return std::nullopt;
+    d.denied_by = "egress-any ruleset";
+    d.why = "egress-any reaches public addresses only: " + sa.address + " is " + *reason + " (never granted)";
     return d;
   }
 
@@ -443,14 +476,50 @@ class Explainer {
 
 }  // namespace
 
-std::vector<Denial> ExplainDenials(const std::vector<TraceCall>& calls, const ExplainContext& context,
+namespace {
+
+// A non-blocking connect (curl, Python with a timeout, Go) returns
+// EINPROGRESS and learns how it ended from getsockopt(SO_ERROR) on the
+// same socket (strace -y names it): that answer is the connect's.
+std::vector<TraceCall> SettleConnects(const std::vector<TraceCall>& calls) {
+  std::map<std::string, size_t> pending;  // "pid socket" -> its connect in `out`
+  std::vector<TraceCall> out;
+  for (const auto& c : calls) {
+    const std::string key = c.args.empty() ? "" : std::to_string(c.pid) + " " + c.args[0];
+    if (c.name == "connect" && c.err == "EINPROGRESS") {
+      pending[key] = out.size();
+      out.push_back(c);
+      continue;
+    }
+    if (c.name == "getsockopt" && c.args.size() > 3 && c.args[2] == "SO_ERROR") {
+      const auto it = pending.find(key);
+      if (it == pending.end()) continue;
+      const std::string& value = c.args[3];  // "[ECONNREFUSED]"
+      if (value.size() > 2 && value != "[0]") {
+        out[it->second].err = value.substr(1, value.size() - 2);
+        out[it->second].ret = -1;
+      }
+      pending.erase(it);
+      continue;
+    }
+    out.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Denial> ExplainDenials(const std::vector<TraceCall>& traced, const ExplainContext& context,
                                    std::vector<Denial>* others, size_t* dropped) {
+  const std::vector<TraceCall> calls = SettleConnects(traced);
   Explainer explainer(context);
   std::vector<Denial> out;
   std::vector<Denial> not_cage;
   size_t dropped_here = 0;
   // The job chooses how many distinct refusals it makes: the list is bounded.
-  auto add = [&dropped_here](std::vector<Denial>& list, Denial d) {
+  const TraceCall* current = nullptr;
+  auto add = [&dropped_here, &current](std::vector<Denial>& list, Denial d) {
+    d.process = current->program;
     for (auto& existing : list)
       if (existing.kind == d.kind && existing.target == d.target && existing.access == d.access &&
           existing.denied_by == d.denied_by) {
@@ -464,6 +533,7 @@ std::vector<Denial> ExplainDenials(const std::vector<TraceCall>& calls, const Ex
     list.push_back(std::move(d));
   };
   for (const auto& call : calls) {
+    current = &call;
     if (call.name == "SIGSYS") {
       Denial d;
       d.kind = "signal";
@@ -477,10 +547,14 @@ std::vector<Denial> ExplainDenials(const std::vector<TraceCall>& calls, const Ex
       continue;
     }
     // A supervised job's connect out of its own network namespace finds no
-    // route; under egress-any the ruleset answers for a refused address.
+    // route; under egress-any the ruleset answers for a refused address (a
+    // TCP reset, ECONNREFUSED; EPERM for a datagram).
+    const bool sends = call.name == "connect" || call.name == "sendto" || call.name == "sendmsg";
     const bool unreachable =
         context.supervised && call.name == "connect" && (call.err == "ENETUNREACH" || call.err == "EHOSTUNREACH");
-    if (unreachable) {
+    const bool ruleset = context.policy->net().mode == NetMode::kEgressAny && sends &&
+                         (call.err == "ECONNREFUSED" || call.err == "EPERM");
+    if (unreachable || ruleset) {
       if (auto d = explainer.ExplainConnect(call)) add(out, std::move(*d));
       continue;
     }
@@ -514,7 +588,7 @@ std::vector<Denial> ExplainDenials(const std::vector<TraceCall>& calls, const Ex
     std::optional<Denial> d;
     if (call.name == "socket" && call.err == "EPERM")
       d = explainer.ExplainSocket(call);
-    else if (call.name == "connect" && (call.err == "EACCES" || context.policy->net().mode == NetMode::kEgressAny))
+    else if (call.name == "connect" && call.err == "EACCES")
       d = explainer.ExplainConnect(call);
     else if (call.err == "EPERM")
       d = explainer.ExplainSyscall(call);
@@ -593,6 +667,7 @@ std::string EscapeControl(const std::string& text) {
 
 nlohmann::ordered_json DenialJson(const Denial& d) {
   return {{"kind", d.kind},
+          {"process", d.process},
           {"syscall", d.syscall},
           {"errno", d.err},
           {"target", d.target},
@@ -610,6 +685,7 @@ std::string What(const Denial& d) {
   if (d.kind == "file") return d.access + " " + d.target;
   if (d.kind == "socket") return "socket(" + d.target + ")";
   if (d.kind == "connect") return "connect to " + d.target;
+  if (d.kind == "send") return "send to " + d.target;
   if (d.kind == "signal") return "syscall " + d.target + " killed";
   if (d.kind == "proxy") return "proxy request for " + d.target;
   return "syscall " + d.target;
@@ -627,8 +703,8 @@ std::string DenialText(const Denial& d) {
 }
 
 std::string DenialLine(const Denial& d) {
-  std::string line = "refused " + What(d) + " (" + d.denied_by + (d.count > 1 ? ", x" + std::to_string(d.count) : "") +
-                     "): " + d.why + "; ";
+  std::string line = "refused " + What(d) + (d.process.empty() ? "" : " by " + d.process) + " (" + d.denied_by +
+                     (d.count > 1 ? ", x" + std::to_string(d.count) : "") + "): " + d.why + "; ";
   line += d.grant.empty() ? "nothing allows it" : "to allow it: " + d.grant;
   return EscapeControl(line);
 }

@@ -33,7 +33,8 @@
 namespace oarbank {
 
 struct Denial {
-  std::string kind;  // "file", "socket", "connect", "listen", "syscall", "signal", "proxy"
+  std::string kind;     // "file", "socket", "connect", "listen", "syscall", "signal", "proxy"
+  std::string process;  // the program that made the call (the file name it executed); "" for the proxy
   std::string syscall;
   std::string err;        // "EACCES", "EPERM", "SIGSYS", or the proxy's HTTP status
   std::string target;     // the path, address or socket family

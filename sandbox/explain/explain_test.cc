@@ -226,5 +226,42 @@ TEST(EscapeControl, NoByteTheJobChoseReachesATerminalRaw) {
   EXPECT_EQ(DenialLine(d).find('\n'), std::string::npos);
 }
 
+TEST(ExplainDenials, ANonBlockingConnectEndsWithItsSoError) {
+  TraceDir d;
+  const std::string json = R"({"contract": 1, "role": "runner", "bundle": ")" + d.Path("bundle") + R"(", "work": ")" +
+                           d.Path("work") + R"(", "data": ")" + d.Path("data") + R"(", "tmp": ")" + d.Path("work/tmp") +
+                           R"(", "net": {"mode": "egress-any"}})";
+  auto policy = ParsePolicy(json);
+  ASSERT_TRUE(policy.ok()) << PolicyErrorLine(policy.error());
+  HostFacts host;
+  host.landlock_abi = 7;
+  host.seccomp_filter = true;
+  host.user_namespaces = true;
+  const Plan plan = PlanConfinement(policy.value(), host);
+  ExplainContext ctx;
+  ctx.speaker = Speaker::kPolicy;
+  ctx.policy = &policy.value();
+  ctx.plan = &plan;
+  ctx.supervised = true;
+  auto line = [](const std::string& text) { return *ParseTraceLine(text, 7); };
+  const auto denials = ExplainDenials(
+      {line(R"(connect(3<socket:[1]>, {sa_family=AF_INET, sin_port=htons(443), sin_addr=inet_addr("10.1.2.3")}, 16))"
+            R"( = -1 EINPROGRESS (Operation now in progress))"),
+       line("getsockopt(3<socket:[1]>, SOL_SOCKET, SO_ERROR, [ECONNREFUSED], [4]) = 0"),
+       // A public address refused is not the ruleset's; one that connected is nothing.
+       line(R"(connect(4<socket:[2]>, {sa_family=AF_INET, sin_port=htons(443), sin_addr=inet_addr("9.9.9.9")}, 16))"
+            R"( = -1 EINPROGRESS (Operation now in progress))"),
+       line("getsockopt(4<socket:[2]>, SOL_SOCKET, SO_ERROR, [ECONNREFUSED], [4]) = 0"),
+       line(R"(connect(5<socket:[3]>, {sa_family=AF_INET, sin_port=htons(443), sin_addr=inet_addr("10.9.9.9")}, 16))"
+            R"( = -1 EINPROGRESS (Operation now in progress))"),
+       line("getsockopt(5<socket:[3]>, SOL_SOCKET, SO_ERROR, [0], [4]) = 0")},
+      ctx);
+  ASSERT_EQ(denials.size(), 1u);
+  EXPECT_EQ(denials[0].target, "10.1.2.3:443");
+  EXPECT_EQ(denials[0].err, "ECONNREFUSED");
+  EXPECT_EQ(denials[0].denied_by, "egress-any ruleset");
+  EXPECT_EQ(denials[0].grant, "");
+}
+
 }  // namespace
 }  // namespace oarbank

@@ -192,8 +192,11 @@ std::map<int, std::vector<TraceCall>> ReadLogs(const std::string& prefix) {
       auto call = ParseTraceLine(line, pid);
       if (!call) continue;
       const auto cwd = ShownCwd(*call);
+      // getsockopt(SO_ERROR) ends a non-blocking connect (explain.cc).
+      const bool settles =
+          call->name == "getsockopt" && call->args.size() > 3 && call->args[2] == "SO_ERROR" && call->args[3] != "[0]";
       const bool plain = call->err.empty() && call->name != "SIGSYS" && !IsFork(*call) && !IsExec(*call) &&
-                         call->name != "execve" && call->name != "execveat" && call->name != "chdir";
+                         call->name != "execve" && call->name != "execveat" && call->name != "chdir" && !settles;
       if (plain && (!cwd || *cwd == last_cwd)) continue;
       if (cwd) last_cwd = *cwd;
       calls.push_back(std::move(*call));
@@ -218,26 +221,45 @@ ModuleTrace ReadModuleTrace(const std::string& prefix, TraceStart start) {
   // that never does. The working directory is carried the same way:
   // strace -y shows it in every AT_FDCWD argument, and a child starts in
   // its parent's.
+  // A stack of processes still to read, not recursion: the job chooses how
+  // deep its forks go.
   const int execs_to_module = start == TraceStart::kLauncherSecondExec ? 2 : 1;
-  std::function<void(int, bool, bool, std::string)> walk = [&](int pid, bool module, bool may_become, std::string cwd) {
-    const auto it = per_pid.find(pid);
-    if (it == per_pid.end()) return;
+  struct Pending {
+    int pid;
+    bool module, may_become;
+    std::string cwd, program;
+  };
+  std::vector<Pending> todo;
+  for (const auto& [pid, calls] : per_pid)
+    if (children.count(pid) == 0) todo.push_back({pid, false, true, "/", ""});
+  std::set<int> walked;
+  while (!todo.empty()) {
+    Pending p = std::move(todo.back());
+    todo.pop_back();
+    const auto it = per_pid.find(p.pid);
+    if (it == per_pid.end() || !walked.insert(p.pid).second) continue;
     int execs = 0;
+    std::vector<Pending> forked;
     for (auto& c : it->second) {
-      if (auto dir = ShownCwd(c)) cwd = *dir;
+      if (auto dir = ShownCwd(c)) p.cwd = *dir;
       if (c.name == "chdir" && c.ret == 0 && c.err.empty() && !c.args.empty())
-        if (auto dir = DecodeString(c.args[0])) cwd = (!dir->empty() && (*dir)[0] == '/') ? *dir : cwd + "/" + *dir;
-      c.cwd = cwd;
-      if (!module && may_become && IsExec(c)) {
-        if (++execs >= execs_to_module) module = out.module_ran = true;
+        if (auto dir = DecodeString(c.args[0])) p.cwd = (!dir->empty() && (*dir)[0] == '/') ? *dir : p.cwd + "/" + *dir;
+      if (IsExec(c))
+        if (auto path = DecodeString(c.args.empty() ? "" : c.args[c.name == "execveat" ? 1 : 0]))
+          p.program = path->substr(path->rfind('/') + 1);
+      c.cwd = p.cwd;
+      c.program = p.program;
+      if (!p.module && p.may_become && IsExec(c)) {
+        if (++execs >= execs_to_module) p.module = out.module_ran = true;
         continue;
       }
-      if (module) out.calls.push_back(c);
-      if (IsFork(c) && c.child > 0) walk(c.child, module, start == TraceStart::kFirstExec && !module, cwd);
+      if (p.module) out.calls.push_back(c);
+      if (IsFork(c) && c.child > 0)
+        forked.push_back({c.child, p.module, start == TraceStart::kFirstExec && !p.module, p.cwd, p.program});
     }
-  };
-  for (const auto& [pid, calls] : per_pid)
-    if (children.count(pid) == 0) walk(pid, false, true, "/");
+    // The first child forked is read next.
+    todo.insert(todo.end(), std::make_move_iterator(forked.rbegin()), std::make_move_iterator(forked.rend()));
+  }
   return out;
 }
 

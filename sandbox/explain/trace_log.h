@@ -24,9 +24,10 @@ struct TraceCall {
   // it (strace --decode-pids=pidns prints it beside the pid in the job's
   // namespace), which names the child's log. 0 otherwise.
   int child = 0;
-  std::string err;  // "EACCES", "" on success
-  std::string raw;  // the line, for the report
-  std::string cwd;  // the process's working directory as last seen (AT_FDCWD<...>)
+  std::string err;      // "EACCES", "" on success
+  std::string raw;      // the line, for the report
+  std::string cwd;      // the process's working directory as last seen (AT_FDCWD<...>)
+  std::string program;  // the file name of the program the process last executed
 };
 
 // Decodes one line (exposed for tests).
