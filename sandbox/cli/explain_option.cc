@@ -1,20 +1,18 @@
 #include "sandbox/cli/explain_option.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
+#include <cstring>
 
 #include "sandbox/common/exit_codes.h"
-#include "sandbox/common/path_within.h"
 #include "sandbox/explain/trace_log.h"
 
 namespace oarbank {
 namespace {
-
-namespace fs = std::filesystem;
 
 nlohmann::ordered_json Denials(const std::vector<Denial>& list) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
@@ -30,11 +28,6 @@ void AddExplainOption(CLI::App* sub, bool& explain) {
                 "layer that refused it, and what would allow it (needs strace; slows the job; not with --debug)");
 }
 
-JobExplainer::~JobExplainer() {
-  std::error_code ec;
-  if (!dir_.empty()) fs::remove_all(dir_, ec);
-}
-
 std::unique_ptr<JobExplainer> JobExplainer::Prepare(const Policy& policy, Speaker speaker, cage::JobHooks& hooks,
                                                     int* exit) {
   *exit = kExitNotEnforced;
@@ -47,30 +40,26 @@ std::unique_ptr<JobExplainer> JobExplainer::Prepare(const Policy& policy, Speake
     fprintf(stderr, "sandbox: refused: --explain: needs strace at %s (Debian package strace)\n", kStracePath);
     return nullptr;
   }
-  const char* base = "/tmp";
-  for (const auto& writable : WritableGrants(policy))
-    if (IsAtOrBelow(base, writable)) {
-      fprintf(stderr, "sandbox: refused: --explain: its logs would lie in %s, which the job may write\n", base);
+  std::unique_ptr<JobExplainer> e(new JobExplainer());
+  for (UniqueFd* fd : {&e->log_, &e->err_}) {
+    fd->Reset(open("/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+    if (!fd->valid()) {
+      fprintf(stderr, "sandbox: refused: --explain: a file with no name in /tmp (O_TMPFILE): %s\n", strerror(errno));
       return nullptr;
     }
-  std::string tmpl = std::string(base) + "/oarbank-explain-XXXXXX";
-  if (mkdtemp(tmpl.data()) == nullptr) {
-    fprintf(stderr, "sandbox: refused: --explain: mkdtemp %s: %s\n", tmpl.c_str(), strerror(errno));
-    return nullptr;
   }
-  std::unique_ptr<JobExplainer> e(new JobExplainer());
   e->policy_ = &policy;
   e->speaker_ = speaker;
-  e->dir_ = tmpl;
   e->trace_ = std::make_shared<cage::JobTrace>();
-  e->trace_->command = StraceCommand(kStracePath, e->dir_ + "/t");
-  e->trace_->log_path = e->dir_ + "/strace.err";
+  e->trace_->command = MergedStraceCommand(kStracePath, cage::kTracerLogFd);
+  e->trace_->log_fd = e->log_.get();
+  e->trace_->err_fd = e->err_.get();
   hooks.trace = e->trace_;
   return e;
 }
 
 JobAfterword JobExplainer::Explain() const {
-  const ModuleTrace trace = ReadModuleTrace(dir_ + "/t", TraceStart::kFirstExec);
+  const ModuleTrace trace = ReadMergedTrace(log_.get(), TraceStart::kFirstExec);
   ExplainContext ctx;
   ctx.speaker = speaker_;
   ctx.policy = policy_;
@@ -103,7 +92,10 @@ JobAfterword JobExplainer::Explain() const {
   for (const auto& d : denials) out.lines.push_back(DenialLine(d));
   for (const auto& d : others) out.lines.push_back("not the cage: " + DenialLine(d));
   if (dropped > 0) out.lines.push_back("explain: " + std::to_string(dropped) + " more refusals left out");
-  if (denials.empty() && trace.module_ran) out.lines.push_back("explain: the cage refused nothing");
+  if (!trace.module_ran)
+    out.lines.push_back("explain: the job's program never ran");
+  else if (denials.empty())
+    out.lines.push_back("explain: the cage refused nothing");
   return out;
 }
 

@@ -4,11 +4,9 @@
 // it: policy fields for `run`, options for `cage`. Off by default: tracing
 // every file and network call slows a build (bench/explain.sh measures it).
 //
-// The logs go to a private directory (0700, made with mkdtemp) that no
-// job may write: the tracer, which may be root, creates a file per
-// process there, and a job able to plant a link at such a name would have
-// it written through. A directory inside one of the job's writable grants
-// is refused, and it is removed once read.
+// The tracer, which may be root, writes its log into a file with no name
+// (O_TMPFILE), read back once the job has ended: no process, this job or
+// another, can plant a link where it writes.
 #pragma once
 
 #include <memory>
@@ -19,6 +17,7 @@
 #include <CLI/CLI.hpp>
 
 #include "sandbox/cli/job_io.h"
+#include "sandbox/common/unique_fd.h"
 #include "sandbox/explain/explain.h"
 #include "sandbox/policy/policy.h"
 #include "sandbox/supervise/supervisor.h"
@@ -34,9 +33,9 @@ class JobExplainer {
  public:
   JobExplainer(const JobExplainer&) = delete;
   JobExplainer& operator=(const JobExplainer&) = delete;
-  ~JobExplainer();  // removes the logs
+  ~JobExplainer() = default;
 
-  // Checks the tracer, makes the private directory and sets hooks.trace.
+  // Checks the tracer, opens its files and sets hooks.trace.
   // Nothing, one line on stderr and the exit status in `exit` when it
   // cannot be done: 64 with --debug, 70 where it cannot be done here.
   static std::unique_ptr<JobExplainer> Prepare(const Policy& policy, Speaker speaker, cage::JobHooks& hooks, int* exit);
@@ -49,7 +48,7 @@ class JobExplainer {
   JobExplainer() = default;
   const Policy* policy_ = nullptr;
   Speaker speaker_ = Speaker::kPolicy;
-  std::string dir_;
+  UniqueFd log_, err_;
   std::shared_ptr<cage::JobTrace> trace_;
 };
 

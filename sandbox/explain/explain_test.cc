@@ -5,6 +5,7 @@
 // refusal the grants allow being the file's permissions, not the cage.
 #include "sandbox/explain/explain.h"
 
+#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -116,6 +117,28 @@ TEST(ReadModuleTrace, ASupervisedJobBeginsAtTheFirstExecAcrossItsPidNamespace) {
     if (c.err == "EACCES") seen.push_back(c.args[1]);
   EXPECT_EQ(seen, (std::vector<std::string>{"\"/module-read\"", "\"child-read\""}));
   EXPECT_EQ(trace.calls.back().cwd, "/w");
+}
+
+TEST(ReadMergedTrace, JoinsCallsAnotherProcessInterrupted) {
+  // One stream (strace -f -o /proc/self/fd/N): the pid before each line,
+  // a call split by another process's line.
+  TraceDir d;
+  std::ofstream(d.Path("merged")) << "400  clone3({flags=CLONE_NEWPID}, 88) = 401\n"
+                                     "401 vfork( <unfinished ...>\n"
+                                     "402 execve(\"/bin/sh\", [\"sh\"], 0x1 /* 1 vars */) = 0\n"
+                                     "401 <... vfork resumed>)                 = 2 /* 402 in strace's PID NS */\n"
+                                     "402 openat(AT_FDCWD</w>, \"/a\", O_RDONLY <unfinished ...>\n"
+                                     "401 wait4(-1,  <unfinished ...>\n"
+                                     "402 <... openat resumed>) = -1 EACCES (Permission denied)\n";
+  const int fd = open(d.Path("merged").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const ModuleTrace trace = ReadMergedTrace(fd, TraceStart::kFirstExec);
+  close(fd);
+  EXPECT_TRUE(trace.module_ran);
+  ASSERT_EQ(trace.calls.size(), 1u);
+  EXPECT_EQ(trace.calls[0].name, "openat");
+  EXPECT_EQ(trace.calls[0].err, "EACCES");
+  EXPECT_EQ(trace.calls[0].program, "sh");
 }
 
 TEST(ReadModuleTrace, ALauncherThatNeverExecsTheModuleRanNothing) {

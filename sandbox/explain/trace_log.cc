@@ -1,11 +1,15 @@
 #include "sandbox/explain/trace_log.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
+#include <ext/stdio_filebuf.h>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <istream>
 #include <map>
 #include <set>
 
@@ -174,11 +178,37 @@ std::optional<std::string> ShownCwd(const TraceCall& c) {
   return std::nullopt;
 }
 
+// Keeps the calls of one process's log that matter (see kMaxKeptCalls).
+class Keeper {
+ public:
+  void Take(std::map<int, std::vector<TraceCall>>& per_pid, const std::string& line, int pid) {
+    if (kept_ >= kMaxKeptCalls) return;
+    auto call = ParseTraceLine(line, pid);
+    if (!call) return;
+    const auto cwd = ShownCwd(*call);
+    // getsockopt(SO_ERROR) ends a non-blocking connect (explain.cc).
+    const bool settles =
+        call->name == "getsockopt" && call->args.size() > 3 && call->args[2] == "SO_ERROR" && call->args[3] != "[0]";
+    const bool plain = call->err.empty() && call->name != "SIGSYS" && !IsFork(*call) && call->name != "execve" &&
+                       call->name != "execveat" && call->name != "chdir" && !settles;
+    std::string& last_cwd = last_cwd_[pid];
+    if (plain && (!cwd || *cwd == last_cwd)) return;
+    if (cwd) last_cwd = *cwd;
+    per_pid[pid].push_back(std::move(*call));
+    ++kept_;
+  }
+
+ private:
+  size_t kept_ = 0;
+  std::map<int, std::string> last_cwd_;
+};
+
+// strace -ff: one file per process, PREFIX.PID.
 std::map<int, std::vector<TraceCall>> ReadLogs(const std::string& prefix) {
   const fs::path dir = fs::path(prefix).parent_path();
   const std::string stem = fs::path(prefix).filename().string() + ".";
   std::map<int, std::vector<TraceCall>> per_pid;
-  size_t kept = 0;
+  Keeper keeper;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
@@ -186,31 +216,68 @@ std::map<int, std::vector<TraceCall>> ReadLogs(const std::string& prefix) {
     const int pid = std::atoi(name.c_str() + stem.size());
     if (pid <= 0) continue;
     std::ifstream in(entry.path());
-    std::vector<TraceCall>& calls = per_pid[pid];
-    std::string last_cwd;
-    for (std::string line; std::getline(in, line) && kept < kMaxKeptCalls;) {
-      auto call = ParseTraceLine(line, pid);
-      if (!call) continue;
-      const auto cwd = ShownCwd(*call);
-      // getsockopt(SO_ERROR) ends a non-blocking connect (explain.cc).
-      const bool settles =
-          call->name == "getsockopt" && call->args.size() > 3 && call->args[2] == "SO_ERROR" && call->args[3] != "[0]";
-      const bool plain = call->err.empty() && call->name != "SIGSYS" && !IsFork(*call) && !IsExec(*call) &&
-                         call->name != "execve" && call->name != "execveat" && call->name != "chdir" && !settles;
-      if (plain && (!cwd || *cwd == last_cwd)) continue;
-      if (cwd) last_cwd = *cwd;
-      calls.push_back(std::move(*call));
-      ++kept;
-    }
+    for (std::string line; std::getline(in, line);) keeper.Take(per_pid, line, pid);
   }
   return per_pid;
 }
 
+// strace -f into one stream: the pid before every line, and a call
+// another process interrupted split in two: "NAME(args <unfinished ...>"
+// then "<... NAME resumed>rest", joined here.
+std::map<int, std::vector<TraceCall>> ReadMergedLog(std::istream& in) {
+  std::map<int, std::vector<TraceCall>> per_pid;
+  std::map<int, std::string> unfinished;
+  Keeper keeper;
+  constexpr std::string_view kUnfinished = " <unfinished ...>";
+  for (std::string line; std::getline(in, line);) {
+    // "1234 call(...)" (strace -f -o FILE), or "[pid 1234] call(...)".
+    const bool bracketed = line.rfind("[pid ", 0) == 0;
+    const size_t digits = bracketed ? 5 : 0;
+    const auto close = line.find(bracketed ? "] " : " ");
+    if (close == std::string::npos || close == digits) continue;
+    const int pid = std::atoi(line.c_str() + digits);
+    if (pid <= 0) continue;
+    const size_t skip = bracketed ? 2 : 1;
+    // strace pads the pid to a width: "1770  clone3(...)".
+    const auto body = line.find_first_not_of(' ', close + skip);
+    if (body == std::string::npos) continue;
+    std::string rest = line.substr(body);
+    if (rest.size() >= kUnfinished.size() &&
+        rest.compare(rest.size() - kUnfinished.size(), kUnfinished.size(), kUnfinished) == 0) {
+      unfinished[pid] = rest.substr(0, rest.size() - kUnfinished.size());
+      continue;
+    }
+    if (rest.rfind("<... ", 0) == 0) {
+      const auto resumed = rest.find(" resumed>");
+      const auto it = unfinished.find(pid);
+      if (resumed == std::string::npos || it == unfinished.end()) continue;
+      rest = it->second + rest.substr(resumed + 9);
+      unfinished.erase(it);
+    }
+    keeper.Take(per_pid, rest, pid);
+  }
+  return per_pid;
+}
+
+ModuleTrace Walk(std::map<int, std::vector<TraceCall>> per_pid, TraceStart start);
+
 }  // namespace
 
-ModuleTrace ReadModuleTrace(const std::string& prefix, TraceStart start) {
+ModuleTrace ReadModuleTrace(const std::string& prefix, TraceStart start) { return Walk(ReadLogs(prefix), start); }
+
+ModuleTrace ReadMergedTrace(int fd, TraceStart start) {
+  const int own = dup(fd);
+  if (own < 0) return {};
+  lseek(own, 0, SEEK_SET);  // shared with `fd`: the tracer wrote through a descriptor of its own
+  __gnu_cxx::stdio_filebuf<char> buf(own, std::ios::in);
+  std::istream in(&buf);
+  return Walk(ReadMergedLog(in), start);
+}
+
+namespace {
+
+ModuleTrace Walk(std::map<int, std::vector<TraceCall>> per_pid, TraceStart start) {
   ModuleTrace out;
-  std::map<int, std::vector<TraceCall>> per_pid = ReadLogs(prefix);
   std::set<int> children;
   for (const auto& [pid, calls] : per_pid)
     for (const auto& c : calls)
@@ -263,6 +330,8 @@ ModuleTrace ReadModuleTrace(const std::string& prefix, TraceStart start) {
   return out;
 }
 
+}  // namespace
+
 std::string TraceSet() {
   std::string set = "trace=%file,%network,%process";
   std::set<std::string> names;
@@ -273,6 +342,12 @@ std::string TraceSet() {
 
 std::vector<std::string> StraceCommand(const std::string& strace, const std::string& prefix) {
   return {strace, "-f", "-ff", "-qq", "-s", "4096", "-y", "--decode-pids=pidns", "-o", prefix, "-e", TraceSet()};
+}
+
+std::vector<std::string> MergedStraceCommand(const std::string& strace, int fd) {
+  return {
+      strace, "-f",      "-qq", "-s", "4096", "-y", "--decode-pids=pidns", "-o", "/proc/self/fd/" + std::to_string(fd),
+      "-e",   TraceSet()};
 }
 
 }  // namespace oarbank

@@ -61,6 +61,10 @@ struct ModuleTrace {
 };
 ModuleTrace ReadModuleTrace(const std::string& prefix, TraceStart start = TraceStart::kLauncherSecondExec);
 
+// The same from one stream (MergedStraceCommand) read from `fd` (from its
+// start; the fd stays open).
+ModuleTrace ReadMergedTrace(int fd, TraceStart start);
+
 // strace's -e argument: file and network calls, process creation (to
 // follow forks), and every syscall the seccomp table names, so that a
 // refusal of any of them is seen. '?' keeps strace quiet about a name it
@@ -72,5 +76,11 @@ std::string TraceSet();
 // (--decode-pids=pidns), TraceSet's calls. The traced command or "-p PID"
 // follows.
 std::vector<std::string> StraceCommand(const std::string& strace, const std::string& prefix);
+
+// The same into one stream, written to the tracer's descriptor `fd`
+// (reopened through /proc/self/fd): a file with no name (O_TMPFILE), so
+// that no process can plant a link where the tracer, which may be root,
+// writes. Each line begins with the pid.
+std::vector<std::string> MergedStraceCommand(const std::string& strace, int fd);
 
 }  // namespace oarbank

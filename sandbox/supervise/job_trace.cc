@@ -26,9 +26,11 @@ pid_t TracerOf(pid_t pid) {
   return -1;
 }
 
-std::string TailOf(const std::string& path) {
-  std::ifstream in(path);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+// The last line the tracer wrote on its stderr (the caller's file).
+std::string TailOf(int fd) {
+  char buf[4096];
+  const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+  std::string text(buf, n > 0 ? static_cast<size_t>(n) : 0);
   while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
   const auto nl = text.rfind('\n');
   if (nl != std::string::npos) text = text.substr(nl + 1);
@@ -45,7 +47,7 @@ JobTracer::~JobTracer() {
 }
 
 Expected<JobTracer> JobTracer::Attach(const JobTrace& trace, pid_t keeper, std::chrono::milliseconds timeout) {
-  if (trace.command.empty()) return Error{"explain", "no tracer command"};
+  if (trace.command.empty() || trace.log_fd < 0 || trace.err_fd < 0) return Error{"explain", "no tracer"};
   std::vector<std::string> args = trace.command;
   args.push_back("-p");
   args.push_back(std::to_string(keeper));
@@ -56,8 +58,8 @@ Expected<JobTracer> JobTracer::Attach(const JobTrace& trace, pid_t keeper, std::
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, trace.log_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
+  posix_spawn_file_actions_adddup2(&actions, trace.err_fd, STDERR_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, trace.log_fd, kTracerLogFd);
   JobTracer tracer;
   const int err = posix_spawn(&tracer.pid_, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
@@ -73,7 +75,7 @@ Expected<JobTracer> JobTracer::Attach(const JobTrace& trace, pid_t keeper, std::
     int status = 0;
     if (waitpid(tracer.pid_, &status, WNOHANG) == tracer.pid_) {
       tracer.pid_ = -1;
-      const std::string said = TailOf(trace.log_path);
+      const std::string said = TailOf(trace.err_fd);
       return Error{"explain", std::string("the tracer did not attach to the job") + (said.empty() ? "" : ": " + said)};
     }
     if (Clock::now() >= deadline) return Error{"explain", "the tracer did not attach to the job within its deadline"};

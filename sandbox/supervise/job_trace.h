@@ -41,10 +41,13 @@ namespace oarbank::cage {
 // What the caller asks for and what it gets back (JobHooks::trace).
 struct JobTrace {
   // The tracer's command, to which "-p <keeper>" is appended (explain's
-  // StraceCommand: strace writing one log per process in a private
-  // directory of the caller's).
+  // MergedStraceCommand, writing to kTracerLogFd).
   std::vector<std::string> command;
-  std::string log_path;  // the tracer's stderr (why it did not attach)
+  // The caller's files with no name (O_TMPFILE: nothing can plant a link
+  // where the tracer, which may be root, writes): its log, as kTracerLogFd,
+  // and its stderr (why it did not attach).
+  int log_fd = -1;
+  int err_fd = -1;
 
   // Filled by the supervisor.
   Plan plan;                                // the job's confinement, as the launcher applied it
@@ -54,6 +57,7 @@ struct JobTrace {
   size_t proxy_dropped = 0;                 // beyond kMaxProxyRefusals
 };
 inline constexpr size_t kMaxProxyRefusals = 200;
+inline constexpr int kTracerLogFd = 3;
 
 class JobTracer {
  public:
