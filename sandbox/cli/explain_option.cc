@@ -59,6 +59,24 @@ std::unique_ptr<JobExplainer> JobExplainer::Prepare(const Policy& policy, Speake
 }
 
 JobAfterword JobExplainer::Explain() const {
+  try {
+    return ExplainTrace();
+  } catch (const std::exception& e) {
+    // The job's own result is printed whatever the log held.
+    JobAfterword out;
+    const std::string why = std::string("the tracer's log could not be read: ") + e.what();
+    out.json = {{"module_ran", false},
+                {"complete", false},
+                {"incomplete", why},
+                {"refusals", nlohmann::ordered_json::array()},
+                {"not_the_cage", nlohmann::ordered_json::array()},
+                {"dropped", 0}};
+    out.lines.push_back("explain: incomplete: " + why);
+    return out;
+  }
+}
+
+JobAfterword JobExplainer::ExplainTrace() const {
   const ModuleTrace trace = ReadMergedTrace(log_.get(), TraceStart::kFirstExec);
   ExplainContext ctx;
   ctx.speaker = speaker_;
@@ -80,15 +98,19 @@ JobAfterword JobExplainer::Explain() const {
       }
     dropped += trace_->proxy_dropped;
   }
+  std::string incomplete = trace_->failure;
+  for (const auto& [missing, why] :
+       {std::pair{trace.cut, "the log held more calls than are read (later ones are missing)"},
+        {trace.untraced, "the job made a process with CLONE_UNTRACED, whose calls the tracer does not see"}})
+    if (missing) incomplete += std::string(incomplete.empty() ? "" : "; ") + why;
   JobAfterword out;
-  out.json = {
-      {"module_ran", trace.module_ran},
-      {"complete", trace_->failure.empty()},
-      {"incomplete", trace_->failure.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(trace_->failure)},
-      {"refusals", Denials(denials)},
-      {"not_the_cage", Denials(others)},
-      {"dropped", dropped}};
-  if (!trace_->failure.empty()) out.lines.push_back("explain: incomplete: " + trace_->failure);
+  out.json = {{"module_ran", trace.module_ran},
+              {"complete", incomplete.empty()},
+              {"incomplete", incomplete.empty() ? nlohmann::ordered_json() : nlohmann::ordered_json(incomplete)},
+              {"refusals", Denials(denials)},
+              {"not_the_cage", Denials(others)},
+              {"dropped", dropped}};
+  if (!incomplete.empty()) out.lines.push_back("explain: incomplete: " + incomplete);
   for (const auto& d : denials) out.lines.push_back(DenialLine(d));
   for (const auto& d : others) out.lines.push_back("not the cage: " + DenialLine(d));
   if (dropped > 0) out.lines.push_back("explain: " + std::to_string(dropped) + " more refusals left out");

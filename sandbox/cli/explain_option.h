@@ -46,6 +46,7 @@ class JobExplainer {
 
  private:
   JobExplainer() = default;
+  JobAfterword ExplainTrace() const;
   const Policy* policy_ = nullptr;
   Speaker speaker_ = Speaker::kPolicy;
   UniqueFd log_, err_;

@@ -212,8 +212,9 @@ class Explainer {
       d.why = "a read-only carve-out inside a writable directory (the worktree's .git, or read_only): never writable";
       return d;
     }
-    if (WhyNever(path, access, d)) return d;
+    // Inside a grant first: a worktree under /home is the job's own.
     if (WhyInGrant(path, access, d)) return d;
+    if (WhyNever(path, access, d)) return d;
     SuggestPath(path, access, d);
     return d;
   }
@@ -437,6 +438,10 @@ class Explainer {
     const std::string parent = path.substr(0, std::max<size_t>(1, path.rfind('/')));
     const bool write = IsWriteAccess(access);
     const std::string dir = dir_itself || !write ? path : parent;
+    if (dir == "/" || path == "/") {
+      d.why = "the root directory: never suggested";
+      return;
+    }
     switch (c_.speaker) {
       case Speaker::kManifest:
         d.why =
@@ -483,7 +488,8 @@ std::vector<TraceCall> SettleConnects(const std::vector<TraceCall>& calls) {
   std::map<std::string, size_t> pending;  // "pid socket" -> its connect in `out`
   std::vector<TraceCall> out;
   for (const auto& c : calls) {
-    const std::string key = c.args.empty() ? "" : std::to_string(c.pid) + " " + c.args[0];
+    // Keyed by process, not thread: Go's runtime asks SO_ERROR on another thread.
+    const std::string key = c.args.empty() ? "" : std::to_string(c.tgid != 0 ? c.tgid : c.pid) + " " + c.args[0];
     if (c.name == "connect" && c.err == "EINPROGRESS") {
       pending[key] = out.size();
       out.push_back(c);
@@ -601,6 +607,8 @@ std::vector<std::string> HostHomes() {
   // /etc/passwd itself rather than getpwent: no NSS module is loaded into
   // the (possibly static) harness, and /home covers directory users.
   std::vector<std::string> homes = {"/root", "/home"};
+  // The caller's own, wherever it lies.
+  if (const char* home = getenv("HOME"); home != nullptr && home[0] == '/' && home[1] != '\0') homes.push_back(home);
   std::ifstream passwd("/etc/passwd");
   for (std::string line; std::getline(passwd, line);) {
     std::vector<std::string> f;
@@ -614,7 +622,12 @@ std::vector<std::string> HostHomes() {
     if (uid < 1000 || uid == 65534 || dir.size() < 2 || dir[0] != '/') continue;
     if (std::find(homes.begin(), homes.end(), dir) == homes.end()) homes.push_back(dir);
   }
-  return homes;
+  // As the paths they are compared with: a /home that is a link to
+  // /var/home is /var/home.
+  std::vector<std::string> both = homes;
+  for (const auto& home : homes)
+    if (const std::string canonical = Normalize(home); canonical != home) both.push_back(canonical);
+  return both;
 }
 
 }  // namespace oarbank

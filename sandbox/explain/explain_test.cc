@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -284,6 +285,71 @@ TEST(ExplainDenials, ANonBlockingConnectEndsWithItsSoError) {
   EXPECT_EQ(denials[0].err, "ECONNREFUSED");
   EXPECT_EQ(denials[0].denied_by, "egress-any ruleset");
   EXPECT_EQ(denials[0].grant, "");
+}
+
+TEST(ReadMergedTrace, WhatTheJobControlsNeverBreaksTheReader) {
+  TraceDir d;
+  std::ofstream(d.Path("merged"))
+      // The module; a thread of it (CLONE_THREAD) and a process it hid (CLONE_UNTRACED).
+      << "500 execve(\"/bin/prog\", [\"prog\"], 0x1 /* 1 vars */) = 0\n"
+         "500 clone3({flags=CLONE_VM|CLONE_THREAD|CLONE_SIGHAND, exit_signal=0}, 88) = 501\n"
+         "500 clone(child_stack=NULL, flags=CLONE_UNTRACED|SIGCHLD) = 502\n"
+         // A bad escape, a "=>" inside brackets, a call resumed under another name.
+         "500 openat(AT_FDCWD</w>, \"/a\\xZZ\", O_RDONLY) = -1 EACCES (Permission denied)\n"
+         "500 getsockopt(3<socket:[9]>, SOL_SOCKET, SO_PEERCRED, [16 => 12], [4]) = -1 EPERM (x)\n"
+         "501 futex(0x1, FUTEX_WAIT <unfinished ...>\n"
+         "501 <... execve resumed>) = 0\n"
+         // A call seccomp killed: no result, then the process's end.
+         "500 keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL <unfinished ...>\n"
+         "500 +++ killed by SIGSYS (core dumped) +++\n";
+  const int fd = open(d.Path("merged").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const ModuleTrace trace = ReadMergedTrace(fd, TraceStart::kFirstExec);
+  close(fd);
+  EXPECT_TRUE(trace.module_ran);
+  EXPECT_TRUE(trace.untraced);
+  EXPECT_FALSE(trace.cut);
+  std::vector<std::string> names;
+  for (const auto& c : trace.calls) names.push_back(c.name);
+  EXPECT_NE(std::find(names.begin(), names.end(), "openat"), names.end());
+  const auto killed =
+      std::find_if(trace.calls.begin(), trace.calls.end(), [](const TraceCall& c) { return c.name == "SIGSYS"; });
+  ASSERT_NE(killed, trace.calls.end());
+  EXPECT_EQ(killed->args, (std::vector<std::string>{"keyctl"}));
+  // The thread's exec, resumed under a name its own unfinished call lacks, is read alone.
+  EXPECT_EQ(trace.calls.back().name, "execve");
+  EXPECT_EQ(trace.calls.back().tgid, 500);
+  for (const auto& c : trace.calls)
+    if (c.name == "getsockopt") EXPECT_EQ(c.args.size(), 5u) << c.raw;
+}
+
+TEST(ExplainDenials, InsideAGrantUnderAHomeIsTheJobsOwnAndTheRootIsNeverSuggested) {
+  TraceDir d;
+  const std::string json = R"({"contract": 1, "role": "runner", "bundle": ")" + d.Path("bundle") + R"(", "work": ")" +
+                           d.Path("work") + R"(", "data": ")" + d.Path("data") + R"(", "tmp": ")" + d.Path("work/tmp") +
+                           R"("})";
+  auto policy = ParsePolicy(json);
+  ASSERT_TRUE(policy.ok()) << PolicyErrorLine(policy.error());
+  HostFacts host;
+  host.landlock_abi = 7;
+  host.seccomp_filter = true;
+  host.user_namespaces = true;
+  const Plan plan = PlanConfinement(policy.value(), host);
+  ExplainContext ctx;
+  ctx.speaker = Speaker::kCage;
+  ctx.policy = &policy.value();
+  ctx.plan = &plan;
+  ctx.homes = {d.Path("")};  // the whole tree lies in a "home"
+  ctx.supervised = true;
+  auto line = [](const std::string& text) { return *ParseTraceLine(text, 7); };
+  const auto denials = ExplainDenials(
+      {line("openat(AT_FDCWD</>, \"" + d.Path("bundle") + "/f\", O_WRONLY|O_CREAT, 0666) = -1 EROFS (x)"),
+       line("mkdir(\"/newdir\", 0777) = -1 EACCES (x)")},
+      ctx);
+  ASSERT_EQ(denials.size(), 2u);
+  EXPECT_EQ(denials[0].grant, "--writable");  // the worktree, not "a home directory"
+  EXPECT_EQ(denials[1].grant, "");
+  EXPECT_NE(denials[1].why.find("root directory"), std::string::npos);
 }
 
 }  // namespace

@@ -44,8 +44,10 @@ std::vector<std::string> SplitArgs(const std::string& s) {
       case '<': ++depth; break;
       case ')':
       case ']':
-      case '}':
-      case '>': --depth; break;
+      case '}': --depth; break;
+      case '>':
+        if (i == 0 || s[i - 1] != '=') --depth;  // "[16 => 28]" is not a bracket
+        break;
       default: break;
     }
     if (c == ',' && depth == 0) {
@@ -86,8 +88,9 @@ std::optional<std::string> DecodeString(const std::string& token) {
       case 'v': out += '\v'; break;
       case 'f': out += '\f'; break;
       case 'x':
-        if (i + 2 < token.size()) {
-          out += static_cast<char>(std::stoi(token.substr(i + 1, 2), nullptr, 16));
+        if (i + 2 < token.size() && std::isxdigit(static_cast<unsigned char>(token[i + 1])) != 0 &&
+            std::isxdigit(static_cast<unsigned char>(token[i + 2])) != 0) {
+          out += static_cast<char>(std::strtol(token.substr(i + 1, 2).c_str(), nullptr, 16));
           i += 2;
         }
         break;
@@ -148,7 +151,10 @@ std::optional<TraceCall> ParseTraceLine(const std::string& line, int pid) {
     return std::nullopt;
   call.args = SplitArgs(line.substr(open + 1, eq - open - 1));
   const std::string ret = line.substr(eq_sign + 3);
-  if (ret.empty() || ret[0] == '?') return call;
+  if (ret.empty() || ret[0] == '?') {
+    call.unknown = true;
+    return call;
+  }
   call.ret = std::strtoll(ret.c_str(), nullptr, 10);
   if (call.ret < 0) {
     const auto space = ret.find(' ');
@@ -169,8 +175,13 @@ namespace {
 
 // A successful call that is neither a fork, an exec nor a chdir matters
 // only for the working directory it shows: it is kept when that changed,
-// so a long build's log costs memory for its refusals, not its calls.
-constexpr size_t kMaxKeptCalls = 1 << 20;
+// so a long build's log costs memory for its refusals, not its calls. What
+// is kept is bounded in count and bytes, whatever the job makes strace
+// print: each argument cut at kMaxArg, the raw line at kMaxRaw.
+constexpr size_t kMaxKeptCalls = 1 << 18;
+constexpr size_t kMaxKeptBytes = size_t{128} << 20;
+constexpr size_t kMaxArg = 4200;  // a path strace printed with -s 4096, quoted
+constexpr size_t kMaxRaw = 512;
 
 std::optional<std::string> ShownCwd(const TraceCall& c) {
   for (const auto& arg : c.args)
@@ -178,13 +189,30 @@ std::optional<std::string> ShownCwd(const TraceCall& c) {
   return std::nullopt;
 }
 
-// Keeps the calls of one process's log that matter (see kMaxKeptCalls).
+// Keeps the calls of each process's log that matter (see kMaxKeptCalls).
 class Keeper {
  public:
   void Take(std::map<int, std::vector<TraceCall>>& per_pid, const std::string& line, int pid) {
-    if (kept_ >= kMaxKeptCalls) return;
+    if (cut_) return;
+    // A call killed by seccomp (SECCOMP_RET_KILL_*): the kernel shows the
+    // tracer no SIGSYS stop, only the process's end after a call with no
+    // result. That call is the one the cage killed.
+    if (line.rfind("+++ killed by SIGSYS", 0) == 0) {
+      if (signalled_.count(pid) != 0) return;
+      TraceCall killed;
+      killed.pid = pid;
+      killed.name = "SIGSYS";
+      killed.err = "SIGSYS";
+      // Its name, when the trace set holds it (a foreign-ABI call is not).
+      killed.args.push_back(last_unknown_[pid].empty() ? "(a call outside the traced set)" : last_unknown_[pid]);
+      killed.raw = line.substr(0, kMaxRaw);
+      Keep(per_pid, std::move(killed));
+      return;
+    }
     auto call = ParseTraceLine(line, pid);
     if (!call) return;
+    if (call->name == "SIGSYS") signalled_.insert(pid);
+    if (call->unknown) last_unknown_[pid] = call->name;
     const auto cwd = ShownCwd(*call);
     // getsockopt(SO_ERROR) ends a non-blocking connect (explain.cc).
     const bool settles =
@@ -194,20 +222,44 @@ class Keeper {
     std::string& last_cwd = last_cwd_[pid];
     if (plain && (!cwd || *cwd == last_cwd)) return;
     if (cwd) last_cwd = *cwd;
-    per_pid[pid].push_back(std::move(*call));
-    ++kept_;
+    Keep(per_pid, std::move(*call));
   }
 
+  bool cut() const { return cut_; }
+
  private:
-  size_t kept_ = 0;
-  std::map<int, std::string> last_cwd_;
+  void Keep(std::map<int, std::vector<TraceCall>>& per_pid, TraceCall call) {
+    if (call.raw.size() > kMaxRaw) call.raw.resize(kMaxRaw);
+    size_t bytes = call.raw.size();
+    for (auto& arg : call.args) {
+      if (arg.size() > kMaxArg) arg.resize(kMaxArg);
+      bytes += arg.size();
+    }
+    if (kept_ >= kMaxKeptCalls || bytes_ + bytes > kMaxKeptBytes) {
+      cut_ = true;
+      return;
+    }
+    ++kept_;
+    bytes_ += bytes;
+    per_pid[call.pid].push_back(std::move(call));
+  }
+
+  size_t kept_ = 0, bytes_ = 0;
+  bool cut_ = false;
+  std::map<int, std::string> last_cwd_, last_unknown_;
+  std::set<int> signalled_;
+};
+
+struct Logs {
+  std::map<int, std::vector<TraceCall>> per_pid;
+  bool cut = false;
 };
 
 // strace -ff: one file per process, PREFIX.PID.
-std::map<int, std::vector<TraceCall>> ReadLogs(const std::string& prefix) {
+Logs ReadLogs(const std::string& prefix) {
   const fs::path dir = fs::path(prefix).parent_path();
   const std::string stem = fs::path(prefix).filename().string() + ".";
-  std::map<int, std::vector<TraceCall>> per_pid;
+  Logs logs;
   Keeper keeper;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
@@ -216,16 +268,17 @@ std::map<int, std::vector<TraceCall>> ReadLogs(const std::string& prefix) {
     const int pid = std::atoi(name.c_str() + stem.size());
     if (pid <= 0) continue;
     std::ifstream in(entry.path());
-    for (std::string line; std::getline(in, line);) keeper.Take(per_pid, line, pid);
+    for (std::string line; std::getline(in, line);) keeper.Take(logs.per_pid, line, pid);
   }
-  return per_pid;
+  logs.cut = keeper.cut();
+  return logs;
 }
 
 // strace -f into one stream: the pid before every line, and a call
 // another process interrupted split in two: "NAME(args <unfinished ...>"
 // then "<... NAME resumed>rest", joined here.
-std::map<int, std::vector<TraceCall>> ReadMergedLog(std::istream& in) {
-  std::map<int, std::vector<TraceCall>> per_pid;
+Logs ReadMergedLog(std::istream& in) {
+  Logs logs;
   std::map<int, std::string> unfinished;
   Keeper keeper;
   constexpr std::string_view kUnfinished = " <unfinished ...>";
@@ -247,19 +300,32 @@ std::map<int, std::vector<TraceCall>> ReadMergedLog(std::istream& in) {
       unfinished[pid] = rest.substr(0, rest.size() - kUnfinished.size());
       continue;
     }
-    if (rest.rfind("<... ", 0) == 0) {
+    if (rest.rfind("+++ ", 0) == 0) {
+      // The process ended inside an unfinished call (a seccomp kill): that
+      // call never returned.
+      if (const auto it = unfinished.find(pid); it != unfinished.end()) {
+        keeper.Take(logs.per_pid, it->second + ") = ?", pid);
+        unfinished.erase(it);
+      }
+    } else if (rest.rfind("<... ", 0) == 0) {
+      // "<... NAME resumed>": joined to this pid's unfinished NAME; a call
+      // that began under another pid (an exec by a thread, reported under
+      // the thread group's leader) is read from its end alone.
       const auto resumed = rest.find(" resumed>");
+      if (resumed == std::string::npos) continue;
+      const std::string name = rest.substr(5, resumed - 5);
       const auto it = unfinished.find(pid);
-      if (resumed == std::string::npos || it == unfinished.end()) continue;
-      rest = it->second + rest.substr(resumed + 9);
-      unfinished.erase(it);
+      const bool joins = it != unfinished.end() && it->second.rfind(name + "(", 0) == 0;
+      rest = (joins ? it->second : name + "(") + rest.substr(resumed + 9);
+      if (it != unfinished.end()) unfinished.erase(it);
     }
-    keeper.Take(per_pid, rest, pid);
+    keeper.Take(logs.per_pid, rest, pid);
   }
-  return per_pid;
+  logs.cut = keeper.cut();
+  return logs;
 }
 
-ModuleTrace Walk(std::map<int, std::vector<TraceCall>> per_pid, TraceStart start);
+ModuleTrace Walk(Logs logs, TraceStart start);
 
 }  // namespace
 
@@ -276,8 +342,15 @@ ModuleTrace ReadMergedTrace(int fd, TraceStart start) {
 
 namespace {
 
-ModuleTrace Walk(std::map<int, std::vector<TraceCall>> per_pid, TraceStart start) {
+bool HasFlag(const TraceCall& c, const char* flag) {
+  return std::any_of(c.args.begin(), c.args.end(),
+                     [flag](const std::string& a) { return a.find(flag) != std::string::npos; });
+}
+
+ModuleTrace Walk(Logs logs, TraceStart start) {
   ModuleTrace out;
+  out.cut = logs.cut;
+  std::map<int, std::vector<TraceCall>>& per_pid = logs.per_pid;
   std::set<int> children;
   for (const auto& [pid, calls] : per_pid)
     for (const auto& c : calls)
@@ -292,13 +365,13 @@ ModuleTrace Walk(std::map<int, std::vector<TraceCall>> per_pid, TraceStart start
   // deep its forks go.
   const int execs_to_module = start == TraceStart::kLauncherSecondExec ? 2 : 1;
   struct Pending {
-    int pid;
+    int pid, tgid;
     bool module, may_become;
     std::string cwd, program;
   };
   std::vector<Pending> todo;
   for (const auto& [pid, calls] : per_pid)
-    if (children.count(pid) == 0) todo.push_back({pid, false, true, "/", ""});
+    if (children.count(pid) == 0) todo.push_back({pid, pid, false, true, "/", ""});
   std::set<int> walked;
   while (!todo.empty()) {
     Pending p = std::move(todo.back());
@@ -311,18 +384,23 @@ ModuleTrace Walk(std::map<int, std::vector<TraceCall>> per_pid, TraceStart start
       if (auto dir = ShownCwd(c)) p.cwd = *dir;
       if (c.name == "chdir" && c.ret == 0 && c.err.empty() && !c.args.empty())
         if (auto dir = DecodeString(c.args[0])) p.cwd = (!dir->empty() && (*dir)[0] == '/') ? *dir : p.cwd + "/" + *dir;
-      if (IsExec(c))
-        if (auto path = DecodeString(c.args.empty() ? "" : c.args[c.name == "execveat" ? 1 : 0]))
-          p.program = path->substr(path->rfind('/') + 1);
+      const size_t path_arg = c.name == "execveat" ? 1 : 0;
+      if (IsExec(c) && c.args.size() > path_arg)
+        if (auto path = DecodeString(c.args[path_arg])) p.program = path->substr(path->rfind('/') + 1);
       c.cwd = p.cwd;
       c.program = p.program;
+      c.tgid = p.tgid;
       if (!p.module && p.may_become && IsExec(c)) {
         if (++execs >= execs_to_module) p.module = out.module_ran = true;
         continue;
       }
       if (p.module) out.calls.push_back(c);
-      if (IsFork(c) && c.child > 0)
-        forked.push_back({c.child, p.module, start == TraceStart::kFirstExec && !p.module, p.cwd, p.program});
+      if (!IsFork(c) || c.child <= 0) continue;
+      // A child made with CLONE_UNTRACED is not reported to the tracer:
+      // what it does is missing, and the explanation says so.
+      if (p.module && HasFlag(c, "CLONE_UNTRACED")) out.untraced = true;
+      forked.push_back({c.child, HasFlag(c, "CLONE_THREAD") ? p.tgid : c.child, p.module,
+                        start == TraceStart::kFirstExec && !p.module, p.cwd, p.program});
     }
     // The first child forked is read next.
     todo.insert(todo.end(), std::make_move_iterator(forked.rbegin()), std::make_move_iterator(forked.rend()));
@@ -341,12 +419,12 @@ std::string TraceSet() {
 }
 
 std::vector<std::string> StraceCommand(const std::string& strace, const std::string& prefix) {
-  return {strace, "-f", "-ff", "-qq", "-s", "4096", "-y", "--decode-pids=pidns", "-o", prefix, "-e", TraceSet()};
+  return {strace, "-f", "-ff", "-q", "-s", "4096", "-y", "--decode-pids=pidns", "-o", prefix, "-e", TraceSet()};
 }
 
 std::vector<std::string> MergedStraceCommand(const std::string& strace, int fd) {
   return {
-      strace, "-f",      "-qq", "-s", "4096", "-y", "--decode-pids=pidns", "-o", "/proc/self/fd/" + std::to_string(fd),
+      strace, "-f",      "-q", "-s", "4096", "-y", "--decode-pids=pidns", "-o", "/proc/self/fd/" + std::to_string(fd),
       "-e",   TraceSet()};
 }
 

@@ -24,10 +24,12 @@ struct TraceCall {
   // it (strace --decode-pids=pidns prints it beside the pid in the job's
   // namespace), which names the child's log. 0 otherwise.
   int child = 0;
-  std::string err;      // "EACCES", "" on success
-  std::string raw;      // the line, for the report
-  std::string cwd;      // the process's working directory as last seen (AT_FDCWD<...>)
-  std::string program;  // the file name of the program the process last executed
+  std::string err;       // "EACCES", "" on success
+  std::string raw;       // the line, for the report
+  std::string cwd;       // the process's working directory as last seen (AT_FDCWD<...>)
+  std::string program;   // the file name of the program the process last executed
+  int tgid = 0;          // the process (thread group) the calling thread belongs to
+  bool unknown = false;  // "= ?": the call never returned (the process ended in it)
 };
 
 // Decodes one line (exposed for tests).
@@ -58,6 +60,8 @@ enum class TraceStart {
 struct ModuleTrace {
   bool module_ran = false;
   std::vector<TraceCall> calls;
+  bool cut = false;       // the log held more than the reader keeps: later calls are missing
+  bool untraced = false;  // the job made a process with CLONE_UNTRACED: its calls are missing
 };
 ModuleTrace ReadModuleTrace(const std::string& prefix, TraceStart start = TraceStart::kLauncherSecondExec);
 

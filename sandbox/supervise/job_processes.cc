@@ -308,6 +308,7 @@ void AwaitTracer(const ChildPlan& cp, const JobFds& f) {
   }
   close(f.trace_r);
   if (n != 1 || go != 'T') _exit(1);
+  prctl(PR_SET_PTRACER, 0, 0, 0, 0);  // attached: no one else may
 }
 
 // Root's idmapped /etc can only be made here, in the initial user

@@ -440,7 +440,7 @@ const Result& Job::State::Finish() {
   }
   if (tracer) {
     const std::string cut = tracer->Finish(std::chrono::seconds(10));
-    if (trace->failure.empty()) trace->failure = cut;
+    if (!cut.empty()) trace->failure += (trace->failure.empty() ? "" : ": ") + cut;
     tracer.reset();
   }
   // Nothing of the job is left to connect to the proxy.

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -60,13 +61,24 @@ Expected<JobTracer> JobTracer::Attach(const JobTrace& trace, pid_t keeper, std::
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, trace.err_fd, STDERR_FILENO);
   posix_spawn_file_actions_adddup2(&actions, trace.log_fd, kTracerLogFd);
+  // A session of its own: the caller's ^C or ^Z reaches the job through
+  // the supervisor, never the tracer alone.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
   JobTracer tracer;
-  const int err = posix_spawn(&tracer.pid_, argv[0], &actions, nullptr, argv.data(), environ);
+  const int err = posix_spawn(&tracer.pid_, argv[0], &actions, &attr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   if (err != 0) {
     tracer.pid_ = -1;
     return Error{"explain", std::string("cannot start ") + argv[0] + ": " + strerror(err)};
   }
+  // The log is bounded on disk: past kMaxTracerLog the tracer gets SIGXFSZ
+  // and ends, and the job with it.
+  const rlimit cap = {kMaxTracerLog, kMaxTracerLog};
+  if (prlimit(tracer.pid_, RLIMIT_FSIZE, &cap, nullptr) != 0)
+    return Error{"explain", std::string("prlimit RLIMIT_FSIZE on the tracer: ") + strerror(errno)};
   tracer.pidfd_.Reset(static_cast<int>(syscall(SYS_pidfd_open, tracer.pid_, 0)));
   if (!tracer.pidfd_.valid()) return Error{"explain", std::string("pidfd_open: ") + strerror(errno)};
   const auto deadline = Clock::now() + timeout;
@@ -96,6 +108,8 @@ std::string JobTracer::Finish(std::chrono::milliseconds timeout) {
     while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
     }
     why = "the tracer did not end with the job and was killed: its logs may be cut";
+  } else if (got == pid_ && WIFSIGNALED(status) && WTERMSIG(status) == SIGXFSZ) {
+    why = "the tracer's log reached its cap of " + std::to_string(kMaxTracerLog >> 20) + " MiB";
   } else if (got == pid_ && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
     why = "the tracer ended abnormally: its logs may be cut";
   }

@@ -3,7 +3,8 @@
 //
 // The tracer is the supervisor's: it attaches to the keeper (the
 // supervisor's child, in the host's namespaces) before the keeper makes the
-// job's namespaces, and follows every process from there. It is never in
+// job's namespaces, and follows every process from there (but one the job
+// makes with CLONE_UNTRACED, which the explanation then calls incomplete). It is never in
 // the job's pid namespace (the job cannot see it, signal it or read its
 // TracerPid: the job's /proc shows 0), never under the job's Landlock
 // domain or seccomp filter, and the job's own ptrace stays refused (a
@@ -23,6 +24,7 @@
 // caller believes it is explained.
 #pragma once
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -58,6 +60,7 @@ struct JobTrace {
 };
 inline constexpr size_t kMaxProxyRefusals = 200;
 inline constexpr int kTracerLogFd = 3;
+inline constexpr rlim_t kMaxTracerLog = rlim_t{1} << 30;  // RLIMIT_FSIZE of the tracer
 
 class JobTracer {
  public:
