@@ -39,6 +39,28 @@ class TraceDir {
   std::string root_;
 };
 
+// A runner policy over the tree (with `extra` JSON members) and its plan on
+// a host with Landlock ABI 7.
+struct Planned {
+  Policy policy;
+  Plan plan;
+};
+std::optional<Planned> PlanRunner(const TraceDir& d, const std::string& extra = "") {
+  auto policy = ParsePolicy(R"({"contract": 1, "role": "runner", "bundle": ")" + d.Path("bundle") + R"(", "work": ")" +
+                            d.Path("work") + R"(", "data": ")" + d.Path("data") + R"(", "tmp": ")" +
+                            d.Path("work/tmp") + "\"" + extra + "}");
+  if (!policy.ok()) {
+    ADD_FAILURE() << PolicyErrorLine(policy.error());
+    return std::nullopt;
+  }
+  HostFacts host;
+  host.landlock_abi = 7;
+  host.seccomp_filter = true;
+  host.user_namespaces = true;
+  Plan plan = PlanConfinement(policy.value(), host);
+  return Planned{std::move(policy).value(), std::move(plan)};
+}
+
 TEST(ParseTraceLine, ReadsPaddedLinesErrnosAndEscapedStrings) {
   auto vfork = ParseTraceLine("vfork()                                 = 19033", 1);
   ASSERT_TRUE(vfork.has_value());
@@ -152,23 +174,17 @@ TEST(ReadModuleTrace, ALauncherThatNeverExecsTheModuleRanNothing) {
 
 TEST(ExplainDenials, NamesTheGrantOrThatNoneCan) {
   TraceDir d;
-  const std::string json = R"({"contract": 1, "role": "runner", "bundle": ")" + d.Path("bundle") + R"(", "work": ")" +
-                           d.Path("work") + R"(", "data": ")" + d.Path("data") + R"(", "tmp": ")" + d.Path("work/tmp") +
-                           R"("})";
-  auto policy = ParsePolicy(json);
-  ASSERT_TRUE(policy.ok()) << PolicyErrorLine(policy.error());
-  HostFacts host;
-  host.landlock_abi = 7;
-  host.seccomp_filter = true;
-  host.user_namespaces = true;
-  const Plan plan = PlanConfinement(policy.value(), host);
+  const auto planned = PlanRunner(d);
+  ASSERT_TRUE(planned.has_value());
+  const Policy& policy_value = planned->policy;
+  const Plan& plan = planned->plan;
   auto manifest = ParseManifest("[module]\nname = \"m\"\nversion = \"1\"\n");
   ASSERT_TRUE(manifest.ok());
   auto registry = ParseToolRegistry("[tools.other]\nlinux = [\"" + d.Path("tools/other") + "\"]\n", "reg.toml");
   ASSERT_TRUE(registry.ok());
   ExplainContext ctx;
   ctx.manifest = &manifest.value();
-  ctx.policy = &policy.value();
+  ctx.policy = &policy_value;
   ctx.plan = &plan;
   ctx.registry = &registry.value();
   ctx.homes = {"/home"};
@@ -252,19 +268,13 @@ TEST(EscapeControl, NoByteTheJobChoseReachesATerminalRaw) {
 
 TEST(ExplainDenials, ANonBlockingConnectEndsWithItsSoError) {
   TraceDir d;
-  const std::string json = R"({"contract": 1, "role": "runner", "bundle": ")" + d.Path("bundle") + R"(", "work": ")" +
-                           d.Path("work") + R"(", "data": ")" + d.Path("data") + R"(", "tmp": ")" + d.Path("work/tmp") +
-                           R"(", "net": {"mode": "egress-any"}})";
-  auto policy = ParsePolicy(json);
-  ASSERT_TRUE(policy.ok()) << PolicyErrorLine(policy.error());
-  HostFacts host;
-  host.landlock_abi = 7;
-  host.seccomp_filter = true;
-  host.user_namespaces = true;
-  const Plan plan = PlanConfinement(policy.value(), host);
+  const auto planned = PlanRunner(d, R"(, "net": {"mode": "egress-any"})");
+  ASSERT_TRUE(planned.has_value());
+  const Policy& policy_value = planned->policy;
+  const Plan& plan = planned->plan;
   ExplainContext ctx;
   ctx.speaker = Speaker::kPolicy;
-  ctx.policy = &policy.value();
+  ctx.policy = &policy_value;
   ctx.plan = &plan;
   ctx.supervised = true;
   auto line = [](const std::string& text) { return *ParseTraceLine(text, 7); };
@@ -325,19 +335,13 @@ TEST(ReadMergedTrace, WhatTheJobControlsNeverBreaksTheReader) {
 
 TEST(ExplainDenials, InsideAGrantUnderAHomeIsTheJobsOwnAndTheRootIsNeverSuggested) {
   TraceDir d;
-  const std::string json = R"({"contract": 1, "role": "runner", "bundle": ")" + d.Path("bundle") + R"(", "work": ")" +
-                           d.Path("work") + R"(", "data": ")" + d.Path("data") + R"(", "tmp": ")" + d.Path("work/tmp") +
-                           R"("})";
-  auto policy = ParsePolicy(json);
-  ASSERT_TRUE(policy.ok()) << PolicyErrorLine(policy.error());
-  HostFacts host;
-  host.landlock_abi = 7;
-  host.seccomp_filter = true;
-  host.user_namespaces = true;
-  const Plan plan = PlanConfinement(policy.value(), host);
+  const auto planned = PlanRunner(d);
+  ASSERT_TRUE(planned.has_value());
+  const Policy& policy_value = planned->policy;
+  const Plan& plan = planned->plan;
   ExplainContext ctx;
   ctx.speaker = Speaker::kCage;
-  ctx.policy = &policy.value();
+  ctx.policy = &policy_value;
   ctx.plan = &plan;
   ctx.homes = {d.Path("")};  // the whole tree lies in a "home"
   ctx.supervised = true;
