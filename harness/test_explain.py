@@ -225,6 +225,17 @@ def test_text_lines_escape_what_the_job_chose(t):
     assert b"to allow it: --read-file " in lines[0]
 
 
+def test_another_project_is_never_suggested(t):
+    other = t.outside / "other-project"
+    (other / ".git").mkdir(parents=True)
+    (other / "src").mkdir()
+    (other / "src" / "main.c").write_text("int main;\n")
+    os.chmod(other / "src" / "main.c", 0o644)
+    d = only(explained(t.cage(f"cat {other}/src/main.c")), target=f"{other}/src/main.c")
+    assert d["grant"] is None, d
+    assert f"another project ({other}" in d["explanation"], d
+
+
 def test_homes_and_the_system_are_never_suggested(t):
     for path in ("/root/.ssh/id_ed25519", "/etc/ssh/ssh_host_ed25519_key", "/proc/1/environ"):
         proc = t.cage(f"cat {path}")

@@ -2,6 +2,7 @@
 
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -356,6 +357,10 @@ class Explainer {
         return true;
       }
     if (c_.registry != nullptr && WhyTool(path, access, d)) return true;
+    if (const auto project = AnotherProject(path)) {
+      d.why = "inside another project (" + *project + ", a git checkout the job was not given): never suggested";
+      return true;
+    }
     const bool gpu_node =
         IsAtOrBelow(path, "/dev/dri") || IsAtOrBelow(path, "/dev/kfd") || path.rfind("/dev/nvidia", 0) == 0;
     if (gpu_node && c_.policy->gpu() == GpuMode::kNone) {
@@ -381,6 +386,20 @@ class Explainer {
         return true;
       }
     return false;
+  }
+
+  // The checkout `path` lies in (the nearest directory above it holding a
+  // .git, looked at without following a link), when it is not the job's:
+  // no grant of the job lies in it and it lies in none.
+  std::optional<std::string> AnotherProject(const std::string& path) const {
+    for (std::string dir = path; dir.size() > 1; dir = dir.substr(0, std::max<size_t>(1, dir.rfind('/')))) {
+      struct stat st;
+      if (lstat((dir + "/.git").c_str(), &st) != 0) continue;
+      for (const auto& g : c_.policy->grants())
+        if (IsAtOrBelow(g.path, dir) || IsAtOrBelow(dir, g.path)) return std::nullopt;
+      return dir;
+    }
+    return std::nullopt;
   }
 
   bool WhyTool(const std::string& path, const std::string& access, Denial& d) const {
