@@ -16,6 +16,7 @@ static void on_segv(int sig) {
 }
 
 int main(void) {
+#if defined(__x86_64__)
   signal(SIGSEGV, on_segv);
   long ret;
   __asm__ volatile("int $0x80"
@@ -24,4 +25,8 @@ int main(void) {
                    : "memory", "r8", "r9", "r10", "r11");
   if (ret >= 0) escaped("int 0x80 getuid32 answered uid %ld", ret);
   escaped("int 0x80 getuid32 reached the kernel: %s", probe_errno_name((int)-ret));
+#else
+  (void)on_segv;
+  unsupported("int 0x80 is the i386 entry of x86-64 kernels: this architecture has none");
+#endif
 }

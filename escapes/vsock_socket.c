@@ -2,8 +2,9 @@
  * the host's agent listens on vsock ports), past every IP rule. What stops
  * it: seccomp refuses the family (EPERM). Only the socket is made; nothing is
  * connected. */
-#include <linux/vm_sockets.h>
 #include <sys/socket.h>
+/* After sys/socket.h: the UAPI header uses struct sockaddr without it. */
+#include <linux/vm_sockets.h>
 
 #include "probe.h"
 

@@ -16,6 +16,9 @@
 #define X32_NR_SOCKET 41
 
 int main(void) {
+#if !defined(__x86_64__)
+  unsupported("x32 is an ABI of x86-64 kernels: this architecture has none");
+#else
   long ret;
   __asm__ volatile("syscall"
                    : "=a"(ret)
@@ -25,4 +28,5 @@ int main(void) {
   if (ret == -ENOSYS) unsupported("x32 socket answered ENOSYS: no x32 syscalls on this kernel (CONFIG_X86_X32_ABI, syscall.x32=)");
   if (ret == -EPERM) blocked(EPERM, "x32 socket refused");
   escaped("x32 socket reached the kernel: %s", probe_errno_name((int)-ret));
+#endif
 }
