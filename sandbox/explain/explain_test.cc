@@ -330,7 +330,9 @@ TEST(ReadMergedTrace, WhatTheJobControlsNeverBreaksTheReader) {
   EXPECT_EQ(trace.calls.back().name, "execve");
   EXPECT_EQ(trace.calls.back().tgid, 500);
   for (const auto& c : trace.calls)
-    if (c.name == "getsockopt") EXPECT_EQ(c.args.size(), 5u) << c.raw;
+    if (c.name == "getsockopt") {
+      EXPECT_EQ(c.args.size(), 5u) << c.raw;
+    }
 }
 
 TEST(ExplainDenials, InsideAGrantUnderAHomeIsTheJobsOwnAndTheRootIsNeverSuggested) {
