@@ -8,7 +8,6 @@
 #include <ext/stdio_filebuf.h>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <istream>
 #include <map>
 #include <set>
