@@ -15,11 +15,18 @@
 
 #include "probe.h"
 
+/* The loader's path is fixed by each architecture's ABI. */
+#if defined(__x86_64__)
 #define LDSO "/lib64/ld-linux-x86-64.so.2"
+#elif defined(__aarch64__)
+#define LDSO "/lib/ld-linux-aarch64.so.1"
+#else
+#error "exec_written_ldso: no dynamic loader path for this architecture"
+#endif
 
 int main(void) {
   const char *writable = probe_env("OARBANK_PROBE_WRITABLE");
-  if (access(LDSO, F_OK) != 0) unsupported("no x86_64 dynamic loader at %s", LDSO);
+  if (access(LDSO, F_OK) != 0) unsupported("no dynamic loader at %s", LDSO);
   const char *source = access("/bin/true", R_OK) == 0 ? "/bin/true" : "/usr/bin/true";
   char path[4096];
   snprintf(path, sizeof path, "%s/%s.%d", writable, PROBE_NAME, (int)getpid());

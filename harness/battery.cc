@@ -166,7 +166,10 @@ class BatteryRun {
       std::optional<Evidence> last;  // what the unconfined run changed is no evidence: observe afresh
       for (size_t p = 0; p < result_.policies.size(); ++p)
         for (const std::string& entry : Entries(probe, p))
-          for (uid_t uid : o_.uids) per_probe_[i].push_back(RunConfined(probe, p, uid, last, sinks, entry));
+          for (uid_t uid : o_.uids) {
+            per_probe_[i].push_back(RunConfined(probe, p, uid, last, sinks, entry));
+            SettleAbsentRoute(per_probe_[i].back(), result_.unconfined[i]);
+          }
     }
   }
 

@@ -147,6 +147,16 @@ void ResolveSent(ProbeRun& run, SignalSinks& sinks, uid_t uid, const std::vector
   }
 }
 
+void SettleAbsentRoute(Cell& cell, const Cell& unconfined) {
+  // Only a row that expects the probe allowed: one that expects a refusal
+  // (exit 70, below the policy's ABI) is failed by any probe that ran.
+  if (cell.expected != "allowed" || unconfined.outcome != Outcome::kUnsupported ||
+      cell.outcome != Outcome::kUnexpected || cell.run.verdict != "unsupported")
+    return;
+  cell.outcome = Outcome::kUnsupported;
+  cell.why = "no route here, unconfined either: " + cell.run.detail;
+}
+
 void Judge(Cell& cell, const Expectation* row, int policy_min_abi, int abi, const std::vector<std::string>& evidence,
            const std::string& unenforceable) {
   const ProbeRun& r = cell.run;

@@ -20,6 +20,14 @@ namespace oarbank {
 // call reports, so blocked carries no errno.
 void ResolveSent(ProbeRun& run, SignalSinks& sinks, uid_t uid, const std::vector<std::string>& arrivals);
 
+// A confined cell whose probe said "unsupported" where its unconfined run
+// said so too: the route does not exist on this kernel or architecture
+// (uprobe on arm64), so a row that expects it allowed is not refused by the
+// cage. Such a cell becomes UNSUPPORTED; a probe whose route exists
+// unconfined and answers "unsupported" confined stays a refusal, and a row
+// that expects the launcher to refuse is failed by any probe that ran.
+void SettleAbsentRoute(Cell& cell, const Cell& unconfined);
+
 // Compares one confined run with its row (and what the world saw): sets the
 // cell's expected text, outcome and why. `row` null: the cell has no row.
 // `unenforceable` names what this host lacks for the policy (egress-any's

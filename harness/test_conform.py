@@ -497,6 +497,29 @@ def test_a_gap_row_whose_gap_closed_fails(tmp_path):
         assert cells[("tcp_proxy_port_other_address", "runner_egress", "run", uid)]["outcome"] == "PASS"
 
 
+def test_an_allowed_row_whose_route_this_machine_lacks_is_unsupported_not_refused(tmp_path):
+    """A positive control whose route does not exist here (aarch32_syscall on
+    x86-64; uprobe on arm64) says "unsupported" unconfined and confined
+    alike: that is no refusal by the cage, so the cell is UNSUPPORTED, not
+    UNEXPECTED. A probe whose route exists and is refused stays UNEXPECTED."""
+    table = (pathlib.Path(ROOT) / "escapes" / "expectations.tsv").read_text()
+    rows = ("aarch32_syscall\trunner_strict\t*\t6\tallowed\t-\ta control whose route this machine lacks\n"
+            "bpf_syscall\trunner_strict\t*\t6\tallowed\t-\ta control the cage refuses\n")
+    expectations = tmp_path / "expectations.tsv"
+    expectations.write_text(table + rows)
+    r = conform(tmp_path / "out", "--expectations", str(expectations), "--probe", "aarch32_syscall,bpf_syscall",
+                "--policy", "runner_strict")
+    report = json.loads((tmp_path / "out" / "battery.json").read_text())
+    absent = [c for c in report["confined"] if c["probe"] == "aarch32_syscall"]
+    refused = [c for c in report["confined"] if c["probe"] == "bpf_syscall"]
+    assert len(absent) == 4 and len(refused) == 4
+    for c in absent:
+        assert c["outcome"] == "UNSUPPORTED" and "no route here" in c["why"], c
+    for c in refused:
+        assert c["outcome"] == "UNEXPECTED", c
+    assert r.returncode == 1, r.stdout
+
+
 # ---- a kernel newer than the build's syscall table ----------------------------------
 
 
