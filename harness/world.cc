@@ -403,6 +403,15 @@ void MakeDirectories(World& w, const std::string& probe_dir) {
     fs::copy_file(entry.path(), dst, fs::copy_options::overwrite_existing, ec);
     chmod(dst.c_str(), 0755);
   }
+  // The helpers the probes exec (aarch32_getuid), read+execute, in bundle/helpers.
+  fs::create_directories(w.bundle + "/helpers", ec);
+  chmod((w.bundle + "/helpers").c_str(), 0755);
+  for (const auto& entry : fs::directory_iterator(probe_dir + "/helpers", ec)) {
+    if (!entry.is_regular_file()) continue;
+    const std::string dst = w.bundle + "/helpers/" + entry.path().filename().string();
+    fs::copy_file(entry.path(), dst, fs::copy_options::overwrite_existing, ec);
+    chmod(dst.c_str(), 0755);
+  }
   const std::string helper = probe_dir + "/helpers/probe_capeff_helper";
   if (fs::exists(helper)) {
     w.setuid_helper = w.bundle + "/probe_capeff_helper.setuid";
