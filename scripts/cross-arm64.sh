@@ -5,15 +5,16 @@
 #   scripts/cross-arm64.sh [BUILD_DIR]   (default: build-arm64)
 #
 # 1. installs Debian's cross compilers (gcc-aarch64-linux-gnu,
-#    g++-aarch64-linux-gnu) when missing;
+#    g++-aarch64-linux-gnu, and gcc-arm-linux-gnueabihf for the AArch32
+#    program of the aarch32_syscall probe) when missing;
 # 2. makes an arm64 sysroot from Debian arm64 packages (the static archives
 #    of libseccomp, nettle and c-ares), fetched through an apt
 #    configuration of its own: the system's sources and architectures are
 #    never changed. The architecture-independent header-only libraries
 #    (nlohmann-json, CLI11, Asio, toml++) are linked in from this system;
 # 3. compiles the seccomp row sets for every architecture with this
-#    system's build (build/, made if missing), since the cross build cannot
-#    run its own compiler here;
+#    system's build (build/, or the kernel matrix's build-static, made if
+#    neither exists), since the cross build cannot run its own compiler here;
 # 4. configures with cmake/aarch64-linux-gnu.cmake and builds;
 # 5. checks that the binaries and every probe are static aarch64
 #    executables, and runs `oarbank-agent --version` under
@@ -39,9 +40,9 @@ case "${1:-}" in
 esac
 
 # 1. the cross compilers
-if ! command -v aarch64-linux-gnu-g++ >/dev/null; then
-  [[ "$(id -u)" == 0 ]] || die "needs g++-aarch64-linux-gnu: run as root to install it"
-  apt-get install -y -qq gcc-aarch64-linux-gnu g++-aarch64-linux-gnu >/dev/null
+if ! command -v aarch64-linux-gnu-g++ >/dev/null || [[ ! -f /usr/arm-linux-gnueabihf/lib/libc.a ]]; then
+  [[ "$(id -u)" == 0 ]] || die "needs g++-aarch64-linux-gnu and gcc-arm-linux-gnueabihf: run as root to install them"
+  apt-get install -y -qq gcc-aarch64-linux-gnu g++-aarch64-linux-gnu gcc-arm-linux-gnueabihf libc6-dev-armhf-cross >/dev/null
 fi
 
 # 2. the arm64 sysroot, through a private apt configuration
@@ -49,7 +50,8 @@ mkdir -p "$cache/lists/partial" "$cache/archives/partial" "$cache/debs"
 mirror="${OARBANK_APT_MIRROR:-$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null)}"
 mirror="${mirror:-http://deb.debian.org/debian}"
 keyring="${OARBANK_APT_KEYRING:-/usr/share/keyrings/debian-archive-keyring.gpg}"
-suite="$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")"
+# Debian 12's libraries, whatever this system is (a CI runner may be Ubuntu).
+suite="$(. /etc/os-release && [[ "${ID:-}" == debian ]] && echo "${VERSION_CODENAME:-bookworm}" || echo bookworm)"
 echo "deb [arch=arm64 signed-by=$keyring] $mirror $suite main" >"$cache/sources.list"
 apt_opts=(-o "Dir::Etc::SourceList=$cache/sources.list" -o Dir::Etc::SourceParts=/dev/null
   -o "Dir::State::Lists=$cache/lists" -o "Dir::Cache=$cache" -o APT::Architecture=arm64
@@ -75,10 +77,13 @@ for a in libseccomp.a libnettle.a libhogweed.a libcares.a; do
 done
 
 # 3. the seccomp row sets, compiled by this system's build for every architecture
-precompiled="$host_build/generated/sandbox/seccomp/precompiled.inc"
 if [[ ! -f "$host_build/build.ninja" ]]; then
-  cmake -S "$src" -B "$host_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  # No main build: the kernel matrix's static one (no test dependencies).
+  host_build="${OARBANK_STATIC_BUILD:-$src/build-static}"
+  [[ -f "$host_build/build.ninja" ]] || cmake -S "$src" -B "$host_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DOARBANK_STATIC=ON -DOARBANK_TESTS=OFF -DOARBANK_TEST_HOOKS=OFF >/dev/null
 fi
+precompiled="$host_build/generated/sandbox/seccomp/precompiled.inc"
 ninja -C "$host_build" generated/sandbox/seccomp/precompiled.inc >/dev/null
 
 # 4. the cross build
@@ -86,18 +91,21 @@ export PKG_CONFIG_LIBDIR="$sysroot/usr/lib/aarch64-linux-gnu/pkgconfig:$sysroot/
 export PKG_CONFIG_SYSROOT_DIR="$sysroot"
 cmake -S "$src" -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_TOOLCHAIN_FILE="$src/cmake/aarch64-linux-gnu.cmake" -DOARBANK_ARM64_SYSROOT="$sysroot" \
-  -DOARBANK_STATIC=ON -DOARBANK_TESTS=OFF -DOARBANK_TEST_HOOKS=OFF \
+  -DOARBANK_STATIC=ON -DOARBANK_TESTS=OFF -DOARBANK_TEST_HOOKS=ON \
   -DOARBANK_SECCOMP_PRECOMPILED="$precompiled" >/dev/null
-ninja -C "$out" oarbank-agent oarbank-conform probes >/dev/null
+ninja -C "$out" oarbank-agent oarbank-agent-faulty oarbank-conform probes >/dev/null
 
 # 5. what was built
 probes=("$out"/probes/*)
 [[ ${#probes[@]} -gt 100 ]] || die "only ${#probes[@]} probes in $out/probes"
-for bin in "$out/sandbox/oarbank-agent" "$out/harness/oarbank-conform" "${probes[@]}"; do
+for bin in "$out/sandbox/oarbank-agent" "$out/sandbox/oarbank-agent-faulty" "$out/harness/oarbank-conform" "${probes[@]}"; do
   [[ -f "$bin" ]] || continue  # helpers' directories
   kind=$(file -b "$bin")
   [[ "$kind" == *"ARM aarch64"* && "$kind" == *"statically linked"* ]] || die "$bin is not a static aarch64 executable: $kind"
 done
+kind=$(file -b "$out/probes/helpers/aarch32_getuid" 2>/dev/null || true)
+[[ "$kind" == *"32-bit LSB"*"ARM"* && "$kind" == *"statically linked"* ]] ||
+  die "$out/probes/helpers/aarch32_getuid is not a static 32-bit ARM executable: ${kind:-missing}"
 say "oarbank-agent, oarbank-conform and ${#probes[@]} probes: static aarch64, in $out"
 if command -v qemu-aarch64-static >/dev/null; then
   qemu-aarch64-static "$out/sandbox/oarbank-agent" --version | head -1 | sed 's/^/cross-arm64: under qemu-aarch64-static: /' >&2
