@@ -9,12 +9,19 @@
 # strict runner policy), checks the cgroup v2 leaf features the supervisor
 # relies on, runs oarbank-conform as root (the confined side as root and
 # uid 65534), then writes everything as base64 of a tar.gz between markers on
-# the second serial port (/dev/ttyS1) and powers off.
+# the result port and powers off: the second serial port (/dev/ttyS1) on
+# x86-64, where the console is ttyS0; on arm64 (-M virt, console ttyAMA0)
+# a PCI 16550 that the guest sees as /dev/ttyS0 (oarbank.results=ttyS0).
 #
 # Kernel command line: oarbank.conform="ARGS" adds options to oarbank-conform
 # (for example --probe=a,b or --policy=runner_strict), oarbank.battery=0 skips it,
-# oarbank.probe=1 powers off as soon as /init runs (the accelerator probe).
+# oarbank.probe=1 powers off as soon as /init runs (the accelerator probe),
+# oarbank.results=ttyS0 names the result port (default ttyS1),
+# oarbank.capped=5,6,9 runs the battery again capped at those Landlock ABIs.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+# The arm64 initramfs holds busybox and /bin/sh only: the build machine
+# cannot run an arm64 busybox to list its applets, so it links them here.
+[ -e /bin/mount ] || { /bin/busybox mount -t proc proc /proc; /bin/busybox --install -s; /bin/busybox umount /proc; }
 export HOME=/root LANG=C
 
 O=/oarbank
@@ -23,14 +30,17 @@ say() { echo "oarbank-guest: $*"; }
 now() { cut -d' ' -f1 /proc/uptime; }
 
 finish() {
-  [ -e /dev/ttyS1 ] || mknod /dev/ttyS1 c 4 65
-  stty -F /dev/ttyS1 raw -echo 2>/dev/null
+  port=$(sed -n 's/.*oarbank\.results=ttyS\([0-9]\).*/\1/p' /proc/cmdline)
+  port=${port:-1}
+  tty=/dev/ttyS$port
+  [ -e $tty ] || mknod $tty c 4 $((64 + port))
+  stty -F $tty raw -echo 2>/dev/null
   echo "$(now)" >"$OUT/uptime-end"
-  say "writing results ($(du -sk "$OUT" | cut -f1) KiB) to ttyS1"
+  say "writing results ($(du -sk "$OUT" | cut -f1) KiB) to $tty"
   # Each write closes the port, which waits until the UART has sent it all.
-  echo "OARBANK-RESULTS-BEGIN" >/dev/ttyS1
-  tar czf - -C "$OUT" . | base64 >/dev/ttyS1
-  echo "OARBANK-RESULTS-END" >/dev/ttyS1
+  echo "OARBANK-RESULTS-BEGIN" >$tty
+  tar czf - -C "$OUT" . | base64 >$tty
+  echo "OARBANK-RESULTS-END" >$tty
   say "done at $(now) s; powering off"
   sync
   poweroff -f
@@ -56,6 +66,7 @@ echo 1 >/proc/sys/kernel/printk
 say "init at $(now) s on $(uname -r)"
 echo "$(now)" >"$OUT/uptime-init"
 uname -r >"$OUT/uname"
+uname -m >"$OUT/machine"
 
 cmdline=$(cat /proc/cmdline)
 conform_args=$(sed -n 's/.*oarbank\.conform="\([^"]*\)".*/\1/p' /proc/cmdline)
@@ -180,5 +191,29 @@ if [ "$run_battery" = 1 ]; then
   [ -d /var/lib/oarbank ] && cp -r /var/lib/oarbank "$OUT/var-lib-oarbank"
   echo "$(now)" >"$OUT/uptime-battery-end"
   say "battery: exit $(cat "$OUT/conform.rc") at $(now) s: $(tail -2 "$OUT/conform.log" | head -1)"
+  # oarbank.capped=N,M: the battery again with the launcher capped at each
+  # ABI (the strict runner and broker policies): the capped runs of an
+  # architecture the host is not.
+  for n in $(sed -n 's/.*oarbank\.capped=\([0-9,]*\).*/\1/p' /proc/cmdline | tr ',' ' '); do
+    mkdir -p "$OUT/capped/$n"
+    $O/harness/oarbank-conform --agent $O/sandbox/oarbank-agent --probes $O/probes \
+      --policies $O/fixtures/policies/battery --expectations $O/escapes/expectations.tsv \
+      --catalogue-table $O/escapes/catalogue.tsv --single-entry --landlock-abi-max "$n" \
+      --policy runner_strict --policy runner_broker \
+      --out "$OUT/capped/$n" >"$OUT/capped/$n/conform.log" 2>&1
+    echo $? >"$OUT/capped/$n/conform.rc"
+    say "capped at ABI $n: exit $(cat "$OUT/capped/$n/conform.rc"): $(tail -2 "$OUT/capped/$n/conform.log" | head -1)"
+  done
+  # The arm64 initramfs carries the test-only agent: with the seccomp row
+  # for bpf dropped from its filter, bpf_syscall must escape (the battery is
+  # seen to catch a broken filter for this architecture, not only to pass).
+  if [ -x $O/sandbox/oarbank-agent-faulty ]; then
+    $O/harness/oarbank-conform --agent $O/sandbox/oarbank-agent-faulty --agent-env OARBANK_FAULT_DROP_SECCOMP=bpf \
+      --probes $O/probes --policies $O/fixtures/policies/battery --expectations $O/escapes/expectations.tsv \
+      --catalogue-table $O/escapes/catalogue.tsv --single-entry --probe bpf_syscall --policy runner_strict \
+      --out "$OUT/broken-filter" >"$OUT/broken-filter.log" 2>&1
+    echo $? >"$OUT/broken-filter.rc"
+    say "broken filter (bpf row dropped): exit $(cat "$OUT/broken-filter.rc"): $(tail -2 "$OUT/broken-filter.log" | head -1)"
+  fi
 fi
 finish

@@ -2,6 +2,8 @@
 # Builds the one initramfs every kernel-matrix guest boots:
 #
 #   scripts/initramfs-build.sh [OUT]   (default build-static/kernel-matrix/initramfs.cpio.zst)
+#   OARBANK_ARCH=arm64 scripts/initramfs-build.sh [OUT]
+#                                      (default build-arm64/kernel-matrix/initramfs.cpio.zst)
 #
 # Contents: busybox-static and its applet links, /init (scripts/guest-init.sh),
 # the static oarbank-agent and oarbank-conform, the static probes (with
@@ -14,10 +16,22 @@
 # matrix unpacks both (RD_ZSTD, RD_GZIP). The static binaries share most of
 # their bytes, which zstd's window finds: 6.5 MB against gzip's 33 MB, and
 # about 1-2 s less per boot under TCG.
+#
+# OARBANK_ARCH=arm64 builds the arm64 guests' initramfs instead: the
+# binaries are cross-built by scripts/cross-arm64.sh into build-arm64 (with
+# the test-only agent, whose broken filter the guest shows caught), busybox
+# is Debian's arm64 busybox-static (its applet links are made by /init,
+# since this machine cannot run it), and the dynamic loader and libc come
+# from the cross toolchain.
 set -euo pipefail
 
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${OARBANK_STATIC_BUILD:-$src/build-static}"
+arch="${OARBANK_ARCH:-amd64}"
+case "$arch" in
+  amd64) build="${OARBANK_STATIC_BUILD:-$src/build-static}"; tools="" ;;
+  arm64) build="${OARBANK_ARM64_BUILD:-$src/build-arm64}"; tools="aarch64-linux-gnu-" ;;
+  *) echo "initramfs-build: OARBANK_ARCH must be amd64 or arm64" >&2; exit 64 ;;
+esac
 compress="${OARBANK_INITRAMFS_COMPRESS:-zstd}"
 case "$compress" in
   zstd) compressor=(zstd -q -9 -T0 -c) ;;
@@ -28,10 +42,13 @@ out="${1:-$build/kernel-matrix/initramfs.cpio.${compress/gzip/gz}}"
 out="${out/%.cpio.zstd/.cpio.zst}"
 say() { printf 'initramfs-build: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
-for tool in cmake ninja cpio "${compressor[0]}" strip readelf; do command -v "$tool" >/dev/null || die "needs $tool"; done
+for tool in cmake ninja cpio "${compressor[0]}" readelf; do command -v "$tool" >/dev/null || die "needs $tool"; done
 
 # 1. The static build.
-if [[ ! -f "$build/build.ninja" ]] || ! grep -q '^OARBANK_STATIC:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+if [[ "$arch" == arm64 ]]; then
+  say "cross-building for arm64 in $build"
+  "$src/scripts/cross-arm64.sh" "$build" >&2 || die "the arm64 cross build failed"
+elif [[ ! -f "$build/build.ninja" ]] || ! grep -q '^OARBANK_STATIC:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
   say "configuring $build (OARBANK_STATIC=ON)"
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DOARBANK_STATIC=ON -DOARBANK_TESTS=OFF -DOARBANK_TEST_HOOKS=OFF >/dev/null
@@ -44,9 +61,19 @@ conform="$build/harness/oarbank-conform"
 probes="$build/probes"
 for f in "$agent" "$conform"; do [[ -x "$f" ]] || die "missing $f"; done
 
+strip="${tools}strip"
+command -v "$strip" >/dev/null || die "needs $strip"
+
 # 2. busybox: the host's busybox-static if installed, else from the archive.
 busybox="${OARBANK_BUSYBOX:-}"
-if [[ -z "$busybox" ]]; then
+if [[ -z "$busybox" && "$arch" == arm64 ]]; then
+  deb=$("$src/scripts/kernels-fetch.sh" --package busybox-static:arm64) || die "cannot fetch busybox-static:arm64"
+  bbdir="${OARBANK_KERNEL_CACHE:-/var/cache/oarbank-kernels}/arm64/busybox"
+  rm -rf "$bbdir" && dpkg-deb -x "$deb" "$bbdir"
+  busybox="$bbdir/usr/bin/busybox"
+  [[ -x "$busybox" ]] || busybox="$bbdir/bin/busybox"
+  [[ -x "$busybox" ]] || die "no busybox in $deb"
+elif [[ -z "$busybox" ]]; then
   if dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q 'install ok installed' && [[ -x /bin/busybox ]]; then
     busybox=/bin/busybox
   else
@@ -70,40 +97,63 @@ mkdir -p "$r/oarbank"/{sandbox,harness,probes/helpers,fixtures/policies/battery,
 chmod 1777 "$r/tmp"
 chmod 0700 "$r/root"
 cp "$busybox" "$r/bin/busybox"
-for applet in $("$busybox" --list-full); do
-  [[ -e "$r/$applet" ]] || ln -s /bin/busybox "$r/$applet"
-done
+if [[ "$arch" == amd64 ]]; then
+  for applet in $("$busybox" --list-full); do
+    [[ -e "$r/$applet" ]] || ln -s /bin/busybox "$r/$applet"
+  done
+else
+  ln -s busybox "$r/bin/sh"  # /init runs `busybox --install -s` for the rest
+fi
 install -m 0755 "$src/scripts/guest-init.sh" "$r/init"
 # A base system has a dynamic loader and dynamic executables: exec_written_ldso
 # runs `ld.so <a written copy of /bin/true>`, so the guest gets the host's
 # loader, libc and a dynamic /bin/true (the rest stays busybox).
-ldso=$(readlink -f /lib64/ld-linux-x86-64.so.2 2>/dev/null || true)
-true_bin=$(readlink -f /usr/bin/true 2>/dev/null || true)
-libc=$( (ldd "$true_bin" 2>/dev/null || true) | awk '/libc\.so\.6/ {print $3}')
-if [[ -f "$ldso" && -f "$libc" && -f "$true_bin" ]]; then
-  mkdir -p "$r/lib/x86_64-linux-gnu"
-  cp "$ldso" "$r/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
-  cp "$libc" "$r/lib/x86_64-linux-gnu/libc.so.6"
-  ln -sf /lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 "$r/lib64/ld-linux-x86-64.so.2"
-  rm -f "$r/bin/true" "$r/usr/bin/true"
-  cp "$true_bin" "$r/usr/bin/true"
+if [[ "$arch" == arm64 ]]; then
+  # The cross toolchain's loader and libc, and a dynamic `true` built with it.
+  cross_lib=/usr/aarch64-linux-gnu/lib
+  [[ -f "$cross_lib/ld-linux-aarch64.so.1" && -f "$cross_lib/libc.so.6" ]] || die "no $cross_lib/ld-linux-aarch64.so.1 (libc6-arm64-cross)"
+  mkdir -p "$r/lib/aarch64-linux-gnu"
+  cp -L "$cross_lib/ld-linux-aarch64.so.1" "$r/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1"
+  cp -L "$cross_lib/libc.so.6" "$r/lib/aarch64-linux-gnu/libc.so.6"
+  ln -s aarch64-linux-gnu/ld-linux-aarch64.so.1 "$r/lib/ld-linux-aarch64.so.1"
+  printf 'int main(void) { return 0; }\n' | aarch64-linux-gnu-gcc -O2 -x c -o "$stage/true" - || die "cannot build the arm64 dynamic true"
+  "$strip" -o "$r/usr/bin/true" "$stage/true"
   ln -s /usr/bin/true "$r/bin/true"
+  faulty="$build/sandbox/oarbank-agent-faulty"
+  [[ -x "$faulty" ]] || die "missing $faulty (the test-only agent of the cross build)"
+  static_or_die "$faulty"
+  "$strip" --strip-debug -o "$r/oarbank/sandbox/oarbank-agent-faulty" "$faulty"
 else
-  say "warning: no host dynamic loader/libc: exec_written_ldso will say unsupported in the guests"
+  ldso=$(readlink -f /lib64/ld-linux-x86-64.so.2 2>/dev/null || true)
+  true_bin=$(readlink -f /usr/bin/true 2>/dev/null || true)
+  libc=$( (ldd "$true_bin" 2>/dev/null || true) | awk '/libc\.so\.6/ {print $3}')
+  if [[ -f "$ldso" && -f "$libc" && -f "$true_bin" ]]; then
+    mkdir -p "$r/lib/x86_64-linux-gnu"
+    cp "$ldso" "$r/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2"
+    cp "$libc" "$r/lib/x86_64-linux-gnu/libc.so.6"
+    ln -sf /lib/x86_64-linux-gnu/ld-linux-x86-64.so.2 "$r/lib64/ld-linux-x86-64.so.2"
+    rm -f "$r/bin/true" "$r/usr/bin/true"
+    cp "$true_bin" "$r/usr/bin/true"
+    ln -s /usr/bin/true "$r/bin/true"
+  else
+    say "warning: no host dynamic loader/libc: exec_written_ldso will say unsupported in the guests"
+  fi
 fi
-strip --strip-debug -o "$r/oarbank/sandbox/oarbank-agent" "$agent"
-strip --strip-debug -o "$r/oarbank/harness/oarbank-conform" "$conform"
+"$strip" --strip-debug -o "$r/oarbank/sandbox/oarbank-agent" "$agent"
+"$strip" --strip-debug -o "$r/oarbank/harness/oarbank-conform" "$conform"
 n=0
 for p in "$probes"/*; do
   [[ -f "$p" && -x "$p" ]] || continue
   static_or_die "$p"
-  strip --strip-debug -o "$r/oarbank/probes/$(basename "$p")" "$p"
+  "$strip" --strip-debug -o "$r/oarbank/probes/$(basename "$p")" "$p"
   n=$((n + 1))
 done
 for p in "$probes"/helpers/*; do
   [[ -f "$p" && -x "$p" ]] || continue
   static_or_die "$p"
-  strip --strip-debug -o "$r/oarbank/probes/helpers/$(basename "$p")" "$p"
+  # The AArch32 helper is not the build's architecture: its strip cannot read it.
+  "$strip" --strip-debug -o "$r/oarbank/probes/helpers/$(basename "$p")" "$p" 2>/dev/null ||
+    cp "$p" "$r/oarbank/probes/helpers/$(basename "$p")"
 done
 chmod 0755 "$r"/oarbank/probes/* "$r"/oarbank/probes/helpers/* "$r"/oarbank/sandbox/* "$r"/oarbank/harness/*
 cp "$src"/fixtures/policies/battery/*.json "$r/oarbank/fixtures/policies/battery/"
@@ -124,6 +174,7 @@ echo oarbank-guest >"$r/etc/hostname"
 {
   echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "source $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$src" diff --quiet 2>/dev/null || echo -dirty)"
+  echo "arch $arch"
   echo "probes $n"
   echo "busybox $("$busybox" 2>&1 | head -1)"
 } >"$r/oarbank/BUILD"

@@ -4,9 +4,10 @@
 #
 #   scripts/kernels-fetch.sh [ID...]     (default: every guest; IDs like 5.10 6.1 7.3)
 #   scripts/kernels-fetch.sh --busybox   (busybox-static, when the host has none)
-#   scripts/kernels-fetch.sh --package NAME[=VERSION]
-#                                        (any package of the private index, the
-#                                        newest unless VERSION: prints its .deb)
+#   scripts/kernels-fetch.sh --package NAME[:ARCH][=VERSION]
+#                                        (any package of the private index, amd64
+#                                        unless ARCH (arm64), the newest unless
+#                                        VERSION: prints its .deb)
 #
 # The cache is $OARBANK_KERNEL_CACHE (default /var/cache/oarbank-kernels):
 #   apt/                 sources.list, lists, archives: the private apt state
@@ -75,6 +76,7 @@ keyring="${keyring:-/usr/share/keyrings/debian-archive-keyring.gpg}"
 
 suites=$("$py" -c 'import json,sys; print(" ".join(json.load(open(sys.argv[1]))["apt_suites"]))' "$kernels_json")
 {
+  echo "# architectures: amd64 arm64"
   for s in $suites; do
     case "$s" in
       *-security) echo "deb [signed-by=$keyring] $security $s main" ;;
@@ -98,6 +100,8 @@ apt_opts=(
   -o "Dir::Cache=$aptdir"
   -o "Dir::Cache::archives=$aptdir/archives"
   -o "APT::Architecture=amd64"
+  -o "APT::Architectures::=amd64"
+  -o "APT::Architectures::=arm64"
   -o "Acquire::Languages=none"
   -o "Acquire::Retries=3"
 )
@@ -127,10 +131,11 @@ def cmp(a, b):
 for r in sorted(rows, key=functools.cmp_to_key(cmp), reverse=True): print(*r)'
 }
 
-# Downloads PACKAGE=VERSION into debs/ with a progress line; prints the path.
+# Downloads PACKAGE[:ARCH]=VERSION into debs/ with a progress line; prints the path.
 download() {
-  local pkg="$1" ver="$2" size_mb file
-  file="$cache/debs/${pkg}_${ver//:/%3a}_amd64.deb"
+  local pkg="$1" ver="$2" size_mb file arch=amd64
+  [[ "$pkg" == *:* ]] && arch="${pkg#*:}"
+  file="$cache/debs/${pkg%%:*}_${ver//:/%3a}_$arch.deb"
   if [[ -s "$file" ]] && dpkg-deb --info "$file" >/dev/null 2>&1; then
     echo "$file"
     return 0
@@ -174,7 +179,7 @@ if [[ "${1:-}" == --busybox ]]; then
 fi
 
 if [[ "${1:-}" == --package ]]; then
-  [[ -n "${2:-}" ]] || die "--package needs NAME[=VERSION]"
+  [[ -n "${2:-}" ]] || die "--package needs NAME[:ARCH][=VERSION]"
   pkg="${2%%=*}"
   ver=""
   [[ "$2" == *=* ]] && ver="${2#*=}"
@@ -192,7 +197,7 @@ import json, sys
 rows = {g["id"]: g for g in json.load(open(sys.argv[1]))["guests"]}
 if sys.argv[2] not in rows: sys.exit("no guest " + sys.argv[2] + " in " + sys.argv[1])
 g = rows[sys.argv[2]]
-print(g["package"], g["version"], g["suite"], g["resolve"], sep="\n")' "$kernels_json" "$1"
+print(g["package"], g["version"], g["suite"], g["resolve"], g.get("arch", "amd64"), sep="\n")' "$kernels_json" "$1"
 }
 
 # The compressed kernel inside a bzImage, decompressed to an ELF vmlinux,
@@ -220,14 +225,15 @@ PY
 }
 
 fetch_one() {
-  local id="$1" pkg ver suite pattern source dir
-  { read -r pkg; read -r ver; read -r suite; read -r pattern; } < <(row "$id")
+  local id="$1" pkg ver suite pattern arch source dir sfx=""
+  { read -r pkg; read -r ver; read -r suite; read -r pattern; read -r arch; } < <(row "$id")
+  [[ "$arch" == amd64 ]] || sfx=":$arch"  # apt's name for a foreign architecture's package
   [[ -n "$pattern" ]] || die "$id: not a guest in $kernels_json"
   source=pinned
   dir="$cache/kernels/$id/$ver"
   if [[ ! -s "$dir/vmlinuz" ]]; then
     apt_update
-    if ! madison "$pkg" | awk -v v="$ver" '$1 == v { found = 1 } END { exit !found }'; then
+    if ! madison "$pkg$sfx" | awk -v v="$ver" '$1 == v { found = 1 } END { exit !found }'; then
       say "$id: $pkg $ver is no longer served; resolving /$pattern/ in $suite"
       local prefix best="" best_ver="" name v s
       prefix=$(printf '%s' "$pattern" | sed -E 's/^\^//; s/[\\[(].*$//')
@@ -237,7 +243,7 @@ fetch_one() {
           [[ "$s" == "$suite" ]] || continue
           if [[ -z "$best" ]] || dpkg --compare-versions "$v" gt "$best_ver"; then best="$name"; best_ver="$v"; fi
           break
-        done < <(madison "$name")
+        done < <(madison "$name$sfx")
       done < <(apt-cache "${apt_opts[@]}" pkgnames "$prefix" | sort)
       [[ -n "$best" ]] || die "$id: nothing matches /$pattern/ in $suite"
       pkg="$best"
@@ -249,7 +255,7 @@ fetch_one() {
   fi
   if [[ ! -s "$dir/vmlinuz" ]]; then
     local deb x
-    deb=$(download "$pkg" "$ver")
+    deb=$(download "$pkg$sfx" "$ver")
     x=$(mktemp -d "$cache/kernels/.x.XXXXXX")
     say "$id: dpkg -x $(basename "$deb")"
     dpkg -x "$deb" "$x"

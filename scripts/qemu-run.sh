@@ -15,7 +15,14 @@
 #   guest.json    the package and version booted, accelerator, wall seconds
 # Exit 0 when the guest delivered its results (whatever they say), 1 if not.
 #
-# The guest's kernel command line gets its row's `append`, if it has one.
+# The guest's kernel command line gets its row's `append`, if it has one,
+# and its `capped` ABIs as oarbank.capped=N,M.
+# A row with "arch": "arm64" boots in qemu-system-aarch64 -M virt -cpu max
+# (pointer authentication with QEMU's own cheap algorithm: the
+# architected one makes every function call slow under TCG), its console
+# on the PL011 (ttyAMA0) and its result channel a PCI 16550 (the guest's
+# ttyS0), with the arm64 initramfs ($OARBANK_INITRAMFS_ARM64, default
+# build-arm64/kernel-matrix/initramfs.cpio.zst). Its accelerator is TCG.
 #
 # Environment: OARBANK_KERNELS_JSON (default fixtures/kernels.json),
 # OARBANK_ACCEL (auto|kvm|tcg, default auto), OARBANK_KVM_CPU
@@ -36,7 +43,6 @@ timeout_s="${OARBANK_GUEST_TIMEOUT:-600}"
 mem="${OARBANK_GUEST_MEM:-1024}"
 say() { printf 'qemu-run: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
-command -v "$qemu" >/dev/null || die "needs $qemu (apt-get install qemu-system-x86)"
 
 kernel_of() {  # ID -> the kernel image to boot
   local rec="$cache/kernels/$1.json"
@@ -55,13 +61,26 @@ append_of() {  # ID -> its row's extra kernel command line (may be empty)
   "$py" -c '
 import json, sys
 rows = {g["id"]: g for g in json.load(open(sys.argv[1]))["guests"]}
-print(rows.get(sys.argv[2], {}).get("append", ""))' "$kernels_json" "$1"
+row = rows.get(sys.argv[2], {})
+capped = ",".join(str(n) for n in row.get("capped", []))
+print(row.get("append", "") + (" oarbank.capped=" + capped if capped else ""))' "$kernels_json" "$1"
+}
+
+arch_of() {  # ID -> amd64 or arm64
+  "$py" -c '
+import json, sys
+rows = {g["id"]: g for g in json.load(open(sys.argv[1]))["guests"]}
+print(rows.get(sys.argv[2], {}).get("arch", "amd64"))' "$kernels_json" "$1"
 }
 
 # Boots the first cached kernel with ACCEL until /init runs (oarbank.probe=1).
 probe_boot() {  # ACCEL [CPU]
   local rec spec kind image log ok=1
-  rec=$(ls "$cache"/kernels/*.json 2>/dev/null | head -1)
+  command -v "$qemu" >/dev/null || return 1
+  rec=""
+  for r in "$cache"/kernels/*.json; do  # the first x86-64 kernel: KVM is for those only
+    [[ -f "$r" && "$(arch_of "$(basename "$r" .json)")" == amd64 ]] && { rec="$r"; break; }
+  done
   [[ -n "$rec" && -f "$initramfs" ]] || return 1
   spec=$(kernel_of "$(basename "$rec" .json)") || return 1
   read -r kind image <<<"$spec"
@@ -91,22 +110,36 @@ if [[ "${1:-}" == --probe-boot ]]; then probe_boot "${2:-tcg}" "${3:-}" && echo 
 [[ $# -eq 2 ]] || { echo "usage: $0 ID OUTDIR | --detect-accel" >&2; exit 64; }
 id="$1"
 dir="$2/$id"
-[[ -f "$initramfs" ]] || die "no initramfs at $initramfs (run scripts/initramfs-build.sh)"
 spec=$(kernel_of "$id") || exit 1
 read -r kind image <<<"$spec"
-accel="${OARBANK_ACCEL_RESOLVED:-$(detect_accel)}"
+arch=$(arch_of "$id")
 rm -rf "$dir"
 mkdir -p "$dir"
-accel_args=(-accel tcg)
-[[ -n "${OARBANK_TCG_CPU:-}" ]] && accel_args+=(-cpu "$OARBANK_TCG_CPU")
-[[ "$accel" == kvm ]] && accel_args=(-accel kvm -cpu "${OARBANK_KVM_CPU:-host}")
+if [[ "$arch" == arm64 ]]; then
+  qemu="${OARBANK_QEMU_ARM64:-qemu-system-aarch64}"
+  initramfs="${OARBANK_INITRAMFS_ARM64:-$src/build-arm64/kernel-matrix/initramfs.cpio.zst}"
+  [[ -f "$initramfs" ]] || die "no arm64 initramfs at $initramfs (run OARBANK_ARCH=arm64 scripts/initramfs-build.sh)"
+  accel=tcg
+  machine_args=(-M virt -accel tcg -cpu "${OARBANK_TCG_CPU_ARM64:-max,pauth-impdef=on}"
+    -serial "file:$dir/console.log"
+    -chardev "file,id=results,path=$dir/serial1.txt" -device pci-serial,chardev=results)
+  console="console=ttyAMA0 oarbank.results=ttyS0"
+else
+  [[ -f "$initramfs" ]] || die "no initramfs at $initramfs (run scripts/initramfs-build.sh)"
+  accel="${OARBANK_ACCEL_RESOLVED:-$(detect_accel)}"
+  machine_args=(-accel tcg)
+  [[ -n "${OARBANK_TCG_CPU:-}" ]] && machine_args+=(-cpu "$OARBANK_TCG_CPU")
+  [[ "$accel" == kvm ]] && machine_args=(-accel kvm -cpu "${OARBANK_KVM_CPU:-host}")
+  machine_args+=(-serial "file:$dir/console.log" -serial "file:$dir/serial1.txt")
+  console="console=ttyS0"
+fi
+command -v "$qemu" >/dev/null || die "needs $qemu (apt-get install qemu-system-x86 qemu-system-arm)"
 
-append="console=ttyS0 quiet loglevel=1 panic=-1 rdinit=/init $(append_of "$id") ${OARBANK_GUEST_APPEND:-}"
+append="$console quiet loglevel=1 panic=-1 rdinit=/init $(append_of "$id") ${OARBANK_GUEST_APPEND:-}"
 start=$(date +%s.%N)
 started=$SECONDS
-say "[$id] booting $(basename "$image") ($kind, $accel, ${mem} MiB, timeout ${timeout_s}s)"
-timeout -k 5 "$timeout_s" "$qemu" -nodefaults -no-reboot -display none -m "$mem" -smp 1 "${accel_args[@]}" \
-  -serial "file:$dir/console.log" -serial "file:$dir/serial1.txt" \
+say "[$id] booting $(basename "$image") ($arch, $kind, $accel, ${mem} MiB, timeout ${timeout_s}s)"
+timeout -k 5 "$timeout_s" "$qemu" -nodefaults -no-reboot -display none -m "$mem" -smp 1 "${machine_args[@]}" \
   -kernel "$image" -initrd "$initramfs" -append "$append" </dev/null >"$dir/qemu.log" 2>&1 &
 qpid=$!
 seen=0
@@ -131,9 +164,9 @@ rc=0
 wait "$qpid" || rc=$?
 end=$(date +%s.%N)
 
-"$py" - "$dir" "$id" "$cache/kernels/$id.json" "$kind" "$accel" "$start" "$end" "$rc" "$timeout_s" <<'PY'
+"$py" - "$dir" "$id" "$cache/kernels/$id.json" "$kind" "$accel" "$start" "$end" "$rc" "$timeout_s" "$arch" <<'PY'
 import base64, io, json, os, sys, tarfile
-d, id_, rec, kind, accel, start, end, rc, timeout_s = sys.argv[1:]
+d, id_, rec, kind, accel, start, end, rc, timeout_s, arch = sys.argv[1:]
 rc = int(rc)
 text = open(os.path.join(d, "serial1.txt"), "rb").read().decode("ascii", "replace") if os.path.exists(os.path.join(d, "serial1.txt")) else ""
 results = False
@@ -148,7 +181,7 @@ if b >= 0 and e > b:
         error = f"cannot unpack the results: {exc}"
 else:
     error = "no results on ttyS1 (the guest did not finish)"
-guest = {"id": id_, "kernel": json.load(open(rec)), "boot": kind, "accel": accel,
+guest = {"id": id_, "arch": arch, "kernel": json.load(open(rec)), "boot": kind, "accel": accel,
          "wall_s": round(float(end) - float(start), 2), "qemu_rc": rc,
          "timed_out": rc in (124, 137), "timeout_s": int(timeout_s), "results": results, "error": error}
 def up(name):
