@@ -198,6 +198,24 @@ def catalogue_check(row: Row) -> Check:
                  "; ".join(bad[:5]))
 
 
+MACHINE = {"amd64": "x86_64", "arm64": "aarch64"}  # a row's arch -> uname -m in its guest
+
+
+def broken_filter_check(d: str, probe: str) -> Check:
+    """The arm64 guests run `probe` once more under the test-only agent with
+    its seccomp row dropped: some cell must escape, or the battery could not
+    tell a broken filter for this architecture from a sound one."""
+    battery = load_json(os.path.join(d, "results", "broken-filter", "battery.json"))
+    if battery is None:
+        return Check("broken_filter", False, f"{probe} escaped with its row dropped", "no report",
+                     os.path.join(d, "results", "broken-filter.log"))
+    cells = [c for c in battery.get("confined", []) if c["probe"] == probe]
+    escaped = [c for c in cells if c["outcome"] == "ESCAPED"]
+    return Check("broken_filter", bool(escaped), f"{probe} escaped with its row dropped",
+                 f"{len(escaped)} of {len(cells)} cells escaped",
+                 "; ".join(f'{c["policy"]}/uid {c["uid"]}: {c["actual"]}' for c in cells[:4]))
+
+
 def judge_guest(g: dict, d: str) -> Row:
     """The checks of one guest, from its results directory, ABI first."""
     e = g["expect"]
@@ -210,7 +228,12 @@ def judge_guest(g: dict, d: str) -> Row:
     k = gj.get("kernel", {})
     row = Row(g["id"], "guest", f'{g["id"]} ({k.get("package", g["package"])} {k.get("version", g["version"])})')
     up = gj.get("guest_uptime") or {}
-    row.facts = {"package": k.get("package", g["package"]), "version": k.get("version", g["version"]),
+    arch = g.get("arch", "amd64")
+    try:
+        machine = open(os.path.join(res, "machine")).read().strip()
+    except OSError:
+        machine = None
+    row.facts = {"arch": arch, "machine": machine, "package": k.get("package", g["package"]), "version": k.get("version", g["version"]),
                  "pinned": {"package": g["package"], "version": g["version"]}, "source": k.get("source"),
                  "suite": k.get("suite", g["suite"]), "release": k.get("release"), "accel": gj.get("accel"),
                  "boot": gj.get("boot"), "wall_s": gj.get("wall_s"), "timed_out": gj.get("timed_out"),
@@ -225,6 +248,8 @@ def judge_guest(g: dict, d: str) -> Row:
     row.facts["kernel"] = report.get("kernel", {}).get("release")
     row.checks.append(Check("landlock_abi", abi == e["landlock_abi"], str(e["landlock_abi"]), str(abi),
                             f'Linux {report.get("kernel", {}).get("release")}'))
+    row.checks.append(Check("machine", machine == MACHINE.get(arch), str(MACHINE.get(arch)), str(machine),
+                            f"uname -m in the {arch} guest: the binaries that ran there were built for it"))
     placement = (verdict or {}).get("placement", {})
     at_fault = [x["id"] for x in placement.get("at_fault", [])]
     row.facts["verdict"] = placement.get("verdict")
@@ -246,6 +271,10 @@ def judge_guest(g: dict, d: str) -> Row:
         row.checks.append(scoping_check(battery, abi))
     if e.get("routes"):
         row.checks.append(routes_check(battery, e["routes"]))
+    if e.get("broken_filter"):
+        row.checks.append(broken_filter_check(d, e["broken_filter"]))
+    if g.get("capped"):
+        row.checks.append(guest_capped_check(d, g["capped"]))
     if battery is not None and battery.get("landlock_abi") != abi:
         row.checks.append(Check("battery_abi", False, str(abi), str(battery.get("landlock_abi")),
                                 "oarbank-conform used another ABI than sandbox-report saw"))
@@ -256,6 +285,20 @@ def judge_guest(g: dict, d: str) -> Row:
     if battery:
         row.facts["battery_summary"] = battery.get("summary")
     return row
+
+
+def guest_capped_check(d: str, abis: list) -> Check:
+    """The battery run again inside the guest with the launcher capped at
+    each of `abis` (a row's `capped`: where the host's capped runs cannot
+    go, another architecture): each judged as a host's capped run is."""
+    floor = policy_floor(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "escapes", "expectations.tsv"))
+    bad = []
+    for n in abis:
+        r = judge_capped(int(n), os.path.join(d, "results", "capped", str(n)), floor)
+        bad += [f"ABI {n}: {c.message()}" for c in r.checks if not c.ok]
+    return Check("capped", not bad, "capped at " + ", ".join(str(n) for n in abis) + ": each as its ABI expects",
+                 f"{len(abis)} capped runs" + (f", {len(bad)} failed checks" if bad else " as expected"),
+                 "; ".join(bad[:4]))
 
 
 def judge_capped(n: int, d: str, floor: int) -> Row:
@@ -428,6 +471,45 @@ def catalogue_html(m: dict) -> list:
     return h
 
 
+def series_of(r: dict) -> str:
+    """A guest's kernel series (major.minor of the release it booted)."""
+    for text in (r["facts"].get("kernel"), r["facts"].get("release"), r["id"]):
+        found = re.search(r"(\d+)\.(\d+)", str(text or ""))
+        if found:
+            return found.group(0)
+    return r["id"]
+
+
+def arch_html(m: dict) -> list:
+    """The guests side by side: one row per kernel series, one column per
+    architecture, each cell the guest's ABI and battery, red or green."""
+    e = html.escape
+    guests = [r for r in m["rows"] if r["kind"] == "guest"]
+    arches = sorted({r["facts"].get("arch", "amd64") for r in guests})
+    if not guests:
+        return []
+    series = sorted({series_of(r) for r in guests}, key=lambda v: [int(x) if x.isdigit() else -1 for x in v.split(".")])
+    h = ['<h2 id="arches">Architectures side by side</h2>', '<table id="arch-table"><thead><tr><th class="k">series</th>']
+    h += [f"<th>{e(a)}</th>" for a in arches]
+    h.append("</tr></thead><tbody>")
+    for v in series:
+        h.append(f'<tr><td class="k">{e(v)}</td>')
+        for a in arches:
+            here = [r for r in guests if series_of(r) == v and r["facts"].get("arch", "amd64") == a]
+            if not here:
+                h.append('<td class="none"></td>')
+                continue
+            ok = all(r["ok"] for r in here)
+            text = "<br>".join(
+                f'{e(r["id"])}: ABI {e(str(r["facts"].get("landlock_abi")))}, '
+                + e(next((c["actual"].split(" (")[0] for c in r["checks"] if c["name"] == "battery"), "no battery"))
+                for r in here)
+            h.append(f'<td class="{"pass" if ok else "fail"}" id="arch-{e(v)}-{e(a)}">{text}</td>')
+        h.append("</tr>")
+    h.append("</tbody></table>")
+    return h
+
+
 def to_html(m: dict) -> str:
     e = html.escape
     h = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8"><title>oarbank kernel matrix</title>',
@@ -445,7 +527,8 @@ def to_html(m: dict) -> str:
          "<h1>oarbank kernel matrix</h1>",
          f'<p class="verdict {"PASS" if m["passed"] else "FAIL"}" id="verdict">'
          f'{"PASS" if m["passed"] else "FAIL"}: {sum(r["ok"] for r in m["rows"])} of {len(m["rows"])} rows green '
-         f'({sum(r["kind"] == "guest" for r in m["rows"])} Debian kernels in QEMU, '
+         f'({sum(r["kind"] == "guest" for r in m["rows"])} Debian kernels in QEMU: '
+         + ", ".join(f'{sum(r["facts"].get("arch") == a for r in m["rows"])} {a}' for a in ("amd64", "arm64")) + '; '
          f'{sum(r["kind"] == "capped" for r in m["rows"])} capped ABIs on this host, '
          f'{sum(r["kind"] == "missing" for r in m["rows"])} with a feature of its ABI missing)</p>',
          f'<p>Generated {e(m["generated"])} from {e(m["kernels_json"])}. Rows: a guest is a Debian kernel booted '
@@ -456,7 +539,7 @@ def to_html(m: dict) -> str:
          '<span style="background:#d9d9d9">70: every confined run refused (exit 70)</span>'
          '<span style="background:#f7dc8c">gap / n/a: a declared gap, or the route is absent on this kernel</span>'
          '<span style="background:#f08a80">n✗: cells that escaped, broke or were unexpected</span></p>',
-         '<table id="matrix"><thead><tr><th class="k">kernel</th><th>Landlock ABI<br>expected / got</th>'
+         '<table id="matrix"><thead><tr><th class="k">kernel</th><th>arch</th><th>Landlock ABI<br>expected / got</th>'
          "<th>runner_strict verdict</th><th>cgroup leaf</th><th>battery</th><th>time s</th>"]
     for p in m["probes"]:
         h.append(f'<th class="p">{e(p)}</th>')
@@ -477,6 +560,7 @@ def to_html(m: dict) -> str:
                 return '<td class="chk">–</td>'
             return (f'<td class="chk {"ok" if c["ok"] else "bad"}" title="{e(Check(**c).message())}">'
                     f"{e(text(c))}</td>")
+        h.append(f'<td>{e(str(f.get("arch") or "host"))}</td>')
         h.append(chk("landlock_abi", lambda c: f'{c["expected"].split(",")[0].split(" ")[0]} / '
                                                f'{c["actual"].split(",")[0]}'))
         h.append(chk("verdict", lambda c: c["actual"].split(" naming ")[0]))
@@ -494,6 +578,7 @@ def to_html(m: dict) -> str:
                          f'{e(v["text"])}</td>')
         h.append("</tr>")
     h.append("</tbody></table>")
+    h.extend(arch_html(m))
     h.extend(catalogue_html(m))
     h.append("<h2>Checks</h2><ul>")
     for r in m["rows"]:

@@ -110,10 +110,11 @@ else:
 
 # ---- the report itself: a wrong ABI in kernels.json turns its row red ----
 def _fake_guest(d, abi, verdict="ok", at_fault=(), battery_verdict="PASS", refused=False, cgroup=None,
-                catalogue_verdict="held"):
+                catalogue_verdict="held", machine="x86_64", routes=()):
     """A results directory as qemu-run.sh leaves it, for a guest that reported `abi`."""
     res = d / "results"
     (res / "battery").mkdir(parents=True)
+    (res / "machine").write_text(machine + "\n")
     (d / "guest.json").write_text(json.dumps({"kernel": {"package": "linux-test", "version": "1"}, "wall_s": 1.0,
                                               "guest_uptime": {"init": 1.0}}))
     (res / "sandbox-report.json").write_text(json.dumps({"kernel": {"release": "test"},
@@ -129,8 +130,9 @@ def _fake_guest(d, abi, verdict="ok", at_fault=(), battery_verdict="PASS", refus
                        "status": "probe", "sandbox_exec": catalogue_verdict, "run": "held"},
                       {"id": 2, "technique": "WSL interop", "where": "Codex", "source": "https://example.test/2",
                        "status": "n/a", "sandbox_exec": "n/a", "run": "n/a"}],
-        "unconfined": [{"probe": "read_outside_grants", "policy": "unconfined", "uid": 0, "expected": "escaped",
-                        "actual": "escaped", "outcome": "PASS", "why": "", "detail": ""}],
+        "unconfined": [{"probe": p, "policy": "unconfined", "uid": 0, "expected": "escaped",
+                        "actual": "escaped", "outcome": "PASS", "why": "", "detail": ""}
+                       for p in ("read_outside_grants",) + tuple(routes)],
         "confined": [{"probe": probe, "policy": "runner_strict", "uid": uid,
                       "expected": "refused (exit 70)" if refused else blocked, "actual": actual or blocked,
                       "outcome": "PASS", "why": "", "detail": ""}
@@ -144,11 +146,22 @@ def _real_or_fake_results(tmp_path, guest_id):
         return RESULTS
     e = ROWS[guest_id]["expect"]
     _fake_guest(tmp_path / "guests" / guest_id, e["landlock_abi"], e["verdict"], e.get("at_fault", []),
-                refused=e["battery"] == "refused", cgroup=e.get("cgroup"))
+                refused=e["battery"] == "refused", cgroup=e.get("cgroup"),
+                machine=matrix_report.MACHINE[ROWS[guest_id].get("arch", "amd64")], routes=e.get("routes", ()))
+    if e.get("broken_filter"):
+        _fake_broken_filter(tmp_path / "guests" / guest_id, e["broken_filter"], "ESCAPED")
     return str(tmp_path)
 
 
-@pytest.mark.parametrize("guest_id", ["6.12", "5.10"])
+def _fake_broken_filter(d, probe, outcome):
+    """What the guest's run under the test-only agent (a seccomp row dropped) leaves."""
+    (d / "results" / "broken-filter").mkdir(parents=True)
+    (d / "results" / "broken-filter" / "battery.json").write_text(json.dumps({"confined": [
+        {"probe": probe, "policy": "runner_strict", "uid": uid, "outcome": outcome if uid == 0 else "PASS",
+         "actual": "escaped" if outcome == "ESCAPED" and uid == 0 else "blocked EPERM"} for uid in (0, 65534)]}))
+
+
+@pytest.mark.parametrize("guest_id", ["6.12", "5.10", "arm64-6.12", "arm64-6.1"])
 def test_a_wrong_abi_in_kernels_json_turns_its_row_red(tmp_path, guest_id):
     results = _real_or_fake_results(tmp_path, guest_id)
     spec = copy.deepcopy(SPEC)
@@ -252,3 +265,141 @@ def test_an_escaped_published_escape_turns_its_row_red_and_the_page_shows_the_ta
         page = (d / "out" / "matrix.html").read_text()
         assert 'id="catalogue-table"' in page and "WSL interop" in page
         assert (f"{verdict} / held" in page) == (verdict != "held")
+
+
+# ---- arm64 ---------------------------------------------------------------
+ARM64 = [g for g in SPEC["guests"] if g.get("arch") == "arm64"]
+
+
+def test_arm64_rows_cover_a_refusal_the_6_12_floor_and_the_newest():
+    assert len(ARM64) >= 3
+    refusing = [g for g in ARM64 if g["expect"]["battery"] == "refused"]
+    assert refusing and all(g["expect"]["landlock_abi"] < 3 for g in refusing)
+    assert any(g["expect"]["landlock_abi"] == 6 and g["id"].endswith("6.12") for g in ARM64)
+    newest = max(g["expect"]["landlock_abi"] for g in SPEC["guests"] if g.get("arch", "amd64") == "amd64")
+    assert max(g["expect"]["landlock_abi"] for g in ARM64) == newest
+    for g in ARM64:
+        assert "arm64" in g["package"], g["id"]
+        if g["expect"]["battery"] == "pass":
+            assert g["expect"].get("broken_filter") and g["expect"].get("routes"), g["id"]
+
+
+def test_a_guest_that_ran_another_architecture_turns_its_row_red(tmp_path):
+    g = ROWS["arm64-6.12"]
+    d = tmp_path / "guests" / g["id"]
+    _fake_guest(d, 6, cgroup=g["expect"]["cgroup"], machine="x86_64")
+    _fake_broken_filter(d, "bpf_syscall", "ESCAPED")
+    row = matrix_report.judge_guest(g, str(d))
+    bad = [c.name for c in row.checks if not c.ok]
+    assert "machine" in bad
+    (d / "results" / "machine").write_text("aarch64\n")
+    row = matrix_report.judge_guest(g, str(d))
+    assert "machine" not in [c.name for c in row.checks if not c.ok]
+
+
+@pytest.mark.parametrize("outcome,ok", [("ESCAPED", True), ("PASS", False), (None, False)])
+def test_an_arm64_filter_with_a_row_dropped_must_be_caught(tmp_path, outcome, ok):
+    g = ROWS["arm64-7.3"]
+    d = tmp_path / "guests" / g["id"]
+    _fake_guest(d, 11, cgroup=g["expect"]["cgroup"], machine="aarch64")
+    if outcome:
+        _fake_broken_filter(d, g["expect"]["broken_filter"], outcome)
+    (check,) = [c for c in matrix_report.judge_guest(g, str(d)).checks if c.name == "broken_filter"]
+    assert check.ok == ok, check
+
+
+def test_the_page_shows_both_architectures_side_by_side(tmp_path):
+    ids = ["6.12", "arm64-6.12"]
+    for i in ids:
+        g = ROWS[i]
+        _fake_guest(tmp_path / "guests" / i, 6, cgroup=g["expect"]["cgroup"],
+                    machine=matrix_report.MACHINE[g.get("arch", "amd64")], routes=g["expect"].get("routes", ()))
+        if g["expect"].get("broken_filter"):
+            _fake_broken_filter(tmp_path / "guests" / i, g["expect"]["broken_filter"], "ESCAPED")
+        # The fake reports release "test": name the series as a real guest would.
+        rep = tmp_path / "guests" / i / "results" / "sandbox-report.json"
+        r = json.loads(rep.read_text())
+        r["kernel"]["release"] = "6.12.118+deb13-cloud-" + g.get("arch", "amd64")
+        rep.write_text(json.dumps(r))
+    m = matrix_report.build(KERNELS_JSON, str(tmp_path), guests=ids, capped=[], missing=[], expectations=EXPECTATIONS)
+    assert m["passed"], [c for r in m["rows"] for c in r["checks"] if not c["ok"]]
+    matrix_report.write(m, str(tmp_path / "out"))
+    page = (tmp_path / "out" / "matrix.html").read_text()
+    assert 'id="arch-table"' in page
+    assert 'class="pass" id="arch-6.12-amd64"' in page and 'class="pass" id="arch-6.12-arm64"' in page
+
+
+def _elf_machine_and_interp(path):
+    """(e_machine, has PT_INTERP) of a 64-bit little-endian ELF file."""
+    import struct
+    with open(path, "rb") as f:
+        head = f.read(64)
+        assert head[:4] == b"\x7fELF" and head[4] == 2 and head[5] == 1, f"{path}: not a 64-bit LE ELF"
+        machine = struct.unpack_from("<H", head, 18)[0]
+        phoff, = struct.unpack_from("<Q", head, 32)
+        phentsize, phnum = struct.unpack_from("<HH", head, 54)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    interp = any(struct.unpack_from("<I", table, i * phentsize)[0] == 3 for i in range(phnum))
+    return machine, interp
+
+
+ARM64_BUILD = os.environ.get("OARBANK_ARM64_BUILD", os.path.join(ROOT, "build-arm64"))
+_ARM64_RAN = bool(RESULTS) and any(ROWS.get(i, {}).get("arch") == "arm64" for i in _selected_guests())
+
+
+def test_the_arm64_build_is_static_aarch64():
+    """EM_AARCH64 (183) in every ELF header, and no program interpreter: the
+    guests boot nothing else. Required where the matrix ran arm64 guests."""
+    agent = os.path.join(ARM64_BUILD, "sandbox", "oarbank-agent")
+    if not os.path.exists(agent):
+        if _ARM64_RAN:
+            pytest.fail(f"arm64 guests ran, but {agent} is missing")
+        pytest.skip(f"no arm64 build at {ARM64_BUILD} (scripts/cross-arm64.sh)")
+    probes = os.path.join(ARM64_BUILD, "probes")
+    paths = [agent, os.path.join(ARM64_BUILD, "sandbox", "oarbank-agent-faulty"),
+             os.path.join(ARM64_BUILD, "harness", "oarbank-conform")]
+    paths += [os.path.join(probes, p) for p in sorted(os.listdir(probes)) if os.path.isfile(os.path.join(probes, p))]
+    assert len(paths) > 100
+    for p in paths:
+        assert _elf_machine_and_interp(p) == (183, False), p
+    # And the x86-64 agent is not: the check can fail.
+    host_agent = os.path.join(ROOT, "build", "sandbox", "oarbank-agent")
+    if os.path.exists(host_agent):
+        assert _elf_machine_and_interp(host_agent)[0] == 62
+
+
+def test_the_capped_runs_a_guest_row_names_must_all_be_there_and_hold(tmp_path):
+    """arm64-7.3 runs the battery again capped inside the guest (the host's
+    capped runs are x86-64's): a missing or wrong capped run fails its row."""
+    g = ROWS["arm64-7.3"]
+    assert g.get("capped"), "the newest arm64 row runs capped ABIs in its guest"
+    d = tmp_path / "guests" / g["id"]
+    _fake_guest(d, 11, cgroup=g["expect"]["cgroup"], machine="aarch64")
+
+    def check():
+        (c,) = [c for c in matrix_report.judge_guest(g, str(d)).checks if c.name == "capped"]
+        return c
+
+    assert not check().ok  # none ran
+    floor = matrix_report.policy_floor(EXPECTATIONS)
+    for n in g["capped"]:
+        refused = n < floor
+        out = d / "results" / "capped" / str(n)
+        out.mkdir(parents=True)
+        cells = [{"probe": "read_outside_grants", "policy": "runner_strict", "uid": uid,
+                  "expected": "refused (exit 70)" if refused else "blocked EACCES",
+                  "actual": "refused (exit 70)" if refused else "blocked EACCES", "outcome": "PASS", "why": ""}
+                 for uid in (0, 65534)]
+        (out / "battery.json").write_text(json.dumps({
+            "verdict": "PASS", "landlock_abi": n, "capped": True, "counts": {"PASS": 2},
+            "host": {"landlock": {"kernel_abi": 11}, "kernel": {"release": "7.3.4+deb13-cloud-arm64"}},
+            "catalogue": [{"id": 1, "sandbox_exec": "held", "run": "held"}],
+            "unconfined": [], "confined": cells}))
+    assert check().ok, check()
+    # One capped run that reports another ABI than its cap fails the row.
+    n = g["capped"][-1]
+    b = json.loads((d / "results" / "capped" / str(n) / "battery.json").read_text())
+    b["landlock_abi"] = 11
+    (d / "results" / "capped" / str(n) / "battery.json").write_text(json.dumps(b))
+    assert not check().ok
