@@ -21,6 +21,9 @@ fault never happened (its wrapper was not reached, no child was there to
 kill): it would prove nothing. The table is printed:
 part x step x outcome.
 
+The spool directory filling while the job writes (`--stdout-file` on a full
+tmpfs) must end in exit 74: the job ran, but its output file is short.
+
 The broker's runtime (podman and runc failing at run, rm, create, start and
 delete, by wrappers first on the broker's PATH) is judged the same way in
 harness/test_broker.py (test_the_runtime_failing_at_a_step_answers_and_leaves_nothing),
@@ -49,13 +52,17 @@ DEADLINE_S = 60
 class Cell:
     """One fault: `part` made to fail at `step`, described by `fault`."""
 
-    def __init__(self, part, step, fault, net="none", uid=0, wrap=None, shell="", kill_child=None, limits=()):
+    def __init__(self, part, step, fault, net="none", uid=0, wrap=None, shell="", kill_child=None, limits=(),
+                 args=(), job="exec /bin/sleep 1.5", expect_exit=None):
         self.part, self.step, self.fault = part, step, fault
         self.net, self.uid = net, uid
         self.wrap = wrap  # (path bound over, wrapper text with @REAL@ and @MARK@)
         self.shell = shell  # run in the cell's namespaces before the agent (sh)
         self.kill_child = kill_child  # a child of the agent's to SIGKILL mid-job, by its comm
         self.limits = limits  # prlimit options for the agent
+        self.args = args  # more options for `run` (@CELL@: the cell's directory)
+        self.job = job  # what the job does once it has recorded its confinement
+        self.expect_exit = expect_exit  # a contained job's required exit status (None: any)
 
 
 def cells():
@@ -98,6 +105,13 @@ def cells():
         out.append(Cell("fds", "start", f"RLIMIT_NOFILE {n}, egress-any", egress, limits=(f"--nofile={n}:{n}",)))
     for n in (1, 2, 3, 5, 8):
         out.append(Cell("pids", "start", f"RLIMIT_NPROC {n} (uid 65534)", uid=NOBODY, limits=(f"--nproc={n}:{n}",)))
+    # The spool directory filling while the job writes: the job ran, but its
+    # output file is short, so the agent must answer 74, not the job's 0.
+    for uid, who in ((0, ""), (NOBODY, " (uid 65534)")):
+        out.append(Cell("spool", "job", "--stdout-file on a full tmpfs" + who, uid=uid,
+                        shell='mount -t tmpfs -o size=8k,mode=1777 oarbank-fault "@CELL@/spool"',
+                        args=("--stdout-file", "@CELL@/spool/out"), job="head -c 65536 /dev/zero; exit 0",
+                        expect_exit=74))
     return out
 
 
@@ -152,7 +166,7 @@ def run_cell(cell, root, index):
     mark = f"fault{index}.{os.getpid()}.{time.monotonic_ns() % 10**6}"
     cell_dir = pathlib.Path(tempfile.mkdtemp(prefix=f"cell{index}-", dir=root))
     os.chmod(cell_dir, 0o755)
-    for sub in ("bundle", "runtime", "work", "work/tmp", "data", "agent-tmp"):
+    for sub in ("bundle", "runtime", "work", "work/tmp", "data", "agent-tmp", "spool"):
         (cell_dir / sub).mkdir()
         os.chmod(cell_dir / sub, 0o777)
     policy = cell_dir / "policy.json"
@@ -162,7 +176,7 @@ def run_cell(cell, root, index):
         "net": {"mode": cell.net}, "exec_writable": False}))
     os.chmod(policy, 0o644)
     ran = cell_dir / "work" / "ran"
-    job = f"grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status > {ran}; exec /bin/sleep 1.5 # {mark}"
+    job = f"grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status > {ran}; {cell.job} # {mark}"
     prelude = []
     if cell.wrap:
         target, text = cell.wrap
@@ -174,8 +188,9 @@ def run_cell(cell, root, index):
         os.chmod(wrapper, 0o755)
         prelude.append(f"mount --bind {wrapper} {target}")
     if cell.shell:
-        prelude.append(cell.shell)
-    agent = [AGENT, "run", "--unproven", "--timeout", "20", str(policy), "--", "/bin/sh", "-c", job]
+        prelude.append(cell.shell.replace("@CELL@", str(cell_dir)))
+    args = [a.replace("@CELL@", str(cell_dir)) for a in cell.args]
+    agent = [AGENT, "run", "--unproven", "--timeout", "20", *args, str(policy), "--", "/bin/sh", "-c", job]
     if cell.uid:
         agent = ["setpriv", f"--reuid={cell.uid}", f"--regid={cell.uid}", "--clear-groups", *agent]
     if cell.limits:
@@ -233,6 +248,9 @@ def run_cell(cell, root, index):
         outcome = "contained" if confined else "ALLOWED: the job ran unconfined: " + confinement.replace("\n", " ")
         ok = confined
         outcome += f" (exit {proc.returncode})"
+        if cell.expect_exit is not None and proc.returncode != cell.expect_exit:
+            ok = False
+            outcome += f"; EXPECTED EXIT {cell.expect_exit}: " + " | ".join(lines)[:150]
     elif proc.returncode == 70 and len(lines) == 1:
         outcome, ok = "refused (70): " + lines[0][:150], True
     else:

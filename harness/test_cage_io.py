@@ -205,6 +205,35 @@ def test_a_spool_file_inside_a_writable_directory_is_refused(t, entry, option):
 
 
 @ENTRIES
+@STREAMS
+def test_a_spool_file_that_fills_its_disk_is_74_not_the_jobs_success(t, entry, option):
+    """The job ran and exited 0, but its spool file's filesystem filled: the
+    file is short, so the agent answers 74 with one line naming the stream
+    and the error, never the job's 0; --json keeps the job's own status."""
+    full = t.out / "full"
+    full.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=8k,uid={t.uid}", "oarbank-test-full", str(full)], check=True)
+    try:
+        stream = "stdout" if option == "--stdout-file" else "stderr"
+        redirect = "" if stream == "stdout" else " >&2"
+        r = spool_run(t, entry, option, full / "out", f"head -c 65536 /dev/zero{redirect}; exit 0")
+        line = f"sandbox: {stream} spool file: write: No space left on device"
+        assert r.returncode == 74 and r.stderr.count(line) == 1, r
+        assert (full / "out").stat().st_size <= 8192
+        argv = entry_argv(t, entry, "--json", option, str(full / "again"), "--")
+        r = subprocess.run([*argv, "/bin/sh", "-c", f"head -c 65536 /dev/zero{redirect}; exit 3"],
+                           capture_output=True, text=True, timeout=60)
+        result = json.loads(r.stdout)
+        assert r.returncode == 74 and result["exit_code"] == 3, r
+        assert "No space left on device" in result["spool_error"], result
+        # Where the file takes it all, the job's status stands.
+        r = spool_run(t, entry, option, t.out / "roomy", f"head -c 65536 /dev/zero{redirect}; exit 3")
+        assert r.returncode == 3 and (t.out / "roomy").stat().st_size == 65536, r
+    finally:
+        subprocess.run(["umount", "-l", str(full)], check=False)
+
+
+@ENTRIES
 def test_a_hard_link_is_not_truncated(t, entry):
     """A second name for a file (another name's content) is refused before
     anything is truncated."""

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The fault campaign: each external part a job relies on (the user-mode
-# stack, the nftables helper, /proc, cgroupfs, the temporary directory) and
+# stack, the nftables helper, /proc, cgroupfs, the temporary directory, the
+# spool directory) and
 # each resource (descriptors, processes) made to fail at each step of a
 # job, from outside, as root and with the agent as uid 65534; prints the
 # table (part x step x outcome) and fails unless every cell was refused

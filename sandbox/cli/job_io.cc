@@ -135,6 +135,7 @@ int ExitStatus(const cage::Result& result) {
     case cage::Fault::kTimeout:
     case cage::Fault::kOom: break;
   }
+  if (!result.spool_error.empty()) return kExitOutputLost;
   return result.signal != 0 ? 128 + result.signal : result.exit_code;
 }
 
