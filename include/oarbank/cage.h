@@ -146,7 +146,10 @@ struct Result {
   uint64_t stderr_bytes = 0;
   bool stdout_spooled = false;
   bool stderr_spooled = false;
-  std::string spool_error;  // a write to a spool file failed: which and why (the job still ran)
+  // A write to a spool file failed: which and why. The job still ran, but
+  // the file is short: `run` and `cage` exit 74 for it, whatever the job's
+  // status; a library caller must not take exit_code 0 for complete output.
+  std::string spool_error;
   Container container;
   double seconds = 0;
 };
