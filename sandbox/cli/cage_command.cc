@@ -24,7 +24,9 @@
 #include "sandbox/common/unique_fd.h"
 #include "sandbox/egress/allowlist.h"
 #include "sandbox/egress/resolver.h"
+#include "sandbox/host/host_facts.h"
 #include "sandbox/launch/git_history.h"
+#include "sandbox/plan/plan.h"
 #include "sandbox/supervise/job_egress.h"
 #include "sandbox/supervise/supervisor.h"
 
@@ -130,18 +132,28 @@ std::optional<std::string> AddEnv(const std::string& entry, std::map<std::string
 }
 
 // The job's own sockets, for --json: what this host gives the job (the
-// policy's ipc, enforced by the job's network namespace under run).
-nlohmann::ordered_json JobSockets(const Policy& policy) {
+// policy's ipc, enforced by the job's network namespace under run, and
+// from Landlock ABI 9 its unix sockets: plan.h's JobUnixSockets).
+nlohmann::ordered_json JobSockets(const Policy& policy, int landlock_abi) {
   const bool job = policy.ipc() == IpcMode::kJob;
+  const bool unix_sockets = JobUnixSockets(policy, ToAbi(landlock_abi));
+  std::string dirs;
+  for (const auto& g : policy.grants())
+    if (JobUnixSocketGrant(g)) dirs += (dirs.empty() ? "" : ", ") + g.path;
   return {{"ipc", IpcModeName(policy.ipc())},
           {"loopback_tcp_udp", job},
-          {"unix",
-           "refused: a pathname socket could be a host daemon's (Landlock confines unix connects to the "
-           "job's own directories only from ABI 9, which this cage does not use yet)"}};
+          {"unix_sockets", unix_sockets},
+          {"unix", unix_sockets ? "pathname sockets reachable in " + (dirs.empty() ? std::string("no directory") : dirs) +
+                                      " only (Landlock RESOLVE_UNIX), abstract ones in the job's own network "
+                                      "namespace and Landlock domain"
+                 : !job ? std::string("refused: ipc none")
+                        : "refused: a pathname socket could be a host daemon's, and Landlock confines unix connects "
+                          "to the job's own directories only from ABI 9 (this host: " +
+                              std::to_string(landlock_abi) + ")"}};
 }
 
 // What the cage was made of, for --json: the policy the Spec became.
-nlohmann::ordered_json CageSummary(const Policy& policy, const nlohmann::ordered_json& history) {
+nlohmann::ordered_json CageSummary(const Policy& policy, const nlohmann::ordered_json& history, int landlock_abi) {
   nlohmann::ordered_json writable = nlohmann::ordered_json::array(), read = nlohmann::ordered_json::array(),
                          read_only = nlohmann::ordered_json::array();
   for (const auto& g : policy.grants()) (g.access == Access::kReadWrite ? writable : read).push_back(g.path);
@@ -152,7 +164,7 @@ nlohmann::ordered_json CageSummary(const Policy& policy, const nlohmann::ordered
           {"exec_writable", policy.exec_writable()},
           {"net", NetModeName(policy.net().mode)},
           {"allow", policy.net().allow},
-          {"job_sockets", JobSockets(policy)},
+          {"job_sockets", JobSockets(policy, landlock_abi)},
           {"history", history}};
 }
 
@@ -266,7 +278,8 @@ std::optional<int> CageCommand::Run() const {
     fprintf(stderr, "sandbox: %s\n", history["note"].get<std::string>().c_str());
   return RunJobAndReport(
       o.io, options, [&](const cage::RunOptions& opts) { return cage::RunSpec(spec, opts, hooks); },
-      {{"cage", CageSummary(policy.value(), history)}},
+      {{"cage", CageSummary(policy.value(), history,
+                            ProbeHost(o.abi_cap, LaunchProbeScope(policy.value())).landlock_abi)}},
       explainer ? std::function<JobAfterword()>([&] { return explainer->Explain(); }) : nullptr);
 }
 

@@ -230,6 +230,12 @@ class Explainer {
     const std::string family = call.args.empty() ? "?" : call.args[0];
     d.target = family + (call.args.size() > 1 ? " " + call.args[1] : "");
     if (family == "AF_UNIX") {
+      if (c_.policy->ipc() == IpcMode::kJob) {
+        d.why =
+            "unix sockets of the job's own need Landlock ABI 9 (Linux 7.1): below it nothing keeps a connect by "
+            "path from a host daemon's socket";
+        return d;
+      }
       if (c_.speaker == Speaker::kManifest && c_.manifest->sandbox.containers.empty())
         d.grant = Words(c_.speaker, Ask::kBroker);
       d.why =
@@ -264,6 +270,12 @@ class Explainer {
     const SockAddr sa = ParseSockAddr(call);
     if (sa.unix_socket) {
       d.target = "unix:" + sa.address;
+      if (c_.policy->ipc() == IpcMode::kJob) {
+        d.why =
+            "the job's unix sockets reach its tmp and data directories only (the cage's scratch): one elsewhere, in "
+            "a worktree's .git or a state directory, could be a host daemon's";
+        return d;
+      }
       d.why = "no unix socket but the job's container broker endpoint";
       if (c_.speaker == Speaker::kManifest && c_.manifest->sandbox.containers.empty())
         d.grant = Words(c_.speaker, Ask::kBroker);

@@ -297,6 +297,32 @@ TEST(ExplainDenials, ANonBlockingConnectEndsWithItsSoError) {
   EXPECT_EQ(denials[0].grant, "");
 }
 
+// ipc "job": a unix socket refused is never the broker's story. Below ABI 9
+// socket(AF_UNIX) is refused for want of RESOLVE_UNIX; from it a connect
+// outside tmp and data is Landlock's, and nothing is suggested.
+TEST(ExplainDenials, TheJobsOwnUnixSocketsSayWhereTheyReach) {
+  TraceDir d;
+  const auto planned = PlanRunner(d, R"(, "ipc": "job")");
+  ASSERT_TRUE(planned.has_value());
+  ExplainContext ctx;
+  ctx.speaker = Speaker::kCage;
+  ctx.policy = &planned->policy;
+  ctx.plan = &planned->plan;
+  ctx.supervised = true;
+  auto line = [](const std::string& text) { return *ParseTraceLine(text, 7); };
+  const auto denials = ExplainDenials(
+      {line("socket(AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC, 0) = -1 EPERM (Operation not permitted)"),
+       line(R"(connect(3<socket:[1]>, {sa_family=AF_UNIX, sun_path=")" + d.Path("work/.git/fsmonitor--daemon.ipc") +
+            R"("}, 110) = -1 EACCES (Permission denied))")},
+      ctx);
+  ASSERT_EQ(denials.size(), 2u);
+  EXPECT_NE(denials[0].why.find("ABI 9"), std::string::npos) << denials[0].why;
+  EXPECT_EQ(denials[0].why.find("broker"), std::string::npos) << denials[0].why;
+  EXPECT_EQ(denials[1].denied_by, "landlock");
+  EXPECT_NE(denials[1].why.find("tmp and data"), std::string::npos) << denials[1].why;
+  for (const auto& denial : denials) EXPECT_EQ(denial.grant, "") << denial.why;
+}
+
 TEST(ReadMergedTrace, WhatTheJobControlsNeverBreaksTheReader) {
   TraceDir d;
   std::ofstream(d.Path("merged"))

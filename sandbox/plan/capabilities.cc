@@ -30,9 +30,9 @@ CapabilityStatus NeedsAbi(CapabilityId id, const HostFacts& h, int need, const c
                                                 " but refuses a ruleset with " + h.landlock_missing + ")"));
 }
 
-CapabilityStatus NeedsSeccomp(CapabilityId id, const HostFacts& h, const char* what) {
-  if (h.seccomp_filter) return Enforced(id, std::string(what) + " (seccomp filter)");
-  return Unavailable(id, std::string(what) + " needs seccomp filters (CONFIG_SECCOMP_FILTER)");
+CapabilityStatus NeedsSeccomp(CapabilityId id, const HostFacts& h, const std::string& what) {
+  if (h.seccomp_filter) return Enforced(id, what + " (seccomp filter)");
+  return Unavailable(id, what + " needs seccomp filters (CONFIG_SECCOMP_FILTER)");
 }
 
 bool HasController(const HostFacts& h, const char* name) {
@@ -205,11 +205,17 @@ CapabilityStatus Assess(CapabilityId id, const HostFacts& h) {
                                        "(supervisor.ipc_job)"))
         return *no;
       return NeedsSeccomp(id, h,
-                          "a network namespace of the job's own whose only interface is its loopback (and the "
-                          "egress proxy's listener under egress-allowlist): TCP and UDP there, bind and listen "
-                          "included, reach nothing outside and nothing outside reaches them; unix sockets stay "
-                          "refused. For cage and for run policies that ask: outside the module contract (never "
-                          "listening), manifest-policy never emits it");
+                          std::string("a network namespace of the job's own whose only interface is its loopback "
+                                      "(and the egress proxy's listener under egress-allowlist): TCP and UDP there, "
+                                      "bind and listen included, reach nothing outside and nothing outside reaches "
+                                      "them; ") +
+                              (h.landlock_abi >= 9
+                                   ? "unix sockets of the job's own, a pathname one reachable in its tmp and data "
+                                     "grants alone (Landlock RESOLVE_UNIX, ABI 9)"
+                                   : "unix sockets stay refused (confining a connect by path needs Landlock ABI 9, "
+                                     "Linux 7.1)") +
+                              ". For cage and for run policies that ask: outside the module contract (never "
+                              "listening), manifest-policy never emits it");
     case CapabilityId::kDebugJob:
       if (auto no = NeedsJobNamespaces(id, h,
                                        "the job would share the caller's pid namespace, where its processes could "

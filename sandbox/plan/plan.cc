@@ -7,10 +7,12 @@
 namespace oarbank {
 namespace {
 
-bool Applies(When when, const Policy& policy, BrokerHandoff broker) {
+bool Applies(When when, const Policy& policy, BrokerHandoff broker, bool job_unix) {
   switch (when) {
     case When::kAlways: return true;
-    case When::kNoBroker: return broker != BrokerHandoff::kPath;
+    // Pathname unix sockets are confined by RESOLVE_UNIX (ABI 9): to the
+    // broker's, or to the job's own directories (JobUnixSockets).
+    case When::kNoBroker: return broker != BrokerHandoff::kPath && !job_unix;
     // ipc "job" lifts net none's and egress-allowlist's socket rows: its
     // network namespace's loopback is the job's own (capabilities.h).
     case When::kNetNone: return policy.net().mode == NetMode::kNone && policy.ipc() == IpcMode::kNone;
@@ -60,13 +62,22 @@ std::vector<std::string> FieldsOf(CapabilityId id, const Policy& policy) {
 
 }  // namespace
 
+bool JobUnixSockets(const Policy& policy, LandlockAbi abi) {
+  return policy.ipc() == IpcMode::kJob && (HandledFs(abi) & kFsResolveUnix) != 0;
+}
+
+bool JobUnixSocketGrant(const Grant& grant) {
+  return grant.access == Access::kReadWrite && (grant.field == "tmp" || grant.field == "data");
+}
+
 uint64_t ReadExecuteRights(LandlockAbi abi) { return HandledFs(abi) & (kFsExecute | kFsReadFile | kFsReadDir); }
 
 uint64_t ReadWriteRights(LandlockAbi abi, bool exec_writable) {
   // Every file right but execute (unless exec_writable), MAKE_CHAR and
   // MAKE_BLOCK and IOCTL_DEV (no device lives in a work directory; a node
   // made there would open whatever its numbers name, and a whiteout is
-  // refused with them), and RESOLVE_UNIX (only the broker).
+  // refused with them), and RESOLVE_UNIX (only the broker's socket, and
+  // the job's own tmp and data under JobUnixSockets).
   uint64_t rights = HandledFs(abi) & ~(kFsMakeChar | kFsMakeBlock | kFsIoctlDev | kFsResolveUnix);
   if (!exec_writable) rights &= ~kFsExecute;
   return rights;
@@ -138,9 +149,11 @@ LandlockPlan PlanLandlock(const Policy& policy, const HostFacts& host) {
       ll.paths.push_back({std::string(base), ReadExecuteRights(abi), true, "base system"});
     }
     for (auto dev : kBaseDevices) ll.paths.push_back({std::string(dev), DeviceRights(abi), true, "base device"});
+    const bool job_unix = JobUnixSockets(policy, abi);
     for (const auto& g : policy.grants()) {
-      const uint64_t rights =
+      uint64_t rights =
           g.access == Access::kReadExecute ? ReadExecuteRights(abi) : ReadWriteRights(abi, policy.exec_writable());
+      if (job_unix && JobUnixSocketGrant(g)) rights |= kFsResolveUnix;
       ll.paths.push_back({g.path, rights, false, g.field, true, g.inode});
     }
     switch (policy.gpu()) {
@@ -190,7 +203,7 @@ void PlanSeccomp(const Policy& policy, const HostFacts& host, Plan& plan) {
   plan.seccomp_highest = HighestSyscall(plan.seccomp_arch);
   plan.seccomp.reserve(SeccompRuleTable().size());
   for (const auto& rule : SeccompRuleTable()) {
-    if (!Applies(rule.when, policy, plan.broker)) continue;
+    if (!Applies(rule.when, policy, plan.broker, JobUnixSockets(policy, plan.landlock.abi))) continue;
     if (SyscallNumber(rule.syscall, plan.seccomp_arch) >= 0) {
       plan.seccomp.push_back(rule);
       continue;

@@ -73,6 +73,18 @@ struct Gap {
 enum class BrokerHandoff { kNone, kInheritedFd, kPath };
 const char* BrokerHandoffName(BrokerHandoff handoff);  // "none", "inherited-fd", "path"
 
+// ipc "job" from Landlock ABI 9: the job's own unix sockets. socket(AF_UNIX)
+// and datagram pairs are let through, and RESOLVE_UNIX (connect and sendto
+// to a pathname socket) is granted on the policy's writable tmp and data
+// grants only: never on work (a worktree's .git holds host daemons'
+// sockets, git's fsmonitor among them) or state, nor anywhere else, so a
+// host socket outside those two is refused (EACCES); abstract names are
+// the job's network namespace's and scoped to its Landlock domain. Below
+// ABI 9 nothing but the broker could confine a connect by path, and
+// socket(AF_UNIX) stays refused.
+bool JobUnixSockets(const Policy& policy, LandlockAbi abi);
+bool JobUnixSocketGrant(const Grant& grant);  // a grant RESOLVE_UNIX is given on under JobUnixSockets
+
 // A row of the table the host's architecture has no syscall for
 // (seccomp/syscall_table.h): never in its filter, and said with the reason.
 struct DroppedSeccompRow {

@@ -340,6 +340,46 @@ TEST(Plan, TheJobsOwnSocketsTakeNoPortRuleAndNoListenRowUnderTheSupervisor) {
   EXPECT_EQ(AtFault(alone), std::set<std::string>{"ipc.job-loopback"});
 }
 
+// ipc "job" from ABI 9: the job's own unix sockets. socket(AF_UNIX) and the
+// datagram pairs are let through, RESOLVE_UNIX is granted on tmp and data
+// alone (never work, whose .git may hold a host daemon's socket, nor state);
+// below ABI 9, or without ipc "job", unix sockets stay refused.
+TEST(Plan, TheJobsOwnUnixSocketsFromAbi9ReachItsTmpAndDataAlone) {
+  TempTree tree;
+  std::filesystem::create_directories(tree.Path("work/state"));
+  HostFacts supervised = FakeHost(9);
+  supervised.job_network.supervised = true;
+  const Policy job = tree.Runner(R"("ipc": "job", "state": [")" + tree.Path("work/state") + R"("])");
+  const Plan plan = PlanConfinement(job, supervised);
+  ASSERT_EQ(plan.placement.verdict, Verdict::kOk) << PlacementLine(plan.placement);
+  EXPECT_FALSE(RefusesUnixSockets(plan));
+  EXPECT_FALSE(std::any_of(plan.seccomp.begin(), plan.seccomp.end(), [](const SeccompRule& r) {
+    return r.syscall == "socketpair" && r.when == When::kNoBroker;
+  }));
+  for (const char* dir : {"work/tmp", "data"}) {
+    const PathRule* rule = FindRule(plan, tree.Path(dir));
+    ASSERT_NE(rule, nullptr) << dir;
+    EXPECT_TRUE(rule->access & kFsResolveUnix) << dir;
+  }
+  for (const char* dir : {"work", "work/state", "bundle"}) {
+    const PathRule* rule = FindRule(plan, tree.Path(dir));
+    ASSERT_NE(rule, nullptr) << dir;
+    EXPECT_FALSE(rule->access & kFsResolveUnix) << dir;
+  }
+  EXPECT_TRUE(JobUnixSockets(job, LandlockAbi::kV9));
+  // Below ABI 9 nothing could confine a connect by path.
+  HostFacts eight = FakeHost(8);
+  eight.job_network.supervised = true;
+  const Plan below = PlanConfinement(job, eight);
+  EXPECT_TRUE(RefusesUnixSockets(below));
+  EXPECT_FALSE(JobUnixSockets(job, LandlockAbi::kV8));
+  for (const auto& r : below.landlock.paths) EXPECT_FALSE(r.access & kFsResolveUnix) << r.path;
+  // Without ipc "job", ABI 9 changes nothing.
+  const Plan none = PlanConfinement(tree.Runner(), supervised);
+  EXPECT_TRUE(RefusesUnixSockets(none));
+  for (const auto& r : none.landlock.paths) EXPECT_FALSE(r.access & kFsResolveUnix) << r.path;
+}
+
 // debug: ptrace and process_vm_readv/writev of the job's own processes;
 // pidfd_getfd and kcmp stay refused; under the supervisor only.
 TEST(Plan, DebugLiftsTracingOfTheJobsOwnProcessesAlone) {
