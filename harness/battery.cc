@@ -229,6 +229,7 @@ class BatteryRun {
         {"OARBANK_PROBE_OUTSIDE_DIR", outside_dir},
         {"OARBANK_PROBE_UNIX_SOCKET", world_.unix_socket},
         {"OARBANK_PROBE_UNIX_DGRAM_SOCKET", world_.unix_dgram_socket},
+        {"OARBANK_PROBE_UNIX_SOCKET_WORK", world_.unix_socket_work},
         {"OARBANK_PROBE_ABSTRACT_SOCKET", world_.abstract_name},
         {"OARBANK_PROBE_TCP_PORT", std::to_string(world_.tcp_port)},
         {"OARBANK_PROBE_PROXY_PORT", std::to_string(world_.proxy_port)},

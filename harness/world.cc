@@ -448,6 +448,11 @@ std::optional<Error> MakeListeners(World& w, bool network, std::random_device& r
   }
   w.unix_socket = w.root + "/secret/host.sock";
   w.broker_socket = w.root + "/broker.sock";
+  // A host daemon's socket inside the work grant, as git's fsmonitor keeps
+  // one in a worktree's .git (unix_pathname_work).
+  w.unix_socket_work = w.work + "/host-daemon.sock";
+  if (!w.listeners->AddUnix("unix-work", w.unix_socket_work))
+    return Error{"world", "unix listener in work: " + std::string(strerror(errno))};
   w.abstract_name = "oarbank-battery-" + std::to_string(getpid()) + "-" + std::to_string(rd() % 100000);
   if (!w.listeners->AddUnix("unix", w.unix_socket))
     return Error{"world", "unix listener: " + std::string(strerror(errno))};
