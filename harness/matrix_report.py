@@ -216,6 +216,20 @@ def broken_filter_check(d: str, probe: str) -> Check:
                  "; ".join(f'{c["policy"]}/uid {c["uid"]}: {c["actual"]}' for c in cells[:4]))
 
 
+def workloads_check(d: str, want: dict) -> Check:
+    """The everyday programs that need unix sockets of the job's own (a row's
+    `expect.workloads`), run in the cage inside the guest as root and as
+    uid 65534 (scripts/guest-workloads.sh): each must print what it must."""
+    got = load_json(os.path.join(d, "results", "workloads.json"))
+    if got is None:
+        return Check("workloads", False, json.dumps(want, sort_keys=True), "no workloads report",
+                     os.path.join(d, "results", "workloads.log"))
+    actual = {user: {k: (got.get(user) or {}).get(k) for k in want} for user in ("root", "nobody")}
+    ok = all(actual[user] == want for user in actual)
+    return Check("workloads", ok, json.dumps(want, sort_keys=True) + " as root and uid 65534",
+                 json.dumps(actual, sort_keys=True), "python's multiprocessing manager and forkserver, tmux, in the cage")
+
+
 def judge_guest(g: dict, d: str) -> Row:
     """The checks of one guest, from its results directory, ABI first."""
     e = g["expect"]
@@ -275,6 +289,8 @@ def judge_guest(g: dict, d: str) -> Row:
         row.checks.append(broken_filter_check(d, e["broken_filter"]))
     if g.get("capped"):
         row.checks.append(guest_capped_check(d, g["capped"]))
+    if e.get("workloads"):
+        row.checks.append(workloads_check(d, e["workloads"]))
     if battery is not None and battery.get("landlock_abi") != abi:
         row.checks.append(Check("battery_abi", False, str(abi), str(battery.get("landlock_abi")),
                                 "oarbank-conform used another ABI than sandbox-report saw"))

@@ -403,3 +403,25 @@ def test_the_capped_runs_a_guest_row_names_must_all_be_there_and_hold(tmp_path):
     b["landlock_abi"] = 11
     (d / "results" / "capped" / str(n) / "battery.json").write_text(json.dumps(b))
     assert not check().ok
+
+
+def test_the_workloads_a_row_expects_must_each_have_printed_what_they_must(tmp_path):
+    """7.1 (Landlock ABI 9) runs Python's multiprocessing manager and
+    forkserver and tmux in the cage, as root and uid 65534: one that failed,
+    or a report that is missing, fails the row."""
+    g = ROWS["7.1"]
+    want = g["expect"]["workloads"]
+    assert g.get("workloads") and want == {"python_manager": True, "python_forkserver": True, "tmux": True}
+    d = tmp_path / "guests" / "7.1"
+    _fake_guest(d, 9, cgroup=g["expect"]["cgroup"])
+
+    def check():
+        (c,) = [c for c in matrix_report.judge_guest(g, str(d)).checks if c.name == "workloads"]
+        return c
+
+    assert not check().ok  # no report
+    report = d / "results" / "workloads.json"
+    report.write_text(json.dumps({"root": want, "nobody": want}))
+    assert check().ok, check()
+    report.write_text(json.dumps({"root": want, "nobody": dict(want, tmux=False)}))
+    assert not check().ok

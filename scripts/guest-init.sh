@@ -204,6 +204,12 @@ if [ "$run_battery" = 1 ]; then
     echo $? >"$OUT/capped/$n/conform.rc"
     say "capped at ABI $n: exit $(cat "$OUT/capped/$n/conform.rc"): $(tail -2 "$OUT/capped/$n/conform.log" | head -1)"
   done
+  # A row with workloads: Python's multiprocessing manager and forkserver
+  # and tmux in the cage (scripts/guest-workloads.sh), judged by their output.
+  if [ -x $O/workloads/run ]; then
+    $O/workloads/run "$OUT/workloads.json"
+    say "workloads: $(cat "$OUT/workloads.json")"
+  fi
   # The arm64 initramfs carries the test-only agent: with the seccomp row
   # for bpf dropped from its filter, bpf_syscall must escape (the battery is
   # seen to catch a broken filter for this architecture, not only to pass).

@@ -9,7 +9,8 @@
 #    when missing, as root through the system's apt;
 # 2. fetches the kernels of fixtures/kernels.json into the cache
 #    (scripts/kernels-fetch.sh; $OARBANK_KERNEL_CACHE, default /var/cache/oarbank-kernels);
-# 3. builds the static harness and the initramfs (scripts/initramfs-build.sh),
+# 3. builds the static harness and the initramfs (scripts/initramfs-build.sh)
+#    (and the workloads archive where a chosen row asks: initramfs-workloads.sh),
 #    and for arm64 guests the cross build (scripts/cross-arm64.sh) and its
 #    initramfs (OARBANK_ARCH=arm64);
 # 4. boots every guest (scripts/qemu-run.sh), --jobs at a time (default 2),
@@ -64,12 +65,18 @@ arm64_guests=$("$py" -c '
 import json, sys
 rows = {g["id"]: g for g in json.load(open(sys.argv[1]))["guests"]}
 print(" ".join(i for i in sys.argv[2:] if rows[i].get("arch") == "arm64"))' "$kernels_json" $kernels)
+# shellcheck disable=SC2086
+workload_guests=$("$py" -c '
+import json, sys
+rows = {g["id"]: g for g in json.load(open(sys.argv[1]))["guests"]}
+print(" ".join(i for i in sys.argv[2:] if rows[i].get("workloads")))' "$kernels_json" $kernels)
 t0=$SECONDS
 
 # 1. Tools.
 need=(qemu-system-x86 cpio busybox-static zstd lz4 xz-utils binutils musl-tools
       cmake ninja-build g++ pkg-config libseccomp-dev nlohmann-json3-dev libcli11-dev python3-pytest)
 [[ -n "$arm64_guests" ]] && need+=(qemu-system-arm gcc-aarch64-linux-gnu g++-aarch64-linux-gnu file)
+[[ -n "$workload_guests" ]] && need+=(python3.11 tmux)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -92,6 +99,10 @@ if [[ -n "$kernels" ]]; then
   say "== initramfs"
   initramfs=$(scripts/initramfs-build.sh)
   export OARBANK_INITRAMFS="$initramfs"
+  if [[ -n "$workload_guests" ]]; then
+    OARBANK_WORKLOADS=$(scripts/initramfs-workloads.sh)
+    export OARBANK_WORKLOADS
+  fi
   if [[ -n "$arm64_guests" ]]; then
     say "== arm64 cross build and initramfs ($arm64_guests)"
     t_cross=$SECONDS

@@ -15,6 +15,8 @@
 #   guest.json    the package and version booted, accelerator, wall seconds
 # Exit 0 when the guest delivered its results (whatever they say), 1 if not.
 #
+# A row with "workloads": true boots with the workloads archive
+# ($OARBANK_WORKLOADS, scripts/initramfs-workloads.sh) appended to its initrd.
 # The guest's kernel command line gets its row's `append`, if it has one,
 # and its `capped` ABIs as oarbank.capped=N,M.
 # A row with "arch": "arm64" boots in qemu-system-aarch64 -M virt -cpu max
@@ -64,6 +66,13 @@ rows = {g["id"]: g for g in json.load(open(sys.argv[1]))["guests"]}
 row = rows.get(sys.argv[2], {})
 capped = ",".join(str(n) for n in row.get("capped", []))
 print(row.get("append", "") + (" oarbank.capped=" + capped if capped else ""))' "$kernels_json" "$1"
+}
+
+workloads_of() {  # ID -> 1 when its row boots with the workloads archive
+  "$py" -c '
+import json, sys
+rows = {g["id"]: g for g in json.load(open(sys.argv[1]))["guests"]}
+print(1 if rows.get(sys.argv[2], {}).get("workloads") else 0)' "$kernels_json" "$1"
 }
 
 arch_of() {  # ID -> amd64 or arm64
@@ -134,6 +143,13 @@ else
   console="console=ttyS0"
 fi
 command -v "$qemu" >/dev/null || die "needs $qemu (apt-get install qemu-system-x86 qemu-system-arm)"
+if [[ "$(workloads_of "$id")" == 1 ]]; then
+  # The kernel unpacks concatenated archives in order: the workloads' after the common one.
+  workloads="${OARBANK_WORKLOADS:-$src/build-static/kernel-matrix/workloads.cpio.zst}"
+  [[ -f "$workloads" ]] || die "no workloads archive at $workloads (run scripts/initramfs-workloads.sh)"
+  cat "$initramfs" "$workloads" >"$dir/initrd"
+  initramfs="$dir/initrd"
+fi
 
 append="$console quiet loglevel=1 panic=-1 rdinit=/init $(append_of "$id") ${OARBANK_GUEST_APPEND:-}"
 start=$(date +%s.%N)
@@ -162,6 +178,7 @@ while kill -0 "$qpid" 2>/dev/null; do
 done
 rc=0
 wait "$qpid" || rc=$?
+rm -f "$dir/initrd"
 end=$(date +%s.%N)
 
 "$py" - "$dir" "$id" "$cache/kernels/$id.json" "$kind" "$accel" "$start" "$end" "$rc" "$timeout_s" "$arch" <<'PY'
