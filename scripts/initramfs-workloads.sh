@@ -5,7 +5,7 @@
 #
 #   scripts/initramfs-workloads.sh [OUT]   (default build-static/kernel-matrix/workloads.cpio.zst)
 #
-# Contents: this system's python3.11 with its standard library (without its
+# Contents: this system's Python 3 (/usr/bin/python3) with its standard library (without its
 # tests and GUI), tmux, the terminfo entries and the C.UTF-8 locale, each program's shared
 # libraries as the dynamic loader resolves them here, and
 # /oarbank/workloads/run (scripts/guest-workloads.sh), which /init runs:
@@ -18,28 +18,30 @@ src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-${OARBANK_STATIC_BUILD:-$src/build-static}/kernel-matrix/workloads.cpio.zst}"
 say() { printf 'initramfs-workloads: %s\n' "$*" >&2; }
 die() { say "$*"; exit 1; }
-python=/usr/bin/python3.11
+[[ -x /usr/bin/python3 ]] || die "needs /usr/bin/python3 (apt-get install python3)"
+python=$(readlink -f /usr/bin/python3)  # /usr/bin/python3.N
+pyver=$(basename "$python")             # python3.N
 tmux=/usr/bin/tmux
-for f in "$python" "$tmux" /usr/lib/python3.11/os.py; do [[ -e "$f" ]] || die "needs $f (apt-get install python3 tmux)"; done
+for f in "$python" "$tmux" "/usr/lib/$pyver/os.py"; do [[ -e "$f" ]] || die "needs $f (apt-get install python3 tmux)"; done
 for tool in cpio zstd ldd; do command -v "$tool" >/dev/null || die "needs $tool"; done
 
 stage=$(mktemp -d "${TMPDIR:-/tmp}/oarbank-workloads.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 r="$stage/root"
 mkdir -p "$r/usr/bin" "$r/oarbank/workloads"
-cp "$python" "$r/usr/bin/python3.11"
-ln -s python3.11 "$r/usr/bin/python3"
+cp "$python" "$r/usr/bin/$pyver"
+ln -s "$pyver" "$r/usr/bin/python3"
 cp "$tmux" "$r/usr/bin/tmux"
 # The standard library, without what a workload never imports.
 mkdir -p "$r/usr/lib"
-tar -C /usr/lib --exclude='python3.11/test' --exclude='python3.11/idlelib' --exclude='python3.11/tkinter' \
-  --exclude='python3.11/turtledemo' --exclude='python3.11/ensurepip' --exclude='python3.11/lib2to3' \
-  --exclude='python3.11/config-3.11-*' -cf - python3.11 | tar -C "$r/usr/lib" -xf -
+tar -C /usr/lib --exclude="$pyver/test" --exclude="$pyver/idlelib" --exclude="$pyver/tkinter" \
+  --exclude="$pyver/turtledemo" --exclude="$pyver/ensurepip" --exclude="$pyver/lib2to3" \
+  --exclude="$pyver/config-*" -cf - "$pyver" | tar -C "$r/usr/lib" -xf -
 # Every shared library the programs and the standard library's extension
 # modules load, at the path the loader resolves here.
 {
   ldd "$python" "$tmux"
-  find /usr/lib/python3.11/lib-dynload -name '*.so' -exec ldd {} +
+  find "/usr/lib/$pyver/lib-dynload" -name '*.so' -exec ldd {} +
 } 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u | while read -r lib; do
   mkdir -p "$r$(dirname "$lib")"
   cp -L "$lib" "$r$lib"
