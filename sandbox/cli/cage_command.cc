@@ -140,16 +140,17 @@ nlohmann::ordered_json JobSockets(const Policy& policy, int landlock_abi) {
   std::string dirs;
   for (const auto& g : policy.grants())
     if (JobUnixSocketGrant(g)) dirs += (dirs.empty() ? "" : ", ") + g.path;
-  return {{"ipc", IpcModeName(policy.ipc())},
-          {"loopback_tcp_udp", job},
-          {"unix_sockets", unix_sockets},
-          {"unix", unix_sockets ? "pathname sockets reachable in " + (dirs.empty() ? std::string("no directory") : dirs) +
-                                      " only (Landlock RESOLVE_UNIX), abstract ones in the job's own network "
-                                      "namespace and Landlock domain"
-                 : !job ? std::string("refused: ipc none")
-                        : "refused: a pathname socket could be a host daemon's, and Landlock confines unix connects "
-                          "to the job's own directories only from ABI 9 (this host: " +
-                              std::to_string(landlock_abi) + ")"}};
+  return {
+      {"ipc", IpcModeName(policy.ipc())},
+      {"loopback_tcp_udp", job},
+      {"unix_sockets", unix_sockets},
+      {"unix", unix_sockets ? "pathname sockets reachable in " + (dirs.empty() ? std::string("no directory") : dirs) +
+                                  " only (Landlock RESOLVE_UNIX), abstract ones in the job's own network "
+                                  "namespace and Landlock domain"
+               : !job ? std::string("refused: ipc none")
+                      : "refused: a pathname socket could be a host daemon's, and Landlock confines unix connects "
+                        "to the job's own directories only from ABI 9 (this host: " +
+                            std::to_string(landlock_abi) + ")"}};
 }
 
 // What the cage was made of, for --json: the policy the Spec became.
@@ -278,8 +279,8 @@ std::optional<int> CageCommand::Run() const {
     fprintf(stderr, "sandbox: %s\n", history["note"].get<std::string>().c_str());
   return RunJobAndReport(
       o.io, options, [&](const cage::RunOptions& opts) { return cage::RunSpec(spec, opts, hooks); },
-      {{"cage", CageSummary(policy.value(), history,
-                            ProbeHost(o.abi_cap, LaunchProbeScope(policy.value())).landlock_abi)}},
+      {{"cage",
+        CageSummary(policy.value(), history, ProbeHost(o.abi_cap, LaunchProbeScope(policy.value())).landlock_abi)}},
       explainer ? std::function<JobAfterword()>([&] { return explainer->Explain(); }) : nullptr);
 }
 

@@ -310,11 +310,11 @@ TEST(ExplainDenials, TheJobsOwnUnixSocketsSayWhereTheyReach) {
   ctx.plan = &planned->plan;
   ctx.supervised = true;
   auto line = [](const std::string& text) { return *ParseTraceLine(text, 7); };
-  const auto denials = ExplainDenials(
-      {line("socket(AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC, 0) = -1 EPERM (Operation not permitted)"),
-       line(R"(connect(3<socket:[1]>, {sa_family=AF_UNIX, sun_path=")" + d.Path("work/.git/fsmonitor--daemon.ipc") +
-            R"("}, 110) = -1 EACCES (Permission denied))")},
-      ctx);
+  const auto denials =
+      ExplainDenials({line("socket(AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC, 0) = -1 EPERM (Operation not permitted)"),
+                      line(R"(connect(3<socket:[1]>, {sa_family=AF_UNIX, sun_path=")" +
+                           d.Path("work/.git/fsmonitor--daemon.ipc") + R"("}, 110) = -1 EACCES (Permission denied))")},
+                     ctx);
   ASSERT_EQ(denials.size(), 2u);
   EXPECT_NE(denials[0].why.find("ABI 9"), std::string::npos) << denials[0].why;
   EXPECT_EQ(denials[0].why.find("broker"), std::string::npos) << denials[0].why;

@@ -204,18 +204,18 @@ CapabilityStatus Assess(CapabilityId id, const HostFacts& h) {
                                        "host's; under run a network namespace of the job's own holds it "
                                        "(supervisor.ipc_job)"))
         return *no;
-      return NeedsSeccomp(id, h,
-                          std::string("a network namespace of the job's own whose only interface is its loopback "
-                                      "(and the egress proxy's listener under egress-allowlist): TCP and UDP there, "
-                                      "bind and listen included, reach nothing outside and nothing outside reaches "
-                                      "them; ") +
-                              (h.landlock_abi >= 9
-                                   ? "unix sockets of the job's own, a pathname one reachable in its tmp and data "
+      return NeedsSeccomp(
+          id, h,
+          std::string("a network namespace of the job's own whose only interface is its loopback "
+                      "(and the egress proxy's listener under egress-allowlist): TCP and UDP there, "
+                      "bind and listen included, reach nothing outside and nothing outside reaches "
+                      "them; ") +
+              (h.landlock_abi >= 9 ? "unix sockets of the job's own, a pathname one reachable in its tmp and data "
                                      "grants alone (Landlock RESOLVE_UNIX, ABI 9)"
                                    : "unix sockets stay refused (confining a connect by path needs Landlock ABI 9, "
                                      "Linux 7.1)") +
-                              ". For cage and for run policies that ask: outside the module contract (never "
-                              "listening), manifest-policy never emits it");
+              ". For cage and for run policies that ask: outside the module contract (never "
+              "listening), manifest-policy never emits it");
     case CapabilityId::kDebugJob:
       if (auto no = NeedsJobNamespaces(id, h,
                                        "the job would share the caller's pid namespace, where its processes could "
