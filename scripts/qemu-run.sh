@@ -28,7 +28,7 @@
 #
 # Environment: OARBANK_KERNELS_JSON (default fixtures/kernels.json),
 # OARBANK_ACCEL (auto|kvm|tcg, default auto), OARBANK_KVM_CPU
-# (default host), OARBANK_GUEST_TIMEOUT (seconds, default 600),
+# (default host), OARBANK_GUEST_TIMEOUT (seconds, default 600; 900 for arm64),
 # OARBANK_GUEST_MEM (MiB, default 1024), OARBANK_BOOT (vmlinux: PVH boot of
 # the decompressed kernel, the default when the cache has one; vmlinuz: the
 # bzImage), OARBANK_GUEST_APPEND (more kernel command line, for example
@@ -129,6 +129,8 @@ if [[ "$arch" == arm64 ]]; then
   initramfs="${OARBANK_INITRAMFS_ARM64:-$src/build-arm64/kernel-matrix/initramfs.cpio.zst}"
   [[ -f "$initramfs" ]] || die "no arm64 initramfs at $initramfs (run OARBANK_ARCH=arm64 scripts/initramfs-build.sh)"
   accel=tcg
+  # A whole battery under aarch64 TCG takes 3-7 minutes (9 on a busy machine).
+  [[ -z "${OARBANK_GUEST_TIMEOUT:-}" ]] && timeout_s=900
   machine_args=(-M virt -accel tcg -cpu "${OARBANK_TCG_CPU_ARM64:-max,pauth-impdef=on}"
     -serial "file:$dir/console.log"
     -chardev "file,id=results,path=$dir/serial1.txt" -device pci-serial,chardev=results)
