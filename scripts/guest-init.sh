@@ -179,15 +179,22 @@ EOF
 say "cgroup leaf: memory.max oom=$leaf_mem cpu.max throttle=$leaf_cpu cgroup.kill=$leaf_kill pids.max=$leaf_pids (agent's leaf: $agent_pids)"
 
 # ---- the battery ------------------------------------------------------
+# oarbank-conform over the guest's battery (the bare launcher's cells under
+# sandbox-exec only), with AGENT, its reports in DIR, its output in LOG and
+# its status beside LOG (.rc); more options follow.
+conform() {  # AGENT DIR LOG [OPTION...]
+  agent=$1 dir=$2 log=$3
+  shift 3
+  $O/harness/oarbank-conform --agent "$agent" --probes $O/probes --policies $O/fixtures/policies/battery \
+    --expectations $O/escapes/expectations.tsv --catalogue-table $O/escapes/catalogue.tsv --single-entry \
+    --out "$dir" "$@" >"$log" 2>&1
+  echo $? >"${log%.log}.rc"
+}
 if [ "$run_battery" = 1 ]; then
   say "battery: oarbank-conform $conform_args (started at $(now) s)"
   echo "$(now)" >"$OUT/uptime-battery-start"
   # shellcheck disable=SC2086 # conform_args is a list of options
-  $O/harness/oarbank-conform --agent $O/sandbox/oarbank-agent --probes $O/probes \
-    --policies $O/fixtures/policies/battery --expectations $O/escapes/expectations.tsv \
-    --catalogue-table $O/escapes/catalogue.tsv --single-entry \
-    --out "$OUT/battery" $conform_args >"$OUT/conform.log" 2>&1
-  echo $? >"$OUT/conform.rc"
+  conform $O/sandbox/oarbank-agent "$OUT/battery" "$OUT/conform.log" $conform_args
   [ -d /var/lib/oarbank ] && cp -r /var/lib/oarbank "$OUT/var-lib-oarbank"
   echo "$(now)" >"$OUT/uptime-battery-end"
   say "battery: exit $(cat "$OUT/conform.rc") at $(now) s: $(tail -2 "$OUT/conform.log" | head -1)"
@@ -196,12 +203,8 @@ if [ "$run_battery" = 1 ]; then
   # architecture the host is not.
   for n in $(sed -n 's/.*oarbank\.capped=\([0-9,]*\).*/\1/p' /proc/cmdline | tr ',' ' '); do
     mkdir -p "$OUT/capped/$n"
-    $O/harness/oarbank-conform --agent $O/sandbox/oarbank-agent --probes $O/probes \
-      --policies $O/fixtures/policies/battery --expectations $O/escapes/expectations.tsv \
-      --catalogue-table $O/escapes/catalogue.tsv --single-entry --landlock-abi-max "$n" \
-      --policy runner_strict --policy runner_broker \
-      --out "$OUT/capped/$n" >"$OUT/capped/$n/conform.log" 2>&1
-    echo $? >"$OUT/capped/$n/conform.rc"
+    conform $O/sandbox/oarbank-agent "$OUT/capped/$n" "$OUT/capped/$n/conform.log" --landlock-abi-max "$n" \
+      --policy runner_strict --policy runner_broker
     say "capped at ABI $n: exit $(cat "$OUT/capped/$n/conform.rc"): $(tail -2 "$OUT/capped/$n/conform.log" | head -1)"
   done
   # A row with workloads: Python's multiprocessing manager and forkserver
@@ -214,11 +217,8 @@ if [ "$run_battery" = 1 ]; then
   # for bpf dropped from its filter, bpf_syscall must escape (the battery is
   # seen to catch a broken filter for this architecture, not only to pass).
   if [ -x $O/sandbox/oarbank-agent-faulty ]; then
-    $O/harness/oarbank-conform --agent $O/sandbox/oarbank-agent-faulty --agent-env OARBANK_FAULT_DROP_SECCOMP=bpf \
-      --probes $O/probes --policies $O/fixtures/policies/battery --expectations $O/escapes/expectations.tsv \
-      --catalogue-table $O/escapes/catalogue.tsv --single-entry --probe bpf_syscall --policy runner_strict \
-      --out "$OUT/broken-filter" >"$OUT/broken-filter.log" 2>&1
-    echo $? >"$OUT/broken-filter.rc"
+    conform $O/sandbox/oarbank-agent-faulty "$OUT/broken-filter" "$OUT/broken-filter.log" \
+      --agent-env OARBANK_FAULT_DROP_SECCOMP=bpf --probe bpf_syscall --policy runner_strict
     say "broken filter (bpf row dropped): exit $(cat "$OUT/broken-filter.rc"): $(tail -2 "$OUT/broken-filter.log" | head -1)"
   fi
 fi

@@ -60,16 +60,17 @@ all_ids=$("$py" -c 'import json,sys; print(" ".join(g["id"] for g in json.load(o
 kernels="${kernels:-$all_ids}"
 [[ "$kernels" == none ]] && kernels=""
 for k in $kernels; do [[ " $all_ids " == *" $k "* ]] || die "no guest $k in $kernels_json (have: $all_ids)"; done
-# shellcheck disable=SC2086
-arm64_guests=$("$py" -c '
+# The chosen guests whose row has KEY set to VALUE (JSON: "arm64", true).
+rows_where() {  # KEY VALUE
+  # shellcheck disable=SC2086
+  "$py" -c '
 import json, sys
 rows = {g["id"]: g for g in json.load(open(sys.argv[1]))["guests"]}
-print(" ".join(i for i in sys.argv[2:] if rows[i].get("arch") == "arm64"))' "$kernels_json" $kernels)
-# shellcheck disable=SC2086
-workload_guests=$("$py" -c '
-import json, sys
-rows = {g["id"]: g for g in json.load(open(sys.argv[1]))["guests"]}
-print(" ".join(i for i in sys.argv[2:] if rows[i].get("workloads")))' "$kernels_json" $kernels)
+key, value = sys.argv[2], json.loads(sys.argv[3])
+print(" ".join(i for i in sys.argv[4:] if rows[i].get(key) == value))' "$kernels_json" "$1" "$2" $kernels
+}
+arm64_guests=$(rows_where arch '"arm64"')
+workload_guests=$(rows_where workloads true)
 t0=$SECONDS
 
 # 1. Tools.

@@ -59,27 +59,18 @@ else:
     print("vmlinuz", r["vmlinuz"])' "$rec" "${OARBANK_BOOT:-vmlinux}"
 }
 
-append_of() {  # ID -> its row's extra kernel command line (may be empty)
+row_of() {  # ID KEY -> the row's KEY: a list as N,M; true as 1; absent as nothing
   "$py" -c '
 import json, sys
 rows = {g["id"]: g for g in json.load(open(sys.argv[1]))["guests"]}
-row = rows.get(sys.argv[2], {})
-capped = ",".join(str(n) for n in row.get("capped", []))
-print(row.get("append", "") + (" oarbank.capped=" + capped if capped else ""))' "$kernels_json" "$1"
-}
-
-workloads_of() {  # ID -> 1 when its row boots with the workloads archive
-  "$py" -c '
-import json, sys
-rows = {g["id"]: g for g in json.load(open(sys.argv[1]))["guests"]}
-print(1 if rows.get(sys.argv[2], {}).get("workloads") else 0)' "$kernels_json" "$1"
+v = rows.get(sys.argv[2], {}).get(sys.argv[3], "")
+print(",".join(map(str, v)) if isinstance(v, list) else 1 if v is True else "" if v is False else v)' "$kernels_json" "$1" "$2"
 }
 
 arch_of() {  # ID -> amd64 or arm64
-  "$py" -c '
-import json, sys
-rows = {g["id"]: g for g in json.load(open(sys.argv[1]))["guests"]}
-print(rows.get(sys.argv[2], {}).get("arch", "amd64"))' "$kernels_json" "$1"
+  local arch
+  arch=$(row_of "$1" arch)
+  echo "${arch:-amd64}"
 }
 
 # Boots the first cached kernel with ACCEL until /init runs (oarbank.probe=1).
@@ -145,7 +136,7 @@ else
   console="console=ttyS0"
 fi
 command -v "$qemu" >/dev/null || die "needs $qemu (apt-get install qemu-system-x86 qemu-system-arm)"
-if [[ "$(workloads_of "$id")" == 1 ]]; then
+if [[ "$(row_of "$id" workloads)" == 1 ]]; then
   # The kernel unpacks concatenated archives in order: the workloads' after the common one.
   workloads="${OARBANK_WORKLOADS:-$src/build-static/kernel-matrix/workloads.cpio.zst}"
   [[ -f "$workloads" ]] || die "no workloads archive at $workloads (run scripts/initramfs-workloads.sh)"
@@ -153,7 +144,8 @@ if [[ "$(workloads_of "$id")" == 1 ]]; then
   initramfs="$dir/initrd"
 fi
 
-append="$console quiet loglevel=1 panic=-1 rdinit=/init $(append_of "$id") ${OARBANK_GUEST_APPEND:-}"
+capped=$(row_of "$id" capped)
+append="$console quiet loglevel=1 panic=-1 rdinit=/init $(row_of "$id" append)${capped:+ oarbank.capped=$capped} ${OARBANK_GUEST_APPEND:-}"
 start=$(date +%s.%N)
 started=$SECONDS
 say "[$id] booting $(basename "$image") ($arch, $kind, $accel, ${mem} MiB, timeout ${timeout_s}s)"
