@@ -1,8 +1,9 @@
 /* The job's own pathname unix socket, in its temporary directory ($TMPDIR,
  * the policy's tmp grant): a server it starts and connects to itself, as
  * tmux, Python's multiprocessing Manager and test suites do. A positive
- * control under ipc "job" from Landlock ABI 9, where RESOLVE_UNIX confines
- * connects to the job's tmp and data grants; everywhere else seccomp
+ * control under ipc "job" from Landlock ABI 9, where RESOLVE_UNIX is granted
+ * on no path and a domain still reaches the sockets it bound itself (and
+ * only those: unix_pathname_scratch); everywhere else seccomp
  * refuses socket(AF_UNIX) (EPERM), since below ABI 9 nothing could keep a
  * connect by path from a host daemon's socket. Unconfined (no TMPDIR) it
  * uses the run's writable directory. */

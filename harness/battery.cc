@@ -230,6 +230,8 @@ class BatteryRun {
         {"OARBANK_PROBE_UNIX_SOCKET", world_.unix_socket},
         {"OARBANK_PROBE_UNIX_DGRAM_SOCKET", world_.unix_dgram_socket},
         {"OARBANK_PROBE_UNIX_SOCKET_WORK", world_.unix_socket_work},
+        {"OARBANK_PROBE_UNIX_SOCKET_TMP", world_.unix_socket_tmp},
+        {"OARBANK_PROBE_UNIX_SOCKET_DATA", world_.unix_socket_data},
         {"OARBANK_PROBE_ABSTRACT_SOCKET", world_.abstract_name},
         {"OARBANK_PROBE_TCP_PORT", std::to_string(world_.tcp_port)},
         {"OARBANK_PROBE_PROXY_PORT", std::to_string(world_.proxy_port)},

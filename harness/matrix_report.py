@@ -227,7 +227,7 @@ def workloads_check(d: str, want: dict) -> Check:
     actual = {user: {k: (got.get(user) or {}).get(k) for k in want} for user in ("root", "nobody")}
     ok = all(actual[user] == want for user in actual)
     return Check("workloads", ok, json.dumps(want, sort_keys=True) + " as root and uid 65534",
-                 json.dumps(actual, sort_keys=True), "python's multiprocessing manager and forkserver, tmux, in the cage")
+                 json.dumps(actual, sort_keys=True), "python's multiprocessing manager and forkserver, tmux, in the cage; another job's socket refused")
 
 
 def judge_guest(g: dict, d: str) -> Row:

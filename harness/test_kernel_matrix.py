@@ -407,11 +407,17 @@ def test_the_capped_runs_a_guest_row_names_must_all_be_there_and_hold(tmp_path):
 
 def test_the_workloads_a_row_expects_must_each_have_printed_what_they_must(tmp_path):
     """7.1 (Landlock ABI 9) runs Python's multiprocessing manager and
-    forkserver and tmux in the cage, as root and uid 65534: one that failed,
+    forkserver and tmux in the cage, as root and uid 65534, and shows one
+    job's socket out of another's reach: one that failed,
     or a report that is missing, fails the row."""
     g = ROWS["7.1"]
     want = g["expect"]["workloads"]
-    assert g.get("workloads") and want == {"python_manager": True, "python_forkserver": True, "tmux": True}
+    assert g.get("workloads") and want == {
+        "python_manager": True,
+        "python_forkserver": True,
+        "tmux": True,
+        "other_jobs_socket_refused": True,
+    }
     d = tmp_path / "guests" / "7.1"
     _fake_guest(d, 9, cgroup=g["expect"]["cgroup"])
 

@@ -453,6 +453,12 @@ std::optional<Error> MakeListeners(World& w, bool network, std::random_device& r
   w.unix_socket_work = w.work + "/host-daemon.sock";
   if (!w.listeners->AddUnix("unix-work", w.unix_socket_work))
     return Error{"world", "unix listener in work: " + std::string(strerror(errno))};
+  // And in the tmp and data grants, where the job binds its own
+  // (unix_pathname_scratch).
+  w.unix_socket_tmp = w.work + "/tmp/host-daemon.sock";
+  w.unix_socket_data = w.data + "/host-daemon.sock";
+  if (!w.listeners->AddUnix("unix-tmp", w.unix_socket_tmp) || !w.listeners->AddUnix("unix-data", w.unix_socket_data))
+    return Error{"world", "unix listener in tmp or data: " + std::string(strerror(errno))};
   w.abstract_name = "oarbank-battery-" + std::to_string(getpid()) + "-" + std::to_string(rd() % 100000);
   if (!w.listeners->AddUnix("unix", w.unix_socket))
     return Error{"world", "unix listener: " + std::string(strerror(errno))};

@@ -89,7 +89,8 @@ struct World {
   std::string root;
   std::string bundle, runtime, work, data, outside, secret;
   std::string unix_socket, unix_dgram_socket, abstract_name, broker_socket;
-  std::string unix_socket_work;  // a host socket inside the work grant
+  std::string unix_socket_work;                   // a host socket inside the work grant
+  std::string unix_socket_tmp, unix_socket_data;  // and inside the tmp and data grants
   std::string setuid_helper, cgroup_dir, gpu_node;
   int tcp_port = 0, proxy_port = 0, udp_port = 0;
   std::map<uid_t, pid_t> outside_pid;  // one per identity the battery runs as

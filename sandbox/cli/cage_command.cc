@@ -137,20 +137,16 @@ std::optional<std::string> AddEnv(const std::string& entry, std::map<std::string
 nlohmann::ordered_json JobSockets(const Policy& policy, int landlock_abi) {
   const bool job = policy.ipc() == IpcMode::kJob;
   const bool unix_sockets = JobUnixSockets(policy, ToAbi(landlock_abi));
-  std::string dirs;
-  for (const auto& g : policy.grants())
-    if (JobUnixSocketGrant(g)) dirs += (dirs.empty() ? "" : ", ") + g.path;
-  return {
-      {"ipc", IpcModeName(policy.ipc())},
-      {"loopback_tcp_udp", job},
-      {"unix_sockets", unix_sockets},
-      {"unix", unix_sockets ? "pathname sockets reachable in " + (dirs.empty() ? std::string("no directory") : dirs) +
-                                  " only (Landlock RESOLVE_UNIX), abstract ones in the job's own network "
-                                  "namespace and Landlock domain"
-               : !job ? std::string("refused: ipc none")
-                      : "refused: a pathname socket could be a host daemon's, and Landlock confines unix connects "
-                        "to the job's own directories only from ABI 9 (this host: " +
-                            std::to_string(landlock_abi) + ")"}};
+  return {{"ipc", IpcModeName(policy.ipc())},
+          {"loopback_tcp_udp", job},
+          {"unix_sockets", unix_sockets},
+          {"unix", unix_sockets ? std::string("the job's own only: a pathname socket its processes bound, wherever it "
+                                              "may write (Landlock RESOLVE_UNIX refuses every other), abstract ones in "
+                                              "its own network namespace and Landlock domain")
+                   : !job       ? std::string("refused: ipc none")
+                          : "refused: a pathname socket could be a host daemon's, and Landlock confines unix connects "
+                            "to the job's own sockets only from ABI 9 (this host: " +
+                                std::to_string(landlock_abi) + ")"}};
 }
 
 // What the cage was made of, for --json: the policy the Spec became.

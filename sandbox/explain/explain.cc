@@ -272,8 +272,8 @@ class Explainer {
       d.target = "unix:" + sa.address;
       if (c_.policy->ipc() == IpcMode::kJob) {
         d.why =
-            "the job's unix sockets reach its tmp and data directories only (the cage's scratch): one elsewhere, in "
-            "a worktree's .git or a state directory, could be a host daemon's";
+            "the job reaches only the unix sockets its own processes bound: any other, in a worktree's .git, its "
+            "scratch or a shared data directory, could be a host daemon's or another job's";
         return d;
       }
       d.why = "no unix socket but the job's container broker endpoint";

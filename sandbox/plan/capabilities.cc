@@ -210,8 +210,8 @@ CapabilityStatus Assess(CapabilityId id, const HostFacts& h) {
                       "(and the egress proxy's listener under egress-allowlist): TCP and UDP there, "
                       "bind and listen included, reach nothing outside and nothing outside reaches "
                       "them; ") +
-              (h.landlock_abi >= 9 ? "unix sockets of the job's own, a pathname one reachable in its tmp and data "
-                                     "grants alone (Landlock RESOLVE_UNIX, ABI 9)"
+              (h.landlock_abi >= 9 ? "unix sockets of the job's own, a pathname one reachable only when the job's "
+                                     "processes bound it (Landlock RESOLVE_UNIX, ABI 9)"
                                    : "unix sockets stay refused (confining a connect by path needs Landlock ABI 9, "
                                      "Linux 7.1)") +
               ". For cage and for run policies that ask: outside the module contract (never "

@@ -11,7 +11,7 @@ bool Applies(When when, const Policy& policy, BrokerHandoff broker, bool job_uni
   switch (when) {
     case When::kAlways: return true;
     // Pathname unix sockets are confined by RESOLVE_UNIX (ABI 9): to the
-    // broker's, or to the job's own directories (JobUnixSockets).
+    // broker's, or to the job's own sockets (JobUnixSockets).
     case When::kNoBroker: return broker != BrokerHandoff::kPath && !job_unix;
     // ipc "job" lifts net none's and egress-allowlist's socket rows: its
     // network namespace's loopback is the job's own (capabilities.h).
@@ -66,18 +66,14 @@ bool JobUnixSockets(const Policy& policy, LandlockAbi abi) {
   return policy.ipc() == IpcMode::kJob && (HandledFs(abi) & kFsResolveUnix) != 0;
 }
 
-bool JobUnixSocketGrant(const Grant& grant) {
-  return grant.access == Access::kReadWrite && (grant.field == "tmp" || grant.field == "data");
-}
-
 uint64_t ReadExecuteRights(LandlockAbi abi) { return HandledFs(abi) & (kFsExecute | kFsReadFile | kFsReadDir); }
 
 uint64_t ReadWriteRights(LandlockAbi abi, bool exec_writable) {
   // Every file right but execute (unless exec_writable), MAKE_CHAR and
   // MAKE_BLOCK and IOCTL_DEV (no device lives in a work directory; a node
   // made there would open whatever its numbers name, and a whiteout is
-  // refused with them), and RESOLVE_UNIX (only the broker's socket, and
-  // the job's own tmp and data under JobUnixSockets).
+  // refused with them), and RESOLVE_UNIX (granted on the broker's socket
+  // alone; a job's own sockets need no grant: JobUnixSockets).
   uint64_t rights = HandledFs(abi) & ~(kFsMakeChar | kFsMakeBlock | kFsIoctlDev | kFsResolveUnix);
   if (!exec_writable) rights &= ~kFsExecute;
   return rights;
@@ -149,11 +145,9 @@ LandlockPlan PlanLandlock(const Policy& policy, const HostFacts& host) {
       ll.paths.push_back({std::string(base), ReadExecuteRights(abi), true, "base system"});
     }
     for (auto dev : kBaseDevices) ll.paths.push_back({std::string(dev), DeviceRights(abi), true, "base device"});
-    const bool job_unix = JobUnixSockets(policy, abi);
     for (const auto& g : policy.grants()) {
-      uint64_t rights =
+      const uint64_t rights =
           g.access == Access::kReadExecute ? ReadExecuteRights(abi) : ReadWriteRights(abi, policy.exec_writable());
-      if (job_unix && JobUnixSocketGrant(g)) rights |= kFsResolveUnix;
       ll.paths.push_back({g.path, rights, false, g.field, true, g.inode});
     }
     switch (policy.gpu()) {

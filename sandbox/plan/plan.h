@@ -75,15 +75,17 @@ const char* BrokerHandoffName(BrokerHandoff handoff);  // "none", "inherited-fd"
 
 // ipc "job" from Landlock ABI 9: the job's own unix sockets. socket(AF_UNIX)
 // and datagram pairs are let through, and RESOLVE_UNIX (connect and sendto
-// to a pathname socket) is granted on the policy's writable tmp and data
-// grants only: never on work (a worktree's .git holds host daemons'
-// sockets, git's fsmonitor among them) or state, nor anywhere else, so a
-// host socket outside those two is refused (EACCES); abstract names are
-// the job's network namespace's and scoped to its Landlock domain. Below
-// ABI 9 nothing but the broker could confine a connect by path, and
-// socket(AF_UNIX) stays refused.
+// to a pathname socket) is handled with no path granted it: Landlock lets a
+// domain reach the sockets its own processes bound, wherever they are, and
+// refuses every other (EACCES). So the job's servers (tmux, Python's
+// Manager, a test's) work in any directory it may write, and no socket it
+// did not make answers it: not a host daemon's in a worktree's .git (git's
+// fsmonitor), in its scratch or its data, nor another job's in a data
+// directory two jobs share. Abstract names are the job's network
+// namespace's and scoped to its Landlock domain. Below ABI 9 nothing but
+// the broker could confine a connect by path, and socket(AF_UNIX) stays
+// refused.
 bool JobUnixSockets(const Policy& policy, LandlockAbi abi);
-bool JobUnixSocketGrant(const Grant& grant);  // a grant RESOLVE_UNIX is given on under JobUnixSockets
 
 // A row of the table the host's architecture has no syscall for
 // (seccomp/syscall_table.h): never in its filter, and said with the reason.

@@ -1,0 +1,34 @@
+/* A pathname unix socket the job did not bind, inside the directories it
+ * may write most freely: its temporary grant ($TMPDIR, the cage's scratch)
+ * and its data grant, which two jobs may share. A host daemon, or another
+ * job, listens there; the job must not reach it. connect() to
+ * OARBANK_PROBE_UNIX_SOCKET_TMP, then to OARBANK_PROBE_UNIX_SOCKET_DATA (the
+ * harness listens on both and records each connection). What stops it:
+ * under ipc "job" from Landlock ABI 9, RESOLVE_UNIX is handled with no path
+ * granted it, so only sockets the job's own processes bound answer (EACCES);
+ * with a broker, RESOLVE_UNIX on the broker's socket alone (EACCES);
+ * everywhere else seccomp refuses socket(AF_UNIX) (EPERM). */
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "probe.h"
+
+int main(void) {
+  static const char *const vars[] = {"OARBANK_PROBE_UNIX_SOCKET_TMP", "OARBANK_PROBE_UNIX_SOCKET_DATA"};
+  int err[2] = {0, 0};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+    struct sockaddr_un sa = probe_unix_address(vars[i]);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) blocked(errno, "socket(AF_UNIX, SOCK_STREAM)");
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
+      (void)!write(fd, PROBE_NAME "\n", sizeof PROBE_NAME);
+      escaped("connected to a socket the job did not bind, %s", sa.sun_path);
+    }
+    err[i] = errno;
+    close(fd);
+  }
+  /* Refused two different ways: no one errno to report, so none (the
+   * expectation names one, and the cell says the answers changed). */
+  blocked(err[0] == err[1] ? err[0] : 0, "connect to the host's sockets in the tmp grant (%s) and the data grant (%s)",
+          strerror(err[0]), strerror(err[1]));
+}
