@@ -18,6 +18,7 @@ packages=(
   build-essential debhelper dpkg-dev lintian fakeroot  # scripts/package-test.sh
   libnftables-dev slirp4netns nftables
   passt  # bench/stacks.sh: pasta against slirp4netns
+  autoconf automake nodejs sqlite3 zstd python3-venv tmux  # harness/test_agent_workloads.py
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -42,6 +43,14 @@ if [ ${#missing[@]} -gt 0 ]; then
       if [ -x "/etc/init.d/$service" ]; then "/etc/init.d/$service" stop >/dev/null 2>&1 || true; fi ;;
     esac
   done
+fi
+# npm: Debian's own package where nodejs is Debian's; a nodejs that ships
+# its own npm (NodeSource's) must not be replaced, so only when none is found.
+if ! command -v npm >/dev/null; then
+  [ "$(id -u)" = 0 ] || { echo "setup: npm is missing; run as root to install it" >&2; exit 1; }
+  echo "setup: installing npm"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null
 fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
