@@ -230,6 +230,23 @@ def workloads_check(d: str, want: dict) -> Check:
                  json.dumps(actual, sort_keys=True), "python's multiprocessing manager and forkserver, tmux, in the cage; another job's socket refused")
 
 
+def mutants_check(d: str, mutants: list) -> Check:
+    """A row's `mutants`, run in its guest under the test-only agent, each
+    point removed alone: some cell of each must escape, or the battery
+    could not tell the cage without that point from the cage."""
+    caught, detail = [], []
+    for i, m in enumerate(mutants, 1):
+        point = m.split(":")[0]
+        battery = load_json(os.path.join(d, "results", "mutants", str(i), "battery.json"))
+        cells = (battery or {}).get("confined", [])
+        escaped = [c for c in cells if c["outcome"] == "ESCAPED"]
+        if escaped:
+            caught.append(point)
+        detail.append(f"{point}: " + ("no report" if battery is None else f"{len(escaped)} of {len(cells)} cells escaped"))
+    return Check("mutants", len(caught) == len(mutants), "each point removed alone: an escape",
+                 f"{len(caught)} of {len(mutants)} caught", "; ".join(detail))
+
+
 def judge_guest(g: dict, d: str) -> Row:
     """The checks of one guest, from its results directory, ABI first."""
     e = g["expect"]
@@ -291,6 +308,8 @@ def judge_guest(g: dict, d: str) -> Row:
         row.checks.append(guest_capped_check(d, g["capped"]))
     if e.get("workloads"):
         row.checks.append(workloads_check(d, e["workloads"]))
+    if g.get("mutants"):
+        row.checks.append(mutants_check(d, g["mutants"]))
     if battery is not None and battery.get("landlock_abi") != abi:
         row.checks.append(Check("battery_abi", False, str(abi), str(battery.get("landlock_abi")),
                                 "oarbank-conform used another ABI than sandbox-report saw"))

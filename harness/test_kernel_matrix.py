@@ -431,3 +431,33 @@ def test_the_workloads_a_row_expects_must_each_have_printed_what_they_must(tmp_p
     assert check().ok, check()
     report.write_text(json.dumps({"root": want, "nobody": dict(want, tmux=False)}))
     assert not check().ok
+
+
+def test_a_rows_mutants_must_each_be_caught_in_its_guest(tmp_path):
+    """7.1 removes RESOLVE_UNIX from the test-only agent's plan, and gives
+    the tmp grant every right, each alone, inside its guest (this host's
+    kernel lacks the right, so its own mutation run cannot): a point whose
+    probes all stayed blocked, or a missing report, fails the row."""
+    g = ROWS["7.1"]
+    points = [m.split(":")[0] for m in g["mutants"]]
+    assert points == ["landlock.fs.resolve_unix", "landlock.widen.tmp"]
+    d = tmp_path / "guests" / "7.1"
+    _fake_guest(d, 9, cgroup=g["expect"]["cgroup"])
+
+    def check():
+        (c,) = [c for c in matrix_report.judge_guest(g, str(d)).checks if c.name == "mutants"]
+        return c
+
+    assert not check().ok  # no reports
+
+    def report(i, outcome):
+        (d / "results" / "mutants" / str(i)).mkdir(parents=True, exist_ok=True)
+        (d / "results" / "mutants" / str(i) / "battery.json").write_text(json.dumps({"confined": [
+            {"probe": "unix_pathname_scratch", "policy": "runner_job_ipc", "uid": 0, "outcome": outcome}]}))
+
+    report(1, "ESCAPED")
+    assert not check().ok  # the second is missing
+    report(2, "PASS")
+    assert not check().ok  # the second was not caught
+    report(2, "ESCAPED")
+    assert check().ok, check()

@@ -81,7 +81,7 @@ if [[ ! -f "$host_build/build.ninja" ]]; then
   # No main build: the kernel matrix's static one (no test dependencies).
   host_build="${OARBANK_STATIC_BUILD:-$src/build-static}"
   [[ -f "$host_build/build.ninja" ]] || cmake -S "$src" -B "$host_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DOARBANK_STATIC=ON -DOARBANK_TESTS=OFF -DOARBANK_TEST_HOOKS=OFF >/dev/null
+    -DOARBANK_STATIC=ON -DOARBANK_TESTS=OFF -DOARBANK_TEST_HOOKS=ON >/dev/null
 fi
 precompiled="$host_build/generated/sandbox/seccomp/precompiled.inc"
 ninja -C "$host_build" generated/sandbox/seccomp/precompiled.inc >/dev/null

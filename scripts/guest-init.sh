@@ -213,13 +213,29 @@ if [ "$run_battery" = 1 ]; then
     $O/workloads/run "$OUT/workloads.json"
     say "workloads: $(cat "$OUT/workloads.json")"
   fi
-  # The arm64 initramfs carries the test-only agent: with the seccomp row
-  # for bpf dropped from its filter, bpf_syscall must escape (the battery is
-  # seen to catch a broken filter for this architecture, not only to pass).
-  if [ -x $O/sandbox/oarbank-agent-faulty ]; then
+  # oarbank.broken_filter=bpf_syscall: with the seccomp row for bpf dropped
+  # from the test-only agent's filter, bpf_syscall must escape (the battery
+  # is seen to catch a broken filter for this architecture, not only to pass).
+  if grep -q 'oarbank\.broken_filter=bpf_syscall' /proc/cmdline; then
     conform $O/sandbox/oarbank-agent-faulty "$OUT/broken-filter" "$OUT/broken-filter.log" \
       --agent-env OARBANK_FAULT_DROP_SECCOMP=bpf --probe bpf_syscall --policy runner_strict
     say "broken filter (bpf row dropped): exit $(cat "$OUT/broken-filter.rc"): $(tail -2 "$OUT/broken-filter.log" | head -1)"
   fi
+  # oarbank.mutants=POINT:POLICY:PROBE+PROBE,...: each enforcement point
+  # (oarbank-conform mutants' ids) removed from the test-only agent's plan
+  # alone, those probes run under that policy: one must escape. The points
+  # this host's kernel lacks (its mutation run cannot remove them) are
+  # proven here instead.
+  i=0
+  for m in $(sed -n 's/.*oarbank\.mutants=\([^ ]*\).*/\1/p' /proc/cmdline | tr ',' ' '); do
+    i=$((i + 1))
+    point=${m%%:*} rest=${m#*:}
+    policy=${rest%%:*} probes=$(echo "${rest#*:}" | tr '+' ',')
+    mkdir -p "$OUT/mutants/$i"
+    echo "$point" >"$OUT/mutants/$i/point"
+    conform $O/sandbox/oarbank-agent-faulty "$OUT/mutants/$i" "$OUT/mutants/$i/conform.log" \
+      --agent-env "OARBANK_FAULT_MUTANT=$point" --probe "$probes" --policy "$policy"
+    say "mutant $point ($policy): exit $(cat "$OUT/mutants/$i/conform.rc"): $(tail -2 "$OUT/mutants/$i/conform.log" | head -1)"
+  done
 fi
 finish

@@ -48,13 +48,14 @@ for tool in cmake ninja cpio "${compressor[0]}" readelf; do command -v "$tool" >
 if [[ "$arch" == arm64 ]]; then
   say "cross-building for arm64 in $build"
   "$src/scripts/cross-arm64.sh" "$build" >&2 || die "the arm64 cross build failed"
-elif [[ ! -f "$build/build.ninja" ]] || ! grep -q '^OARBANK_STATIC:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
-  say "configuring $build (OARBANK_STATIC=ON)"
+elif [[ ! -f "$build/build.ninja" ]] || ! grep -q '^OARBANK_STATIC:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null ||
+  ! grep -q '^OARBANK_TEST_HOOKS:BOOL=ON' "$build/CMakeCache.txt"; then
+  say "configuring $build (OARBANK_STATIC=ON, with the test-only agent)"
   cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DOARBANK_STATIC=ON -DOARBANK_TESTS=OFF -DOARBANK_TEST_HOOKS=OFF >/dev/null
+    -DOARBANK_STATIC=ON -DOARBANK_TESTS=OFF -DOARBANK_TEST_HOOKS=ON >/dev/null
 fi
-say "building oarbank-agent, oarbank-conform and the probes in $build"
-ninja -C "$build" oarbank-agent oarbank-conform probes | grep -vE '^\[[0-9]+/[0-9]+\] (Building|Linking)' >&2 || true
+say "building oarbank-agent, the test-only agent, oarbank-conform and the probes in $build"
+ninja -C "$build" oarbank-agent oarbank-agent-faulty oarbank-conform probes | grep -vE '^\[[0-9]+/[0-9]+\] (Building|Linking)' >&2 || true
 [[ ${PIPESTATUS[0]} -eq 0 ]] || die "the static build failed"
 agent="$build/sandbox/oarbank-agent"
 conform="$build/harness/oarbank-conform"
@@ -119,10 +120,6 @@ if [[ "$arch" == arm64 ]]; then
   printf 'int main(void) { return 0; }\n' | aarch64-linux-gnu-gcc -O2 -x c -o "$stage/true" - || die "cannot build the arm64 dynamic true"
   "$strip" -o "$r/usr/bin/true" "$stage/true"
   ln -s /usr/bin/true "$r/bin/true"
-  faulty="$build/sandbox/oarbank-agent-faulty"
-  [[ -x "$faulty" ]] || die "missing $faulty (the test-only agent of the cross build)"
-  static_or_die "$faulty"
-  "$strip" --strip-debug -o "$r/oarbank/sandbox/oarbank-agent-faulty" "$faulty"
 else
   ldso=$(readlink -f /lib64/ld-linux-x86-64.so.2 2>/dev/null || true)
   true_bin=$(readlink -f /usr/bin/true 2>/dev/null || true)
@@ -140,6 +137,12 @@ else
   fi
 fi
 "$strip" --strip-debug -o "$r/oarbank/sandbox/oarbank-agent" "$agent"
+# The test-only agent, for the rows whose guest removes one enforcement
+# point and must see the battery catch it (broken_filter, mutant).
+faulty="$build/sandbox/oarbank-agent-faulty"
+[[ -x "$faulty" ]] || die "missing $faulty (the test-only agent)"
+static_or_die "$faulty"
+"$strip" --strip-debug -o "$r/oarbank/sandbox/oarbank-agent-faulty" "$faulty"
 "$strip" --strip-debug -o "$r/oarbank/harness/oarbank-conform" "$conform"
 n=0
 for p in "$probes"/*; do

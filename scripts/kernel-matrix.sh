@@ -114,8 +114,8 @@ if [[ -n "$kernels" ]]; then
 else
   say "== static build (no guests)"
   [[ -f "$static/build.ninja" ]] || cmake -S "$src" -B "$static" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DOARBANK_STATIC=ON -DOARBANK_TESTS=OFF -DOARBANK_TEST_HOOKS=OFF >/dev/null
-  ninja -C "$static" oarbank-agent oarbank-conform probes >/dev/null
+    -DOARBANK_STATIC=ON -DOARBANK_TESTS=OFF -DOARBANK_TEST_HOOKS=ON >/dev/null
+  ninja -C "$static" oarbank-agent oarbank-agent-faulty oarbank-conform probes >/dev/null
 fi
 
 # 4 and 5: one pool, guests first (full batteries before refusals), then capped runs.

@@ -18,7 +18,8 @@
 # A row with "workloads": true boots with the workloads archive
 # ($OARBANK_WORKLOADS, scripts/initramfs-workloads.sh) appended to its initrd.
 # The guest's kernel command line gets its row's `append`, if it has one,
-# and its `capped` ABIs as oarbank.capped=N,M.
+# its `capped` ABIs as oarbank.capped=N,M, its `expect.broken_filter` as
+# oarbank.broken_filter=PROBE and its `mutants` as oarbank.mutants=M,M.
 # A row with "arch": "arm64" boots in qemu-system-aarch64 -M virt -cpu max
 # (pointer authentication with QEMU's own cheap algorithm: the
 # architected one makes every function call slow under TCG), its console
@@ -59,11 +60,13 @@ else:
     print("vmlinuz", r["vmlinuz"])' "$rec" "${OARBANK_BOOT:-vmlinux}"
 }
 
-row_of() {  # ID KEY -> the row's KEY: a list as N,M; true as 1; absent as nothing
+row_of() {  # ID KEY -> the row's KEY (a.b: b of a): a list as N,M; true as 1; absent as nothing
   "$py" -c '
 import json, sys
 rows = {g["id"]: g for g in json.load(open(sys.argv[1]))["guests"]}
-v = rows.get(sys.argv[2], {}).get(sys.argv[3], "")
+v = rows.get(sys.argv[2], {})
+for k in sys.argv[3].split("."):
+    v = v.get(k, "") if isinstance(v, dict) else ""
 print(",".join(map(str, v)) if isinstance(v, list) else 1 if v is True else "" if v is False else v)' "$kernels_json" "$1" "$2"
 }
 
@@ -145,7 +148,10 @@ if [[ "$(row_of "$id" workloads)" == 1 ]]; then
 fi
 
 capped=$(row_of "$id" capped)
-append="$console quiet loglevel=1 panic=-1 rdinit=/init $(row_of "$id" append)${capped:+ oarbank.capped=$capped} ${OARBANK_GUEST_APPEND:-}"
+broken=$(row_of "$id" expect.broken_filter)
+mutants=$(row_of "$id" mutants)
+append="$console quiet loglevel=1 panic=-1 rdinit=/init $(row_of "$id" append)${capped:+ oarbank.capped=$capped}"
+append+="${broken:+ oarbank.broken_filter=$broken}${mutants:+ oarbank.mutants=$mutants} ${OARBANK_GUEST_APPEND:-}"
 start=$(date +%s.%N)
 started=$SECONDS
 say "[$id] booting $(basename "$image") ($arch, $kind, $accel, ${mem} MiB, timeout ${timeout_s}s)"

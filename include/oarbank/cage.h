@@ -87,8 +87,10 @@ struct Spec {
   // loopback of its own network namespace, bind and listen included, for
   // test servers, language servers and build daemons; nothing outside that
   // namespace reaches them, and nothing leads out but the allow list's
-  // proxy. Unix sockets stay refused. Ignored with egress_any (that job
-  // network's ruleset decides every address). Default: on.
+  // proxy. Unix sockets from Landlock ABI 9 (Linux 7.1), where only those
+  // the job's own processes bound answer it; below it they stay refused.
+  // Ignored with egress_any (that job network's ruleset decides every
+  // address). Default: on.
   bool job_sockets = true;
   // Debugging inside the job (the policy's debug): ptrace and
   // process_vm_readv/writev of the job's own processes, for gdb, strace and
