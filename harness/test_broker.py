@@ -380,7 +380,8 @@ def test_pull_answers_for_present_images_only(store, job):
         b.stop()
 
 
-MODULE = r"""
+# A module's way to its broker: `ask(request)` -> the answer.
+MODULE_ASK = r"""
 import errno, json, os, socket, sys
 endpoint = os.environ["OARBANK_BROKER"]
 print("endpoint:", endpoint.split(":")[0])
@@ -400,6 +401,8 @@ else:  # unix:/path, one request per connection
         s.connect(endpoint[5:])
         s.sendall((json.dumps(request) + "\n").encode())
         return json.loads(s.makefile("rb").readline())
+"""
+MODULE = MODULE_ASK + r"""
 print("escape:", ask({"op": "container.run", "image": sys.argv[1], "platform": sys.argv[2], "args": ["true"],
                       "mounts": [{"src": "escape", "dst": "/m"}], "timeout_s": 30})["error"])
 answer = ask({"op": "container.run", "image": sys.argv[1], "platform": sys.argv[2], "timeout_s": 60,
