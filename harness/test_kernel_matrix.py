@@ -405,6 +405,19 @@ def test_the_capped_runs_a_guest_row_names_must_all_be_there_and_hold(tmp_path):
     assert not check().ok
 
 
+def _fake_guest_check(tmp_path, g, name):
+    """A fake guest of row `g` (its ABI and cgroup as expected), and a
+    function that judges it again and returns its check `name`."""
+    d = tmp_path / "guests" / g["id"]
+    _fake_guest(d, g["expect"]["landlock_abi"], cgroup=g["expect"]["cgroup"])
+
+    def check():
+        (c,) = [c for c in matrix_report.judge_guest(g, str(d)).checks if c.name == name]
+        return c
+
+    return d, check
+
+
 def test_the_workloads_a_row_expects_must_each_have_printed_what_they_must(tmp_path):
     """7.1 (Landlock ABI 9) runs Python's multiprocessing manager and
     forkserver and tmux in the cage, as root and uid 65534, and shows one
@@ -418,12 +431,7 @@ def test_the_workloads_a_row_expects_must_each_have_printed_what_they_must(tmp_p
         "tmux": True,
         "other_jobs_socket_refused": True,
     }
-    d = tmp_path / "guests" / "7.1"
-    _fake_guest(d, 9, cgroup=g["expect"]["cgroup"])
-
-    def check():
-        (c,) = [c for c in matrix_report.judge_guest(g, str(d)).checks if c.name == "workloads"]
-        return c
+    d, check = _fake_guest_check(tmp_path, g, "workloads")
 
     assert not check().ok  # no report
     report = d / "results" / "workloads.json"
@@ -441,12 +449,7 @@ def test_a_rows_mutants_must_each_be_caught_in_its_guest(tmp_path):
     g = ROWS["7.1"]
     points = [m.split(":")[0] for m in g["mutants"]]
     assert points == ["landlock.fs.resolve_unix", "landlock.widen.tmp"]
-    d = tmp_path / "guests" / "7.1"
-    _fake_guest(d, 9, cgroup=g["expect"]["cgroup"])
-
-    def check():
-        (c,) = [c for c in matrix_report.judge_guest(g, str(d)).checks if c.name == "mutants"]
-        return c
+    d, check = _fake_guest_check(tmp_path, g, "mutants")
 
     assert not check().ok  # no reports
 
