@@ -5,8 +5,9 @@
  * each connection). What stops it: under ipc "job" from Landlock ABI 9,
  * RESOLVE_UNIX is granted on no path (EACCES; a socket the job binds
  * itself, in its own Landlock domain, stays reachable anywhere, which is
- * why the harness's is the one tried); with a broker, RESOLVE_UNIX on the broker's socket
- * alone (EACCES); everywhere else seccomp refuses socket(AF_UNIX) (EPERM). */
+ * why the harness's is the one tried); with a broker, RESOLVE_UNIX on the
+ * broker's socket alone (EACCES); everywhere else seccomp refuses
+ * socket(AF_UNIX) (EPERM). */
 #include <sys/socket.h>
 #include <sys/un.h>
 
