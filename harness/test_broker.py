@@ -487,7 +487,7 @@ def leases(job_id=None):
         slot, pid, start, job_id_ = line.split()
         try:
             fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-        except FileNotFoundError:
+        except OSError:  # gone before the open (ENOENT) or between it and the read (ESRCH)
             continue
         if fields[19] != start or fields[0] == "Z":
             continue

@@ -32,7 +32,7 @@ def alive(pid):
     """A process that exists and is not a zombie."""
     try:
         return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
+    except OSError:  # gone before the open (ENOENT) or between it and the read (ESRCH)
         return False
 
 
