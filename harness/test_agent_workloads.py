@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from testlib import AGENT, NOBODY
+from testlib import AGENT, NOBODY, as_user
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="runs each workload as root and as uid 65534: needs root")
 
@@ -155,10 +155,6 @@ WORKLOADS = {
     "verbose_log": ({}, "seq 1 600000 && echo log-done", ["\n600000\nlog-done"]),
 }
 TEST_FILES = {"venv_offline_pip_pytest": {"test_one.py": TEST_PY}}
-
-
-def as_user(uid):
-    return [] if uid == 0 else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
 
 
 def argv(mode, wt, scratch, script):

@@ -19,6 +19,12 @@ CONFORM = os.path.join(BUILD, "harness", "oarbank-conform")
 NOBODY = 65534
 
 
+def as_user(uid):
+    """The argv prefix that runs a command as `uid` (gid the same, no
+    supplementary groups); nothing for root."""
+    return [] if uid == 0 else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+
+
 def sh(*args, check=True, timeout=30):
     """Runs a command (no shell), its output captured as text."""
     return subprocess.run(args, capture_output=True, text=True, check=check, timeout=timeout)
