@@ -20,7 +20,7 @@ import pytest
 
 from job_tree import make_tree, remove_tree, write_policy
 
-from testlib import AGENT, FAULTY, NOBODY
+from testlib import AGENT, FAULTY, NOBODY, as_user
 
 AGENT, FAULTY = os.path.realpath(AGENT), os.path.realpath(FAULTY)  # as /proc/PID/exe names them
 # The command that starts a job, and its flags: every job these tests start goes through it.
@@ -34,10 +34,6 @@ def subreaper():
     assert libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
     yield
     libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
-
-
-def as_user(uid):
-    return [] if uid == 0 else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
 
 
 @pytest.fixture

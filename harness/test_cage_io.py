@@ -17,15 +17,11 @@ from pathlib import Path
 import pytest
 
 from job_tree import make_tree, remove_tree, write_policy
-from testlib import AGENT, NOBODY, read_line
+from testlib import AGENT, NOBODY, as_user, read_line
 
 UIDS = pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nobody"])
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="runs the agent as root and as uid 65534: needs root")
-
-
-def as_user(uid):
-    return [] if uid == 0 else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
 
 
 class CageTree:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from job_tree import make_tree, remove_tree, write_policy
-from testlib import AGENT, NOBODY
+from testlib import AGENT, NOBODY, as_user
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="runs the agent as root and as uid 65534: needs root"),
@@ -25,10 +25,6 @@ pytestmark = [
 ]
 
 PYCONNECT = "import socket; s = socket.socket(); s.settimeout(5); s.connect(('198.18.0.1', 80))"
-
-
-def as_user(uid):
-    return [] if uid == 0 else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
 
 
 class Tree:

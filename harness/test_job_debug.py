@@ -12,13 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from testlib import AGENT, NOBODY
+from testlib import AGENT, NOBODY, as_user
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="runs the agent as root and as uid 65534: needs root")
-
-
-def as_user(uid):
-    return [] if uid == 0 else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
 
 
 class Tree:

@@ -16,16 +16,12 @@ import pytest
 
 from job_tree import make_tree, remove_tree, write_policy
 
-from testlib import AGENT, FAULTY, NOBODY, ROOT, kernel_has_syscall
+from testlib import AGENT, FAULTY, NOBODY, ROOT, as_user, kernel_has_syscall
 
 MANIFEST = os.path.join(ROOT, "fixtures", "manifests", "valid", "full.toml")
 # The command that starts a job, and its flags: every job these tests start goes through it.
 RUN = ("run", "--unproven")  # these test the cage and the agent, not the proof gate
 UIDS = pytest.mark.parametrize("uid", [0, NOBODY], ids=["root", "nobody"])
-
-
-def as_user(uid):
-    return [] if uid == 0 else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
 
 
 def agent(uid, *args, binary=AGENT, timeout=30, env=None, text=False):
