@@ -80,27 +80,66 @@ std::string ReadText(const std::string& path) {
   return buf;
 }
 
+// Whether this process sits in `base` itself and `base` is not the
+// hierarchy's root (the one cgroup without cgroup.type, which the
+// no-internal-process rule exempts).
+bool SitsInNonRootBase(const std::string& base) {
+  if (access((base + "/cgroup.type").c_str(), F_OK) != 0) return false;
+  const std::string self = std::to_string(getpid());
+  const std::string procs = ReadText(base + "/cgroup.procs");
+  size_t at = 0;
+  while (at < procs.size()) {
+    size_t end = procs.find('\n', at);
+    if (end == std::string::npos) end = procs.size();
+    if (procs.compare(at, end - at, self) == 0) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
+// Moves the whole process into its own leaf below `base`.
+std::optional<std::string> MoveIntoOwnLeaf(const std::string& base) {
+  const std::string own = base + "/" + kSupervisorLeaf;
+  if (mkdir(own.c_str(), 0755) != 0 && errno != EEXIST) return "mkdir " + own + ": " + strerror(errno);
+  char pid[24];
+  snprintf(pid, sizeof pid, "%d", static_cast<int>(getpid()));
+  int e = WriteAt(own.c_str(), "cgroup.procs", pid);
+  if (e == EOPNOTSUPP)
+    return "move the agent into " + own + ": " + strerror(e) + " (" + base +
+           " gives its leaves a threaded controller while holding this process, which makes it a thread root: "
+           "start the agent in a leaf of its own below it, e.g. systemd's DelegateSubgroup=" +
+           kSupervisorLeaf + ")";
+  if (e != 0) return "move the agent into " + own + ": " + strerror(e);
+  return std::nullopt;
+}
+
 // Gives `controllers` to the leaves below `base`, moving this process out
-// of `base` first if the kernel's no-internal-process rule asks for it.
-// Once per process and controller set; serialised.
+// of `base` first when the kernel's rules ask for it: a domain controller
+// (memory, cpu) cannot be enabled while `base` holds a process (EBUSY), and
+// a threaded one (pids) can, but then `base` is a thread root whose domain
+// children take no process (EOPNOTSUPP when a job's init is moved there).
+// So an agent in a non-root `base` that has or gets any controller for its
+// leaves moves into a leaf of its own first. Once per process and
+// controller set; serialised.
 std::optional<std::string> EnableControllers(const std::string& base, const LeafLimits& limits) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
   std::string want;
+  const std::string enabled = ReadText(base + "/cgroup.subtree_control");
   for (const auto& [needed, name] :
        {std::pair{limits.needs_memory(), "memory"}, {limits.needs_cpu(), "cpu"}, {limits.pids_available, "pids"}}) {
-    if (needed && !HasWord(ReadText(base + "/cgroup.subtree_control"), name))
-      want += std::string(want.empty() ? "+" : " +") + name;
+    if (needed && !HasWord(enabled, name)) want += std::string(want.empty() ? "+" : " +") + name;
+  }
+  const bool controlled = !want.empty() || enabled.find_first_not_of(" \n") != std::string::npos;
+  if (controlled && SitsInNonRootBase(base)) {
+    if (auto e = MoveIntoOwnLeaf(base)) return e;
   }
   if (want.empty()) return std::nullopt;
   int err = WriteAt(base.c_str(), "cgroup.subtree_control", want.c_str());
   if (err == EBUSY) {
-    // The agent itself sits in `base`: move the whole process into a leaf.
-    const std::string own = base + "/" + kSupervisorLeaf;
-    if (mkdir(own.c_str(), 0755) != 0 && errno != EEXIST) return "mkdir " + own + ": " + strerror(errno);
-    char pid[24];
-    snprintf(pid, sizeof pid, "%d", static_cast<int>(getpid()));
-    if (int e = WriteAt(own.c_str(), "cgroup.procs", pid)) return "move the agent into " + own + ": " + strerror(e);
+    // This process sat in `base` unseen (a cgroup.procs longer than one
+    // read): move it and try once more.
+    if (auto e = MoveIntoOwnLeaf(base)) return e;
     err = WriteAt(base.c_str(), "cgroup.subtree_control", want.c_str());
   }
   if (err != 0) return "write \"" + want + "\" to " + base + "/cgroup.subtree_control: " + strerror(err);
