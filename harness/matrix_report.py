@@ -230,6 +230,37 @@ def workloads_check(d: str, want: dict) -> Check:
                  json.dumps(actual, sort_keys=True), "python's multiprocessing manager and forkserver, tmux, in the cage; another job's socket refused")
 
 
+EGRESS_ANY_POLICY = "runner_egress_any"
+
+
+def egress_any_check(d: str, battery: dict | None) -> Check:
+    """A row's `egress_any`: its guest boots with the job network's stack,
+    helper and kernel modules (scripts/initramfs-egress-any.sh), and the
+    battery must prove the class there: its network world built (every
+    egress probe escaped unconfined) and every egress probe's egress-any
+    cell run and passed as root and as uid 65534; no egress-any cell
+    refused."""
+    try:
+        loaded = open(os.path.join(d, "results", "modules-loaded")).read().split()
+    except OSError:
+        loaded = []
+    if not battery:
+        return Check("egress_any", False, "egress-any proven", "no battery report")
+    world = [c for c in battery.get("unconfined", []) if c["probe"].startswith("egress_")]
+    cells = [c for c in battery.get("confined", []) if c["policy"] == EGRESS_ANY_POLICY]
+    egress = [c for c in cells if c["probe"].startswith("egress_")]
+    bad = ([c for c in world if c["outcome"] != "PASS"] + [c for c in egress if c["outcome"] != "PASS"] +
+           [c for c in cells if c["actual"] == REFUSED])
+    uids = sorted({c["uid"] for c in egress})
+    ok = bool(world) and bool(egress) and not bad and uids == [0, 65534]
+    actual = (f"{len(world)} egress probes escaped unconfined, {len(egress)} egress-any cells passed (uids "
+              f"{', '.join(map(str, uids))})" if not bad else f"{len(bad)} cells not proven")
+    detail = "; ".join(f'{c["probe"]} [{c["policy"]}, uid {c["uid"]}]: {c["outcome"]} {c["actual"]} {c.get("why", "")}'
+                       for c in bad[:6])
+    return Check("egress_any", ok, "egress-any proven as root and uid 65534", actual,
+                 detail or f"modules loaded: {' '.join(loaded) or 'none'}")
+
+
 def mutants_check(d: str, mutants: list) -> Check:
     """A row's `mutants`, run in its guest under the test-only agent, each
     point removed alone: some cell of each must escape, or the battery
@@ -296,7 +327,8 @@ def judge_guest(g: dict, d: str) -> Row:
     row.facts["cgroup"] = cgroup
     row.checks.append(Check("cgroup", cgroup is not None and got_cg == want_cg,
                             json.dumps(want_cg, sort_keys=True), json.dumps(got_cg, sort_keys=True),
-                            "memory.max -> oom, cpu.max throttles, cgroup.kill leaves nothing, pids.max refuses a fork (and the agent writes limits.pids)"))
+                            "memory.max -> oom, cpu.max throttles, cgroup.kill leaves nothing, pids.max refuses a fork; the agent writes limits.pids and "
+                            "limits.mem_gb (a job past it killed), runs from a child cgroup, and starved by memory.max never runs a job unconfined nor leaves one"))
     row.checks.append(battery_check(battery, e["battery"]))
     if e["battery"] == "pass":
         row.checks.append(scoping_check(battery, abi))
@@ -310,6 +342,8 @@ def judge_guest(g: dict, d: str) -> Row:
         row.checks.append(workloads_check(d, e["workloads"]))
     if g.get("mutants"):
         row.checks.append(mutants_check(d, g["mutants"]))
+    if g.get("egress_any"):
+        row.checks.append(egress_any_check(d, battery))
     if battery is not None and battery.get("landlock_abi") != abi:
         row.checks.append(Check("battery_abi", False, str(abi), str(battery.get("landlock_abi")),
                                 "oarbank-conform used another ABI than sandbox-report saw"))

@@ -110,8 +110,10 @@ else:
 
 # ---- the report itself: a wrong ABI in kernels.json turns its row red ----
 def _fake_guest(d, abi, verdict="ok", at_fault=(), battery_verdict="PASS", refused=False, cgroup=None,
-                catalogue_verdict="held", machine="x86_64", routes=()):
-    """A results directory as qemu-run.sh leaves it, for a guest that reported `abi`."""
+                catalogue_verdict="held", machine="x86_64", routes=(), egress_any=False):
+    """A results directory as qemu-run.sh leaves it, for a guest that reported
+    `abi` (with `egress_any`, its network world built and the egress-any
+    cells passed)."""
     res = d / "results"
     (res / "battery").mkdir(parents=True)
     (res / "machine").write_text(machine + "\n")
@@ -138,6 +140,14 @@ def _fake_guest(d, abi, verdict="ok", at_fault=(), battery_verdict="PASS", refus
                       "outcome": "PASS", "why": "", "detail": ""}
                      for probe, blocked in (("read_outside_grants", "blocked EACCES"), ("signal_outside", "blocked EPERM"))
                      for uid in (0, 65534)]}))
+    if egress_any:
+        b = json.loads((res / "battery" / "battery.json").read_text())
+        b["unconfined"].append({"probe": "egress_public_tcp4", "policy": "unconfined", "uid": 0,
+                                "expected": "escaped", "actual": "escaped", "outcome": "PASS", "why": "", "detail": ""})
+        b["confined"] += [{"probe": "egress_public_tcp4", "policy": "runner_egress_any", "uid": uid,
+                           "expected": "reached", "actual": "reached", "outcome": "PASS", "why": "", "detail": ""}
+                          for uid in (0, 65534)]
+        (res / "battery" / "battery.json").write_text(json.dumps(b))
 
 
 def _real_or_fake_results(tmp_path, guest_id):
@@ -147,7 +157,8 @@ def _real_or_fake_results(tmp_path, guest_id):
     e = ROWS[guest_id]["expect"]
     _fake_guest(tmp_path / "guests" / guest_id, e["landlock_abi"], e["verdict"], e.get("at_fault", []),
                 refused=e["battery"] == "refused", cgroup=e.get("cgroup"),
-                machine=matrix_report.MACHINE[ROWS[guest_id].get("arch", "amd64")], routes=e.get("routes", ()))
+                machine=matrix_report.MACHINE[ROWS[guest_id].get("arch", "amd64")], routes=e.get("routes", ()),
+                egress_any=bool(ROWS[guest_id].get("egress_any")))
     if e.get("broken_filter"):
         _fake_broken_filter(tmp_path / "guests" / guest_id, e["broken_filter"], "ESCAPED")
     return str(tmp_path)
@@ -313,7 +324,8 @@ def test_the_page_shows_both_architectures_side_by_side(tmp_path):
     for i in ids:
         g = ROWS[i]
         _fake_guest(tmp_path / "guests" / i, 6, cgroup=g["expect"]["cgroup"],
-                    machine=matrix_report.MACHINE[g.get("arch", "amd64")], routes=g["expect"].get("routes", ()))
+                    machine=matrix_report.MACHINE[g.get("arch", "amd64")], routes=g["expect"].get("routes", ()),
+                    egress_any=bool(g.get("egress_any")))
         if g["expect"].get("broken_filter"):
             _fake_broken_filter(tmp_path / "guests" / i, g["expect"]["broken_filter"], "ESCAPED")
         # The fake reports release "test": name the series as a real guest would.
@@ -464,3 +476,39 @@ def test_a_rows_mutants_must_each_be_caught_in_its_guest(tmp_path):
     assert not check().ok  # the second was not caught
     report(2, "ESCAPED")
     assert check().ok, check()
+
+
+def test_a_rows_egress_any_must_be_proven_in_its_guest(tmp_path):
+    """6.12 and 6.18 boot with the job network's stack, helper and their
+    kernel's modules (scripts/initramfs-egress-any.sh): their network world
+    must be built (each egress probe escaped unconfined) and each egress
+    probe's egress-any cell passed as root and uid 65534. A world that was
+    not built (the probes unsupported), an identity missing, or an
+    egress-any cell refused fails the row."""
+    assert sorted(i for i, g in ROWS.items() if g.get("egress_any")) == ["6.12", "6.18"]
+    g = ROWS["6.12"]
+    d, check = _fake_guest_check(tmp_path, g, "egress_any")
+    path = d / "results" / "battery" / "battery.json"
+    base = json.loads(path.read_text())
+
+    def battery(world="PASS", cell="PASS", uids=(0, 65534), refused=False):
+        b = json.loads(json.dumps(base))
+        for probe in ("egress_public_tcp4", "egress_nonpublic_tcp4"):
+            b["unconfined"].append({"probe": probe, "policy": "unconfined", "uid": 0, "expected": "escaped",
+                                    "actual": "escaped" if world == "PASS" else "unsupported", "outcome": world,
+                                    "why": "", "detail": ""})
+            b["confined"] += [{"probe": probe, "policy": "runner_egress_any", "uid": uid, "expected": "blocked",
+                               "actual": "blocked ECONNREFUSED", "outcome": cell, "why": "", "detail": ""}
+                              for uid in uids]
+        b["confined"].append({"probe": "read_outside_grants", "policy": "runner_egress_any", "uid": 0,
+                              "expected": "blocked EACCES", "actual": "refused (exit 70)" if refused else "blocked EACCES",
+                              "outcome": "PASS", "why": "", "detail": ""})
+        path.write_text(json.dumps(b))
+        return check()
+
+    assert not check().ok  # no egress probe ran at all
+    assert battery().ok, battery()
+    assert not battery(world="UNSUPPORTED", cell="UNSUPPORTED").ok  # no network world
+    assert not battery(cell="UNSUPPORTED").ok
+    assert not battery(uids=(0,)).ok  # uid 65534 never ran
+    assert not battery(refused=True).ok  # the policy was refused

@@ -2,9 +2,10 @@
 # /init of a kernel-matrix guest (busybox sh, PID 1). Built into the
 # initramfs by scripts/initramfs-build.sh; never run on a host.
 #
-# It makes the world the battery expects (proc, sysfs, securityfs,
+# It makes the world the battery expects (a tmpfs root, proc, sysfs, securityfs,
 # devtmpfs, a pure cgroup2 with +memory +cpu +pids in the root's subtree,
-# tmpfs on /tmp, loopback up, a `nobody` user, ptrace_scope 0), records what
+# tmpfs on /tmp, loopback up, a `nobody` user, ptrace_scope 0, and an
+# egress-any row's kernel modules), records what
 # the kernel offers (oarbank-agent sandbox-report, and its verdict for the
 # strict runner policy), checks the cgroup v2 leaf features the supervisor
 # relies on, runs oarbank-conform as root (the confined side as root and
@@ -23,6 +24,22 @@ export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 # cannot run an arm64 busybox to list its applets, so it links them here.
 [ -e /bin/mount ] || { /bin/busybox mount -t proc proc /proc; /bin/busybox --install -s; /bin/busybox umount /proc; }
 export HOME=/root LANG=C
+
+# The guest runs from a tmpfs root, as a booted system runs from a root
+# mount: the initramfs's own root (rootfs) is the one mount nothing can
+# pivot_root away from (EINVAL), which a job network's user-mode stack does
+# when it confines itself (slirp4netns --enable-sandbox). So the first /init
+# copies the tree into a tmpfs and switch_root runs this script again there.
+if [ -z "${OARBANK_TMPFS_ROOT:-}" ]; then
+  mkdir -p /newroot
+  mount -t tmpfs -o mode=0755 root /newroot
+  for f in /* /.[!.]*; do
+    [ -e "$f" ] || [ -L "$f" ] || continue
+    [ "$f" = /newroot ] || cp -a "$f" /newroot/
+  done
+  export OARBANK_TMPFS_ROOT=1
+  exec switch_root /newroot /init
+fi
 
 O=/oarbank
 OUT=/out
@@ -83,6 +100,16 @@ done
 # Loopback: the battery's host listeners are on 127.0.0.1 and ::1.
 ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up
 hostname oarbank-guest
+
+# A row with egress_any: its kernel's modules for the job network and the
+# battery's veth pair (scripts/initramfs-egress-any.sh), loaded before the
+# agent looks for them; the names it loaded go to modules-loaded.
+if [ -f $O/egress-any/modules ]; then
+  for m in $(cat $O/egress-any/modules); do
+    modprobe "$m" 2>>"$OUT/modprobe.err" && echo "$m" >>"$OUT/modules-loaded"
+  done
+  [ -s "$OUT/modprobe.err" ] || rm -f "$OUT/modprobe.err"
+fi
 
 # Unconfined ptrace probes must be able to prove their escape as root.
 [ -w /proc/sys/kernel/yama/ptrace_scope ] && echo 0 >/proc/sys/kernel/yama/ptrace_scope
@@ -166,6 +193,53 @@ agent_pids_limits=$(sed -n 's/.*"limits": "\([^"]*\)".*/\1/p' "$OUT/pids-run.jso
 case "$agent_pids_limits" in *pids.max=8*)
   grep -q -i 'fork\|resource temporarily' "$OUT/pids-run.json" && agent_pids=true ;;
 esac
+# memory.max, through the agent: --hard-limits writes limits.mem_gb (32 MiB)
+# into the job's leaf, where a job allocating 64 MiB is killed by the kernel
+# and the run says so; nothing of the job is left. Then the agent itself
+# starved: run inside a leaf whose memory.max (64 KiB to 2 MiB) leaves it
+# too little to start a job (ENOMEM, the leaf's OOM killer). Whatever it
+# does (refuses with 70, dies, or runs the job), the job never runs
+# unconfined: its write outside its grants ($V itself) must not land, no
+# job process may outlive it, and a job leaf a killed agent could not remove
+# is reaped by the next agent's start in the same cgroup (its limit lifted
+# for that start). The same leaf with no limit
+# (max) is the control: there the agent, which starts in a child cgroup as
+# under a service manager's delegation, must run the job (agent_in_child).
+agent_memory=false agent_memory_reason="" starved="" agent_in_child=false
+sed 's|^{|{"limits": {"mem_gb": 0.03125},|' $V/runner_strict.json >$V/runner_mem.json
+$O/sandbox/oarbank-agent run --unproven --hard-limits --json --timeout 20 $V/runner_mem.json -- \
+  /bin/dd if=/dev/zero of=/dev/null bs=64M count=1 >"$OUT/memory-run.json" 2>"$OUT/memory-run.err"
+agent_memory_reason=$(sed -n 's/.*"reason": "\([^"]*\)".*/\1/p' "$OUT/memory-run.json" | head -1)
+case "$agent_memory_reason" in *memory.max*)
+  ls -d $CG/oarbank-job-* >/dev/null 2>&1 || agent_memory=true ;;
+esac
+starved_ok=true
+for max in max 64K 256K 512K 1M 2M; do
+  marker=$V/escaped-$max
+  starved_cg=$CG/kmx-starved-$max
+  mkdir $starved_cg
+  echo "$max" >$starved_cg/memory.max 2>/dev/null
+  echo 0 >$starved_cg/memory.swap.max 2>/dev/null
+  sh -c "echo \$\$ >$starved_cg/cgroup.procs && exec $O/sandbox/oarbank-agent run --unproven --json --timeout 20 \
+    $V/runner_strict.json -- /bin/sh -c 'echo x >$marker; echo ran'" >"$OUT/starved-$max.json" 2>"$OUT/starved-$max.err"
+  rc=$?
+  sleep 0.5
+  left_procs=$(find $starved_cg -name cgroup.procs -exec cat {} + 2>/dev/null | wc -l)
+  killed_left=$(ls -d $starved_cg/oarbank-job-* 2>/dev/null | wc -l)
+  if [ "$killed_left" -gt 0 ]; then
+    echo max >$starved_cg/memory.max
+    sh -c "echo \$\$ >$starved_cg/cgroup.procs && exec $O/sandbox/oarbank-agent run --unproven --json --timeout 20 \
+      $V/runner_strict.json -- /bin/true" >/dev/null 2>&1
+  fi
+  left_leaves=$(ls -d $CG/oarbank-job-* $starved_cg/oarbank-job-* 2>/dev/null | wc -l)
+  escaped=false
+  [ -e "$marker" ] && escaped=true
+  case "$rc" in 0 | 70 | 137) ;; *) starved_ok=false ;; esac
+  [ "$max" = max ] && [ "$rc" = 0 ] && grep -q '"stdout": "ran' "$OUT/starved-$max.json" && agent_in_child=true
+  [ "$escaped" = false ] && [ "$left_leaves" -eq 0 ] && [ "$left_procs" -eq 0 ] || starved_ok=false
+  starved="$starved${starved:+, }{\"memory_max\": \"$max\", \"rc\": $rc, \"escaped\": $escaped, \"left_by_it\": $killed_left, \"left_after_next\": $left_leaves, \"left_procs\": $left_procs}"
+  rmdir $starved_cg/oarbank-supervisor $starved_cg 2>/dev/null
+done
 cat >"$OUT/cgroup.json" <<EOF
 {"mounted": $(grep -q ' /sys/fs/cgroup cgroup2 ' /proc/mounts && echo true || echo false),
  "controllers": "$(cat $CG/cgroup.controllers 2>/dev/null)",
@@ -174,9 +248,11 @@ cat >"$OUT/cgroup.json" <<EOF
  "cpu_throttle": $leaf_cpu, "nr_throttled": ${throttled:-0}, "usage_usec": ${usage:-0},
  "kill_file": $kill_file, "kill": $leaf_kill, "left_after_kill": $left,
  "pids": $leaf_pids, "pids_current": $pids_current, "pids_refused": ${pids_refused:-0},
- "agent_pids": $agent_pids, "agent_limits": "$agent_pids_limits"}
+ "agent_pids": $agent_pids, "agent_limits": "$agent_pids_limits",
+ "agent_memory": $agent_memory, "agent_memory_reason": "$agent_memory_reason",
+ "agent_starved": $starved_ok, "starved": [$starved], "agent_in_child": $agent_in_child}
 EOF
-say "cgroup leaf: memory.max oom=$leaf_mem cpu.max throttle=$leaf_cpu cgroup.kill=$leaf_kill pids.max=$leaf_pids (agent's leaf: $agent_pids)"
+say "cgroup leaf: memory.max oom=$leaf_mem cpu.max throttle=$leaf_cpu cgroup.kill=$leaf_kill pids.max=$leaf_pids (agent's leaf: pids $agent_pids, memory $agent_memory; starved agent: $starved_ok; agent in a child cgroup: $agent_in_child)"
 
 # ---- the battery ------------------------------------------------------
 # oarbank-conform over the guest's battery (the bare launcher's cells under

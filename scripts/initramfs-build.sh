@@ -11,7 +11,9 @@
 # escapes/catalogue.tsv, /etc/passwd
 # with root and nobody (65534). The static binaries come from a second build
 # directory, $OARBANK_STATIC_BUILD (default build-static), configured with
-# -DOARBANK_STATIC=ON -DOARBANK_TESTS=OFF. The guest needs no kernel modules.
+# -DOARBANK_STATIC=ON -DOARBANK_TESTS=OFF. It holds no kernel module: a row
+# that needs some (egress_any) boots with an archive of its own kernel's
+# (scripts/initramfs-egress-any.sh).
 # OARBANK_INITRAMFS_COMPRESS=zstd (default) or gzip: every kernel of the
 # matrix unpacks both (RD_ZSTD, RD_GZIP). The static binaries share most of
 # their bytes, which zstd's window finds: 6.5 MB against gzip's 33 MB, and

@@ -10,7 +10,8 @@
 # 2. fetches the kernels of fixtures/kernels.json into the cache
 #    (scripts/kernels-fetch.sh; $OARBANK_KERNEL_CACHE, default /var/cache/oarbank-kernels);
 # 3. builds the static harness and the initramfs (scripts/initramfs-build.sh)
-#    (and the workloads archive where a chosen row asks: initramfs-workloads.sh),
+#    (and the workloads archive where a chosen row asks: initramfs-workloads.sh;
+#    a row with egress_any its own egress-any archive: initramfs-egress-any.sh),
 #    and for arm64 guests the cross build (scripts/cross-arm64.sh) and its
 #    initramfs (OARBANK_ARCH=arm64);
 # 4. boots every guest (scripts/qemu-run.sh), --jobs at a time (default 2),
@@ -71,6 +72,7 @@ print(" ".join(i for i in sys.argv[4:] if rows[i].get(key) == value))' "$kernels
 }
 arm64_guests=$(rows_where arch '"arm64"')
 workload_guests=$(rows_where workloads true)
+egress_any_guests=$(rows_where egress_any true)
 t0=$SECONDS
 
 # 1. Tools.
@@ -78,6 +80,7 @@ need=(qemu-system-x86 cpio busybox-static zstd lz4 xz-utils binutils musl-tools
       cmake ninja-build g++ pkg-config libseccomp-dev nlohmann-json3-dev libcli11-dev python3-pytest)
 [[ -n "$arm64_guests" ]] && need+=(qemu-system-arm gcc-aarch64-linux-gnu g++-aarch64-linux-gnu file)
 [[ -n "$workload_guests" ]] && need+=(python3 tmux)
+[[ -n "$egress_any_guests" ]] && need+=(slirp4netns iproute2 kmod libnftables-dev)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -104,6 +107,12 @@ if [[ -n "$kernels" ]]; then
     OARBANK_WORKLOADS=$(scripts/initramfs-workloads.sh)
     export OARBANK_WORKLOADS
   fi
+  # A row with egress_any: the job network's stack, helper and that
+  # kernel's modules, in an archive of its own.
+  export OARBANK_EGRESS_ANY_DIR="$static/kernel-matrix"
+  for id in $egress_any_guests; do
+    scripts/initramfs-egress-any.sh "$id" "$OARBANK_EGRESS_ANY_DIR/egress-any-$id.cpio.zst" >/dev/null
+  done
   if [[ -n "$arm64_guests" ]]; then
     say "== arm64 cross build and initramfs ($arm64_guests)"
     t_cross=$SECONDS

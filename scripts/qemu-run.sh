@@ -16,7 +16,10 @@
 # Exit 0 when the guest delivered its results (whatever they say), 1 if not.
 #
 # A row with "workloads": true boots with the workloads archive
-# ($OARBANK_WORKLOADS, scripts/initramfs-workloads.sh) appended to its initrd.
+# ($OARBANK_WORKLOADS, scripts/initramfs-workloads.sh) appended to its initrd,
+# one with "egress_any": true its egress-any archive (egress-any-ID.cpio.zst
+# in $OARBANK_EGRESS_ANY_DIR, default build-static/kernel-matrix:
+# scripts/initramfs-egress-any.sh ID).
 # The guest's kernel command line gets its row's `append`, if it has one,
 # its `capped` ABIs as oarbank.capped=N,M, its `expect.broken_filter` as
 # oarbank.broken_filter=PROBE and its `mutants` as oarbank.mutants=M,M.
@@ -139,11 +142,22 @@ else
   console="console=ttyS0"
 fi
 command -v "$qemu" >/dev/null || die "needs $qemu (apt-get install qemu-system-x86 qemu-system-arm)"
+# The kernel unpacks concatenated archives in order: a row's extra archives
+# after the common one (workloads: the everyday programs; egress_any: the
+# job network's stack, helper and this kernel's modules).
+extra=()
 if [[ "$(row_of "$id" workloads)" == 1 ]]; then
-  # The kernel unpacks concatenated archives in order: the workloads' after the common one.
   workloads="${OARBANK_WORKLOADS:-$src/build-static/kernel-matrix/workloads.cpio.zst}"
   [[ -f "$workloads" ]] || die "no workloads archive at $workloads (run scripts/initramfs-workloads.sh)"
-  cat "$initramfs" "$workloads" >"$dir/initrd"
+  extra+=("$workloads")
+fi
+if [[ "$(row_of "$id" egress_any)" == 1 ]]; then
+  egress_any="${OARBANK_EGRESS_ANY_DIR:-$src/build-static/kernel-matrix}/egress-any-$id.cpio.zst"
+  [[ -f "$egress_any" ]] || die "no egress-any archive at $egress_any (run scripts/initramfs-egress-any.sh $id)"
+  extra+=("$egress_any")
+fi
+if ((${#extra[@]})); then
+  cat "$initramfs" "${extra[@]}" >"$dir/initrd"
   initramfs="$dir/initrd"
 fi
 
