@@ -687,18 +687,39 @@ def test_a_killed_watchdog_stops_its_broker_and_its_containers(store, job, uid):
     s.close()
 
 
+# A podman that drops the container's init and its lifeline, as a runtime
+# that ignored them would: only the next start on the range is left to act.
+NO_LIFELINE_PODMAN = """#!/bin/bash
+args=()
+for a in "$@"; do case "$a" in --init|--init-path=*|--preserve-fds=*) ;; *) args+=("$a") ;; esac; done
+exec {real} "${{args[@]}}"
+"""
+
+
+@pytest.mark.parametrize("lifeline", ["kept", "dropped"])
 @pytest.mark.parametrize("first", ["broker", "watchdog"])
-def test_what_a_broker_and_its_watchdog_both_killed_left_goes_at_the_next_start_on_their_range(store, first):
-    """Both killed at once, in either order: nothing is left to remove the
-    job's containers, and its range's lease died with its owner. The next
-    job that leases that range removes them before it serves; another live
-    job's containers, under their own range, are left alone."""
+def test_a_broker_and_its_watchdog_both_killed_end_their_containers_and_the_next_start_reaps_the_rest(
+        store, first, lifeline):
+    """Both killed at once, in either order, leave no one to remove the
+    job's containers, and its range's lease dies with its owner. Each
+    container's init still ends it within 5 s: the broker's end of its
+    lifeline closed with the broker. Where a runtime dropped the init
+    (a wrapper here), the container survives them, and the next job that
+    leases that range removes it before it serves; another live job's
+    containers, under their own range, are left alone either way."""
     dead_dir, other_dir, next_dir = job_dir(), job_dir(), job_dir()
+    wrappers = pathlib.Path(tempfile.mkdtemp(prefix="obk-rt-", dir="/tmp"))
+    env = os.environ.copy()
+    if lifeline == "dropped":
+        os.chmod(wrappers, 0o755)
+        (wrappers / "podman").write_text(NO_LIFELINE_PODMAN.format(real=shutil.which("podman")))
+        os.chmod(wrappers / "podman", 0o755)
+        env["PATH"] = f"{wrappers}:{env.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"
     other = Broker(store, other_dir, "broker-other")
     try:
         t = send(other, run_request(store, ["sleep", "600"], timeout_s=120))
         _, other_pid = running(store, "broker-other", conn=t)
-        dead = Broker(store, dead_dir, "broker-dead")
+        dead = Broker(store, dead_dir, "broker-dead", env=env)
         s = send(dead, run_request(store, ["sleep", "600"], timeout_s=120))
         _, dead_pid = running(store, "broker-dead", conn=s)
         (dead_lease,) = leases("broker-dead")
@@ -708,7 +729,10 @@ def test_what_a_broker_and_its_watchdog_both_killed_left_goes_at_the_next_start_
         dead.proc.communicate(timeout=60)
         assert eventually(lambda: not os.path.exists(f"/proc/{watchdog}"), timeout=10)
         s.close()
-        if not os.path.exists(f"/proc/{dead_pid}"):
+        if lifeline == "kept":
+            assert eventually(lambda: not os.path.exists(f"/proc/{dead_pid}"), timeout=5), \
+                "the container ran 5 s after its broker and watchdog died"
+        elif not os.path.exists(f"/proc/{dead_pid}"):
             pytest.skip("the broker removed the container before its SIGKILL landed: nothing left to reap")
         nxt = Broker(store, next_dir, "broker-next")
         try:
@@ -723,7 +747,7 @@ def test_what_a_broker_and_its_watchdog_both_killed_left_goes_at_the_next_start_
         t.close()
     finally:
         other.stop()
-        for d in (dead_dir, other_dir, next_dir):
+        for d in (dead_dir, other_dir, next_dir, wrappers):
             shutil.rmtree(d, ignore_errors=True)
 
 

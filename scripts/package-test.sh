@@ -65,7 +65,7 @@ trap 'exit 143' TERM
 
 step "build dependencies"
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-  build-essential debhelper dpkg-dev lintian fakeroot jq >/dev/null
+  build-essential debhelper dpkg-dev lintian fakeroot jq file >/dev/null
 DEBIAN_FRONTEND=noninteractive apt-get build-dep -y -qq ./ >/dev/null
 
 step "dpkg-buildpackage (in $out)"
@@ -91,6 +91,11 @@ dpkg -L oarbank-sandbox liboarbank-sandbox-dev | sort >"$out/installed-files"
 # Neither the test-only launcher nor the stub library (which runs nothing)
 # is ever part of a package.
 ! grep -q 'oarbank-agent-faulty' "$out/installed-files" || fail "the package ships oarbank-agent-faulty"
+# The broker's containers start with its init (static: it runs in any image).
+grep -qx '/usr/libexec/oarbank/oarbank-container-init' "$out/installed-files" ||
+  fail "the package ships no oarbank-container-init"
+file -L /usr/libexec/oarbank/oarbank-container-init | grep -q 'statically linked' ||
+  fail "oarbank-container-init is not static"
 for lib in $(grep '\.a$' "$out/installed-files"); do
   ! nm "$lib" 2>/dev/null | grep -q oarbank_sandbox_stub_build || fail "the package ships the stub library: $lib"
 done

@@ -60,8 +60,12 @@ inline constexpr uint64_t kMaxOutputBytes = 256ull << 20;  // per stream, writte
 inline constexpr long kPidsLimit = 4096;
 
 struct RuntimeConfig {
-  std::string podman;     // absolute path
-  std::string runc;       // absolute path
+  std::string podman;  // absolute path
+  std::string runc;    // absolute path
+  // oarbank-container-init (absolute, trusted): each container's first
+  // process, which ends the container when the broker's end of its
+  // lifeline closes, however the broker died.
+  std::string container_init;
   std::string state_dir;  // canonical, owned by the agent
   std::string job_id;     // [A-Za-z0-9_.-]{1,64}
   uid_t job_uid = 0;
@@ -83,15 +87,21 @@ inline std::string SeccompProfilePath(const RuntimeConfig& rt) { return rt.state
 // files; never recursive into a mount).
 void RemoveStaging(const RuntimeConfig& rt);
 
-// Whether a runtime works here: podman and runc on `path_env`, and this
-// process runs as root (the id maps need it). `detail` says what is missing.
+// Whether a runtime works here: podman and runc on `path_env`,
+// oarbank-container-init beside this binary or installed, only root able to
+// have written it, and this process runs as root (the id maps need it).
+// `detail` says what is missing.
 struct RuntimeProbe {
   bool available = false;
   std::string detail;
   std::string podman;
   std::string runc;
+  std::string container_init;
 };
 RuntimeProbe ProbeRuntime(const std::string& path_env);
+// Where oarbank-container-init is for `program` (a path to the running
+// binary): beside it when there, else the installed one.
+std::string ContainerInitPathFor(const std::string& program);
 
 bool IsJobId(const std::string& id);
 

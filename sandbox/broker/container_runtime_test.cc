@@ -3,6 +3,7 @@
 // and what never is (privileged, host network, devices, extra sockets), and
 // the runtime probe with a PATH lacking podman.
 #include "sandbox/broker/container_runtime.h"
+#include "sandbox/common/install_paths.h"
 
 #include <gtest/gtest.h>
 
@@ -22,6 +23,7 @@ RuntimeConfig Config() {
   RuntimeConfig rt;
   rt.podman = "/usr/bin/podman";
   rt.runc = "/usr/sbin/runc";
+  rt.container_init = "/usr/libexec/oarbank/oarbank-container-init";
   rt.state_dir = "/var/lib/oarbank/containers";
   rt.job_id = "job-7";
   rt.job_uid = 65534;
@@ -147,6 +149,29 @@ TEST(ContainerRuntime, EgressAndRootJobs) {
   EXPECT_TRUE(Has(argv, "--env=A=1"));
   EXPECT_TRUE(Has(argv, "--workdir=/out"));
   EXPECT_TRUE(Has(argv, "--entrypoint=[\"/bin/sh\",\"-c\"]"));
+}
+
+TEST(ContainerRuntime, EveryContainerStartsWithTheBrokersInitAndItsLifeline) {
+  const auto argv = BuildRunArgv(Config(), Request(), {"/s/0", "/s/1"}, "n");
+  EXPECT_TRUE(Has(argv, "--init"));
+  EXPECT_TRUE(Has(argv, "--init-path=/usr/libexec/oarbank/oarbank-container-init"));
+  EXPECT_TRUE(Has(argv, "--preserve-fds=1"));
+  // Options, all of them, before the image.
+  const auto image = std::find(argv.begin(), argv.end(), Request().image);
+  ASSERT_NE(image, argv.end());
+  EXPECT_LT(std::find(argv.begin(), argv.end(), "--init"), image);
+}
+
+TEST(ContainerRuntime, TheInitIsFoundBesideTheProgramOrInstalled) {
+  const auto dir = std::filesystem::temp_directory_path() / ("obk-init-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const auto program = (dir / "oarbank-agent").string();
+  close(open(program.c_str(), O_CREAT | O_WRONLY, 0755));
+  EXPECT_EQ(ContainerInitPathFor(program), OARBANK_CONTAINER_INIT);  // none beside it
+  const auto init = (dir / "oarbank-container-init").string();
+  close(open(init.c_str(), O_CREAT | O_WRONLY, 0755));
+  EXPECT_EQ(ContainerInitPathFor(program), init);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ContainerRuntime, ProbeWithoutPodmanOnPath) {

@@ -1,7 +1,9 @@
 #include "sandbox/broker/podman.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 
 #include "sandbox/broker/container_seccomp.h"
 #include "sandbox/broker/subid_ranges.h"
+#include "sandbox/common/install_paths.h"
 #include "sandbox/common/subprocess.h"
 #include "sandbox/common/trust_file.h"
 
@@ -34,20 +37,36 @@ std::string FindOnPath(const std::string& path_env, const std::string& name) {
 
 }  // namespace
 
+std::string ContainerInitPathFor(const std::string& program) {
+  char real[PATH_MAX];
+  if (realpath(program.c_str(), real) != nullptr) {
+    const std::string file = real;
+    const std::string beside = file.substr(0, file.rfind('/')) + "/oarbank-container-init";
+    if (access(beside.c_str(), X_OK) == 0) return beside;
+  }
+  return OARBANK_CONTAINER_INIT;
+}
+
 RuntimeProbe ProbeRuntime(const std::string& path_env) {
   RuntimeProbe p;
   p.podman = FindOnPath(path_env, "podman");
   p.runc = FindOnPath(path_env, "runc");
+  p.container_init = ContainerInitPathFor("/proc/self/exe");
+  auto init = ReadTrustedFile(p.container_init);
   if (p.podman.empty()) {
     p.detail = "podman is not on PATH (" + path_env + "): install Debian's podman, runc and uidmap";
   } else if (p.runc.empty()) {
     p.detail = "runc is not on PATH (" + path_env + "): crun refuses hybrid cgroups, so the broker needs runc";
+  } else if (!init.ok() || !init.value()) {
+    p.detail = "oarbank-container-init: " + (init.ok() ? p.container_init + " is not installed" : init.error().what) +
+               " (without it a container could outlive a dead broker)";
   } else if (geteuid() != 0) {
     p.detail = "the broker maps container ids to the job's subordinate range with --uidmap, which needs root";
   } else {
     p.available = true;
-    p.detail =
-        p.podman + " with " + p.runc + " (cgroupfs, vfs storage, container root mapped to the job's subordinate range)";
+    p.detail = p.podman + " with " + p.runc +
+               " (cgroupfs, vfs storage, container root mapped to the job's subordinate range, first process " +
+               p.container_init + ")";
   }
   return p;
 }

@@ -158,6 +158,7 @@ std::string PrepareRuntime(const BrokerArgs& args, Broker& b) {
   b.probe = ProbeRuntime(path ? path : "");
   b.runtime.podman = b.probe.podman;
   b.runtime.runc = b.probe.runc;
+  b.runtime.container_init = b.probe.container_init;
   if (b.probe.available) {
     if (std::string failed = PrepareState(b.runtime); !failed.empty()) {
       b.probe.available = false;
