@@ -122,7 +122,7 @@ void AddPlanPoints(std::vector<MutationPoint>& out, const Plan& plan) {
 
 }  // namespace
 
-std::vector<MutationPoint> MutationPoints(const Plan& plan, bool egress_any) {
+std::vector<MutationPoint> MutationPoints(const Plan& plan, NetMode net) {
   std::vector<MutationPoint> out;
   AddPlanPoints(out, plan);
   for (LaunchStep step : kSteps)
@@ -131,10 +131,20 @@ std::vector<MutationPoint> MutationPoints(const Plan& plan, bool egress_any) {
   for (const Skip& s : kSkips)
     out.push_back(
         {std::string(s.layer) + "." + s.name, s.layer, s.what, "OARBANK_FAULT_SKIP_STEP", s.name, s.supervised_only});
-  if (egress_any)
+  if (net == NetMode::kEgressAny)
     for (const auto& [name, what] : {std::pair{"job-ruleset-classes", "non-public address classes"},
                                      {"job-ruleset-host-addresses", "host addresses"}})
       out.push_back({std::string("egress.") + name, "egress", std::string("the egress-any ruleset's ") + what,
+                     "OARBANK_FAULT_SKIP_STEP", name, true});
+  // The proxy serves a job of `run` only (sandbox-exec has none): each
+  // check that refuses a destination (proxy_session.cc).
+  if (net == NetMode::kEgressAllowlist)
+    for (const auto& [name, what] :
+         {std::pair{"proxy-host-names", "refusal of IP literals and loopback names (localhost)"},
+          {"proxy-allowlist", "allowlist match of the requested host and port"},
+          {"proxy-public-only", "refusal of a name that resolves to a non-public address"},
+          {"proxy-own-host", "refusal of a name that resolves to an address of its own host"}})
+      out.push_back({std::string("egress.") + name, "egress", std::string("the job's proxy's ") + what,
                      "OARBANK_FAULT_SKIP_STEP", name, true});
   return out;
 }
@@ -164,6 +174,9 @@ bool RemovePlanPoint(const std::string& id, Plan& plan) {
     const uint64_t bit = bit_of(kNetRights, std::size(kNetRights), id.substr(13));
     ll.handled_net &= ~bit;
     for (auto& rule : ll.ports) rule.access &= ~bit;
+    // A port rule left with no right is gone with it (Landlock refuses an
+    // empty rule, which would refuse the whole launch instead).
+    std::erase_if(ll.ports, [](const auto& rule) { return rule.access == 0; });
     return bit != 0;
   }
   if (starts("landlock.scope.")) {
@@ -199,7 +212,7 @@ int MutationPointsMain(int argc, char** argv) {
   ProbeRootEtc(host);
   const Plan plan = PlanConfinement(policy.value(), host);
   nlohmann::ordered_json points = nlohmann::ordered_json::array();
-  for (const auto& p : MutationPoints(plan, policy.value().net().mode == NetMode::kEgressAny))
+  for (const auto& p : MutationPoints(plan, policy.value().net().mode))
     points.push_back({{"id", p.id},
                       {"layer", p.layer},
                       {"what", p.what},

@@ -29,9 +29,10 @@ struct MutationPoint {
   bool supervised_only = false;  // only a job of `run` has it
 };
 
-// Every point of `plan` (a policy's plan on this host). `egress_any`: the
-// policy's job gets an egress-any network.
-std::vector<MutationPoint> MutationPoints(const Plan& plan, bool egress_any);
+// Every point of `plan` (a policy's plan on this host). `net`: the
+// policy's network mode (egress-any: the job's ruleset; egress-allowlist:
+// the job's proxy's checks).
+std::vector<MutationPoint> MutationPoints(const Plan& plan, NetMode net);
 
 // Removes the plan point `id` (a MutationPoint's value for
 // OARBANK_FAULT_MUTANT) from `plan`; false for an id it does not know.

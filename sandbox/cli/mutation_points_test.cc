@@ -18,9 +18,9 @@ using testing::FakeHost;
 using testing::TempTree;
 
 // Plans of policies that together select every row of the seccomp table.
-std::vector<std::pair<Plan, bool>> EveryKindOfPlan(TempTree& tree) {
+std::vector<std::pair<Plan, NetMode>> EveryKindOfPlan(TempTree& tree) {
   const std::string broker = "\"broker\": \"" + tree.MakeSocket("broker.sock") + "\"";
-  std::vector<std::pair<Plan, bool>> plans;
+  std::vector<std::pair<Plan, NetMode>> plans;
   for (const char* net : {R"("net": {"mode": "none"})",
                           R"("net": {"mode": "egress-allowlist", "allow": ["a.example"], "proxy_port": 3128})",
                           R"("net": {"mode": "egress-any"})"})
@@ -29,8 +29,7 @@ std::vector<std::pair<Plan, bool>> EveryKindOfPlan(TempTree& tree) {
         std::string extra = std::string(net) + ", \"exec_writable\": " + exec_writable;
         if (with_broker) extra += ", " + broker;
         const Policy policy = tree.Runner(extra);
-        plans.emplace_back(PlanConfinement(policy, FakeHost(kNewestKnownAbiNumber)),
-                           policy.net().mode == NetMode::kEgressAny);
+        plans.emplace_back(PlanConfinement(policy, FakeHost(kNewestKnownAbiNumber)), policy.net().mode);
       }
   return plans;
 }
@@ -38,8 +37,8 @@ std::vector<std::pair<Plan, bool>> EveryKindOfPlan(TempTree& tree) {
 TEST(MutationPoints, EveryRowOfEveryTableIsAPoint) {
   TempTree tree;
   std::set<std::string> ids;
-  for (const auto& [plan, egress_any] : EveryKindOfPlan(tree))
-    for (const auto& p : MutationPoints(plan, egress_any)) ids.insert(p.id);
+  for (const auto& [plan, net] : EveryKindOfPlan(tree))
+    for (const auto& p : MutationPoints(plan, net)) ids.insert(p.id);
   const auto& table = SeccompRuleTable();
   for (size_t i = 0; i < table.size(); ++i)
     EXPECT_TRUE(ids.count("seccomp." + std::to_string(i) + "." + table[i].syscall))
@@ -67,7 +66,11 @@ TEST(MutationPoints, EveryRowOfEveryTableIsAPoint) {
                          "job.job-proc",
                          "gate.gate-inodes",
                          "egress.job-ruleset-classes",
-                         "egress.job-ruleset-host-addresses"})
+                         "egress.job-ruleset-host-addresses",
+                         "egress.proxy-host-names",
+                         "egress.proxy-allowlist",
+                         "egress.proxy-public-only",
+                         "egress.proxy-own-host"})
     EXPECT_TRUE(ids.count(id)) << id;
   for (LaunchStep step :
        {LaunchStep::kPlacement, LaunchStep::kCloseFds, LaunchStep::kNoNewPrivs, LaunchStep::kCoreDumps,
@@ -78,8 +81,8 @@ TEST(MutationPoints, EveryRowOfEveryTableIsAPoint) {
 
 TEST(MutationPoints, EachPlanPointRemovesWhatItNames) {
   TempTree tree;
-  for (const auto& [plan, egress_any] : EveryKindOfPlan(tree))
-    for (const auto& p : MutationPoints(plan, egress_any)) {
+  for (const auto& [plan, net] : EveryKindOfPlan(tree))
+    for (const auto& p : MutationPoints(plan, net)) {
       if (p.var != "OARBANK_FAULT_MUTANT") continue;
       Plan mutant = plan;
       ASSERT_TRUE(RemovePlanPoint(p.value, mutant)) << p.id;

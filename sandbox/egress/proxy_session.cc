@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "sandbox/common/fault_hooks.h"
 #include "sandbox/egress/proxy_impl.h"
 
 namespace oarbank::egress {
@@ -88,10 +89,11 @@ class Session : public std::enable_shared_from_this<Session> {
     method_ = req_.method;
     raw_host_ = req_.host;
     port_ = req_.port;
+    // FaultSkipStep: the test-only agent's mutation points (common/fault_hooks.h).
     auto host = NormalizeRequestHost(req_.host);
-    if (!host.ok()) return Refuse(403, host.error().what);
-    req_.host = host.value();
-    if (!ListAdmits(proxy_.config.allow, req_.host, req_.port))
+    if (!host.ok() && !FaultSkipStep("proxy-host-names")) return Refuse(403, host.error().what);
+    if (host.ok()) req_.host = host.value();
+    if (!ListAdmits(proxy_.config.allow, req_.host, req_.port) && !FaultSkipStep("proxy-allowlist"))
       return Refuse(403, req_.host + ":" + std::to_string(req_.port) + " is not in the allowlist");
     if (req_.kind == RequestKind::kPlainHttp && req_.transfer_encoding)
       return Refuse(501, "Transfer-Encoding request bodies are not proxied over plain HTTP (use CONNECT)");
@@ -122,7 +124,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (closed_ || responding_) return;
     if (!answer.ok()) return Refuse(502, req_.host + ": " + answer.error().what);
     for (const auto& ip : answer.value()) {
-      if (auto why = NonPublicReason(ip, proxy_.config.test_public))
+      if (auto why = NonPublicReason(ip, proxy_.config.test_public); why && !FaultSkipStep("proxy-public-only"))
         return Refuse(403, req_.host + " resolves to " + ip.ToString() + ", " + *why);
     }
     // An address of the proxy's own host reaches its services, whatever
@@ -131,7 +133,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto own = OwnAddresses();
     if (!own) return Refuse(403, "cannot read this host's addresses to check " + req_.host + " against them");
     for (const auto& ip : answer.value()) {
-      if (IsOwnAddress(ip, *own))
+      if (IsOwnAddress(ip, *own) && !FaultSkipStep("proxy-own-host"))
         return Refuse(403, req_.host + " resolves to " + ip.ToString() + ", an address of the proxy's own host");
     }
     addresses_ = std::move(answer).value();
