@@ -1,9 +1,7 @@
 #include "sandbox/broker/podman.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <signal.h>
-#include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +12,7 @@
 
 #include "sandbox/broker/container_seccomp.h"
 #include "sandbox/broker/subid_ranges.h"
+#include "sandbox/common/helper_path.h"
 #include "sandbox/common/install_paths.h"
 #include "sandbox/common/subprocess.h"
 #include "sandbox/common/trust_file.h"
@@ -38,13 +37,7 @@ std::string FindOnPath(const std::string& path_env, const std::string& name) {
 }  // namespace
 
 std::string ContainerInitPathFor(const std::string& program) {
-  char real[PATH_MAX];
-  if (realpath(program.c_str(), real) != nullptr) {
-    const std::string file = real;
-    const std::string beside = file.substr(0, file.rfind('/')) + "/oarbank-container-init";
-    if (access(beside.c_str(), X_OK) == 0) return beside;
-  }
-  return OARBANK_CONTAINER_INIT;
+  return HelperPathFor(program, "oarbank-container-init", OARBANK_CONTAINER_INIT);
 }
 
 RuntimeProbe ProbeRuntime(const std::string& path_env) {

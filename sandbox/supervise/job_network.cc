@@ -20,6 +20,7 @@
 #include <mutex>
 
 #include "sandbox/common/fault_hooks.h"
+#include "sandbox/common/helper_path.h"
 #include "sandbox/common/install_paths.h"
 #include "sandbox/common/subprocess.h"
 #include "sandbox/common/trust_file.h"
@@ -124,13 +125,7 @@ std::optional<std::string> Untrusted(const std::string& path) {
 }  // namespace
 
 std::string NetfilterHelperPathFor(const std::string& program) {
-  char real[PATH_MAX];
-  if (realpath(program.c_str(), real) != nullptr) {
-    const std::string file = real;
-    const std::string beside = file.substr(0, file.rfind('/')) + "/oarbank-netfilter";
-    if (access(beside.c_str(), X_OK) == 0) return beside;
-  }
-  return OARBANK_NETFILTER_HELPER;
+  return HelperPathFor(program, "oarbank-netfilter", OARBANK_NETFILTER_HELPER);
 }
 
 std::string NetfilterHelperPath() { return NetfilterHelperPathFor("/proc/self/exe"); }
