@@ -16,6 +16,7 @@ another ABI than its row, fails: it never skips.
 import copy
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -512,3 +513,19 @@ def test_a_rows_egress_any_must_be_proven_in_its_guest(tmp_path):
     assert not battery(cell="UNSUPPORTED").ok
     assert not battery(uids=(0,)).ok  # uid 65534 never ran
     assert not battery(refused=True).ok  # the policy was refused
+
+
+def test_the_egress_any_archive_loads_every_module_the_attestation_binds():
+    """scripts/initramfs-egress-any.sh copies and loads the modules the job
+    network relies on; the attestation binds the same list (stack_parts.cc,
+    StackKernelModules). A module added there and not here would leave the
+    guests proving egress-any without it."""
+    source = open(os.path.join(ROOT, "sandbox", "plan", "stack_parts.cc")).read()
+    body = source[source.index("StackKernelModules() {"):]
+    body = body[body.index("names = {") + len("names = {"):body.index("};")]
+    bound = set(re.findall(r'"([a-z0-9_]+)"', body))
+    script = open(os.path.join(ROOT, "scripts", "initramfs-egress-any.sh")).read()
+    roots = script[script.index("roots=(") + len("roots=("):]
+    roots = set(roots[:roots.index(")")].split())
+    assert len(bound) >= 10, bound
+    assert roots == bound | {"veth"}, (sorted(roots - bound), sorted(bound - roots))

@@ -40,8 +40,10 @@ for tool in cpio zstd ldd xz dpkg-deb depmod "$py"; do
 done
 export PATH="$PATH:/sbin:/usr/sbin"
 
-# The modules the job network needs (the attestation's list: tun, nf_tables
-# and its netlink, reject, ct, nat) and the battery's veth pair.
+# The modules the job network needs (the attestation's list,
+# StackKernelModules in sandbox/plan/stack_parts.cc: tun, nf_tables and its
+# netlink, reject, ct, nat) and the battery's veth pair; harness/
+# test_kernel_matrix.py holds the two lists equal.
 roots=(tun nfnetlink nf_tables nf_conntrack nf_nat nft_ct nft_nat nft_chain_nat nft_reject nft_reject_inet
   nf_reject_ipv4 nf_reject_ipv6 veth)
 
