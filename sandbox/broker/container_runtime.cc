@@ -81,20 +81,35 @@ std::vector<std::string> BuildRunArgv(const RuntimeConfig& rt, const RunRequest&
   // conmon's own bound, behind the broker's exact one: whole seconds, never
   // below what was asked (the broker kills at timeout_s itself).
   const long long backstop = static_cast<long long>(std::ceil(req.timeout_s)) + 1;
-  for (std::string a :
-       {std::string("run"), std::string("--rm"), std::string("--pull=never"), "--platform=" + req.platform,
-        "--name=" + name, "--label=oarbank.job=" + rt.job_id, "--cpu-period=" + std::to_string(kCpuPeriodUs),
-        "--cpu-quota=" + std::to_string(req.cpu_quota_us), "--memory=" + std::to_string(memory),
-        "--memory-swap=" + std::to_string(memory), "--pids-limit=" + std::to_string(kPidsLimit),
-        "--timeout=" + std::to_string(backstop), "--uidmap=" + map, "--gidmap=" + map,
-        req.network ? "--network=ns:" + rt.job_netns : std::string("--network=none"),
-        std::string("--security-opt=no-new-privileges"), "--security-opt=seccomp=" + SeccompProfilePath(rt),
-        std::string("--http-proxy=false"), std::string("--systemd=false"), std::string("--ipc=private"),
-        std::string("--pid=private"), std::string("--uts=private"), std::string("--cgroupns=private"),
-        std::string("--log-driver=none"),
-        // The container's first process is ours, with the
-        // broker's lifeline on its descriptor 3 (RunClient).
-        std::string("--init"), "--init-path=" + rt.container_init, std::string("--preserve-fds=1")})
+  // --init: the container's first process is ours, with the broker's
+  // lifeline on its descriptor 3 (--preserve-fds=1, RunClient).
+  for (std::string a : {std::string("run"),
+                        std::string("--rm"),
+                        std::string("--pull=never"),
+                        "--platform=" + req.platform,
+                        "--name=" + name,
+                        "--label=oarbank.job=" + rt.job_id,
+                        "--cpu-period=" + std::to_string(kCpuPeriodUs),
+                        "--cpu-quota=" + std::to_string(req.cpu_quota_us),
+                        "--memory=" + std::to_string(memory),
+                        "--memory-swap=" + std::to_string(memory),
+                        "--pids-limit=" + std::to_string(kPidsLimit),
+                        "--timeout=" + std::to_string(backstop),
+                        "--uidmap=" + map,
+                        "--gidmap=" + map,
+                        req.network ? "--network=ns:" + rt.job_netns : std::string("--network=none"),
+                        std::string("--security-opt=no-new-privileges"),
+                        "--security-opt=seccomp=" + SeccompProfilePath(rt),
+                        std::string("--http-proxy=false"),
+                        std::string("--systemd=false"),
+                        std::string("--ipc=private"),
+                        std::string("--pid=private"),
+                        std::string("--uts=private"),
+                        std::string("--cgroupns=private"),
+                        std::string("--log-driver=none"),
+                        std::string("--init"),
+                        "--init-path=" + rt.container_init,
+                        std::string("--preserve-fds=1")})
     argv.push_back(std::move(a));
   for (size_t i = 0; i < req.mounts.size() && i < sources.size(); ++i)
     argv.push_back("--volume=" + sources[i] + ":" + req.mounts[i].destination +

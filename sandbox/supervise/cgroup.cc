@@ -84,17 +84,7 @@ std::string ReadText(const std::string& path) {
 // hierarchy's root (the one cgroup without cgroup.type, which the
 // no-internal-process rule exempts).
 bool SitsInNonRootBase(const std::string& base) {
-  if (access((base + "/cgroup.type").c_str(), F_OK) != 0) return false;
-  const std::string self = std::to_string(getpid());
-  const std::string procs = ReadText(base + "/cgroup.procs");
-  size_t at = 0;
-  while (at < procs.size()) {
-    size_t end = procs.find('\n', at);
-    if (end == std::string::npos) end = procs.size();
-    if (procs.compare(at, end - at, self) == 0) return true;
-    at = end + 1;
-  }
-  return false;
+  return Exists(base + "/cgroup.type") && HasWord(ReadText(base + "/cgroup.procs"), std::to_string(getpid()));
 }
 
 // Moves the whole process into its own leaf below `base`.
