@@ -90,7 +90,7 @@ def with_resolv_conf(resolv_conf, cmd):
 
 
 class Proxy:
-    def __init__(self, workdir, allow, *extra, public=True, resolver=None, resolv_conf=None):
+    def __init__(self, workdir, allow, *extra, public=True, resolver=None, resolv_conf=None, env=None):
         self.log = pathlib.Path(workdir) / f"proxy-{time.monotonic_ns()}.log"
         # A resolver file is the test-only build's alone.
         cmd = [FAULTY if resolver else AGENT, "egress-proxy", "--listen", "127.0.0.1:0"]
@@ -104,7 +104,8 @@ class Proxy:
         if resolv_conf:
             cmd = with_resolv_conf(resolv_conf, cmd)
         self.err = open(self.log, "w")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.err, text=True)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.err, text=True,
+                                     env=None if env is None else {**os.environ, **env})
         line = self.proc.stdout.readline()
         assert line, "proxy did not start: " + self.log.read_text()
         self.ready = json.loads(line)
@@ -714,6 +715,39 @@ def test_lookups_under_a_wildcard_entry_are_rate_limited(world):
         s.close()
         assert status == 200
     finally:
+        assert p.stop() == 0
+
+
+@pytest.mark.parametrize("point", ["proxy-head-limit", "proxy-wildcard-rate", "proxy-connection-caps"])
+def test_each_limit_removed_as_the_mutation_run_removes_it_stops_refusing(world, point):
+    """The mutation run's proxy limits are real points: with the variable
+    the analysis sets, the test-only build admits what the limit refuses
+    above (no probe can turn a limit into reach, so the analysis explains
+    them and these tests are the evidence that each one answers)."""
+    limit = {"proxy-head-limit": ["--max-header-bytes", "1024"],
+             "proxy-wildcard-rate": ["--wildcard-lookups-per-second", "1"],
+             "proxy-connection-caps": ["--max-connections", "2", "--max-connections-per-client", "1"]}[point]
+    p = Proxy(world["work"], ["allowed.test", "*.wild.test"], *limit, resolver=world["resolver"],
+              env={"OARBANK_FAULT_SKIP_STEP": point})
+    held = []
+    try:
+        if point == "proxy-head-limit":
+            status, reason, s, _ = request(p.port, b"CONNECT allowed.test:443 HTTP/1.1\r\nX: " + b"a" * 2000 + b"\r\n\r\n")
+            held.append(s)
+            assert status == 200, reason
+        elif point == "proxy-wildcard-rate":
+            for _ in range(7):
+                status, reason, s, _ = connect(p.port, "a.wild.test:443")
+                s.close()
+                assert status == 200, reason
+        else:
+            for _ in range(3):
+                status, reason, s, _ = connect(p.port, "allowed.test:443")
+                held.append(s)
+                assert status == 200, reason
+    finally:
+        for h in held:
+            h.close()
         assert p.stop() == 0
 
 

@@ -137,13 +137,17 @@ std::vector<MutationPoint> MutationPoints(const Plan& plan, NetMode net) {
       out.push_back({std::string("egress.") + name, "egress", std::string("the egress-any ruleset's ") + what,
                      "OARBANK_FAULT_SKIP_STEP", name, true});
   // The proxy serves a job of `run` only (sandbox-exec has none): each
-  // check that refuses a destination (proxy_session.cc).
+  // check that refuses a destination, and each limit on what one client
+  // takes of it (proxy_session.cc).
   if (net == NetMode::kEgressAllowlist)
     for (const auto& [name, what] :
          {std::pair{"proxy-host-names", "refusal of IP literals and loopback names (localhost)"},
           {"proxy-allowlist", "allowlist match of the requested host and port"},
           {"proxy-public-only", "refusal of a name that resolves to a non-public address"},
-          {"proxy-own-host", "refusal of a name that resolves to an address of its own host"}})
+          {"proxy-own-host", "refusal of a name that resolves to an address of its own host"},
+          {"proxy-wildcard-rate", "rate limit on lookups of names under a wildcard entry"},
+          {"proxy-head-limit", "limit on a request head's size"},
+          {"proxy-connection-caps", "caps on its connections, in all and from one client"}})
       out.push_back({std::string("egress.") + name, "egress", std::string("the job's proxy's ") + what,
                      "OARBANK_FAULT_SKIP_STEP", name, true});
   return out;

@@ -70,7 +70,10 @@ TEST(MutationPoints, EveryRowOfEveryTableIsAPoint) {
                          "egress.proxy-host-names",
                          "egress.proxy-allowlist",
                          "egress.proxy-public-only",
-                         "egress.proxy-own-host"})
+                         "egress.proxy-own-host",
+                         "egress.proxy-wildcard-rate",
+                         "egress.proxy-head-limit",
+                         "egress.proxy-connection-caps"})
     EXPECT_TRUE(ids.count(id)) << id;
   for (LaunchStep step :
        {LaunchStep::kPlacement, LaunchStep::kCloseFds, LaunchStep::kNoNewPrivs, LaunchStep::kCoreDumps,

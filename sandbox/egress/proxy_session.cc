@@ -36,7 +36,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // client already holds max_connections_per_client.
   bool TakeClientSlot() {
     std::lock_guard lock(proxy_.clients_mu);
-    return ++proxy_.per_client[client_key_] <= proxy_.config.max_connections_per_client;
+    return ++proxy_.per_client[client_key_] <= proxy_.config.max_connections_per_client ||
+           FaultSkipStep("proxy-connection-caps");
   }
 
   void Start() {
@@ -72,8 +73,9 @@ class Session : public std::enable_shared_from_this<Session> {
       if (ec) return self->Close();  // the client left before finishing its head
       self->head_.append(self->chunk_.data(), n);
       const auto end = FindHeadEnd(self->head_);
-      if (end && *end <= self->proxy_.config.max_header_bytes) return self->HandleHead(*end);
-      if (self->head_.size() > self->proxy_.config.max_header_bytes)
+      const bool unbounded = FaultSkipStep("proxy-head-limit");
+      if (end && (*end <= self->proxy_.config.max_header_bytes || unbounded)) return self->HandleHead(*end);
+      if (self->head_.size() > self->proxy_.config.max_header_bytes && !unbounded)
         return self->Refuse(
             431, "request head larger than " + std::to_string(self->proxy_.config.max_header_bytes) + " bytes");
       self->ReadHead();
@@ -98,7 +100,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (req_.kind == RequestKind::kPlainHttp && req_.transfer_encoding)
       return Refuse(501, "Transfer-Encoding request bodies are not proxied over plain HTTP (use CONNECT)");
     body_left_ = req_.kind == RequestKind::kPlainHttp ? req_.content_length.value_or(0) : 0;
-    if (auto entry = proxy_.OverWildcardRate(req_.host, req_.port)) {
+    if (auto entry = proxy_.OverWildcardRate(req_.host, req_.port); entry && !FaultSkipStep("proxy-wildcard-rate")) {
       char rate[32];
       snprintf(rate, sizeof rate, "%g", proxy_.config.wildcard_lookups_per_second);
       return Refuse(429, "too many lookups under " + *entry + " (limit " + rate + " a second)");
@@ -417,7 +419,7 @@ void EgressProxy::Impl::Accept() {
     const size_t now = ++active;
     auto session = std::make_shared<Session>(*this, std::move(socket));
     const bool client_ok = session->TakeClientSlot();
-    if (now > config.max_connections)
+    if (now > config.max_connections && !FaultSkipStep("proxy-connection-caps"))
       session->RefuseBusy();
     else if (!client_ok)
       session->RefuseClientBusy();
