@@ -6,7 +6,8 @@
 // supervisor's uid owns the job's user namespace, so it holds every
 // capability there) and:
 //
-//   apply    installs the ruleset read from stdin in one transaction, then
+//   apply    installs the ruleset read from stdin in one transaction, makes
+//            the stack's tap0 (persistent, see MakePersistentTap), then
 //            prints the ruleset as the kernel now holds it (no counters)
 //   list     prints the ruleset as the kernel holds it (no counters)
 //   dropped  prints the sum of the packets the ruleset's counters dropped
@@ -18,12 +19,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <nftables/libnftables.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <string>
@@ -90,6 +94,29 @@ bool HasGlobalIpv6(const char* interface) {
   return found;
 }
 
+// Makes the stack's tap0 beforehand and persistent (the stack attaches to
+// it; a tap device of this name and flags is what it asks for). A tap that
+// ends with its last descriptor is unregistered in that close, which waits
+// for an RCU barrier (about 15 ms here) in the stack's exit and so in every
+// egress-any job's end; a persistent one goes with the job's network
+// namespace instead, which the kernel tears down asynchronously once the
+// job and the supervisor have let go of it. Nothing in the job can attach to
+// it: its /dev has no net/tun, and a tap takes one attachment, the stack's.
+bool MakePersistentTap(std::string* why) {
+  const int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    *why = std::string("open /dev/net/tun: ") + strerror(errno);
+    return false;
+  }
+  ifreq req{};
+  snprintf(req.ifr_name, sizeof req.ifr_name, "tap0");
+  req.ifr_flags = IFF_TAP | IFF_NO_PI;
+  const bool ok = ioctl(fd, TUNSETIFF, &req) == 0 && ioctl(fd, TUNSETPERSIST, 1) == 0;
+  if (!ok) *why = std::string("make tap0: ") + strerror(errno);
+  close(fd);
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -130,6 +157,7 @@ int main(int argc, char** argv) {
     }
     nft_ctx_unbuffer_error(ctx);
     SkipAddressDetection();
+    if (std::string why; !MakePersistentTap(&why)) return Fail(why);
   }
   if (!List(ctx, mode != "dropped", &out, &err)) return Fail("list the ruleset: " + err);
   if (mode == "dropped")

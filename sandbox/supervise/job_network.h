@@ -8,7 +8,9 @@
 //   supervisor (JobNetwork::Start)
 //     opens /proc/<init>/ns/{user,net}; runs oarbank-netfilter (libnftables,
 //     netfilter_main.cc) in them to install RulesetText (job_ruleset.h): out
-//     only to public addresses and the stack's resolver, in only replies;
+//     only to public addresses and the stack's resolver, in only replies,
+//     and to make tap0 persistent, so the stack's exit does not wait on the
+//     kernel unregistering it (the namespace's teardown does, asynchronously);
 //     then starts slirp4netns on that namespace (tap0 10.0.2.100/24,
 //     resolver 10.0.2.3 and fd00::3, --disable-host-loopback: the gateway
 //     10.0.2.2 is not the host's loopback, and the ruleset drops it anyway);
