@@ -19,7 +19,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
+#include <linux/ethtool.h>
 #include <linux/if_tun.h>
+#include <linux/sockios.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <nftables/libnftables.h>
@@ -28,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <string>
@@ -94,6 +97,40 @@ bool HasGlobalIpv6(const char* interface) {
   return found;
 }
 
+// Has the kernel apply the interface's pending carrier change now. The
+// stack attaches to tap0 (carrier on) and brings it up; IPv6 configures an
+// interface only once its operational state is up, which the kernel's link
+// watcher sets from the carrier, batching those changes across the whole
+// system to one round a second. After another interface's change anywhere
+// on the host (another job's, a container's) tap0 would wait up to that
+// second. Asking for the link's state through ethtool (no privilege needed)
+// makes a kernel whose ethtool link query syncs the link watcher (6.18
+// does) settle this interface's pending change first; on one that does not
+// the question is harmless and the wait is what it was.
+void SettleLinkState(const char* interface) {
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  ethtool_value link{};
+  link.cmd = ETHTOOL_GLINK;
+  ifreq req{};
+  snprintf(req.ifr_name, sizeof req.ifr_name, "%s", interface);
+  req.ifr_data = reinterpret_cast<char*>(&link);
+  (void)ioctl(fd, SIOCETHTOOL, &req);
+  close(fd);
+}
+
+// Waits at most 3 s for the interface's global IPv6 address, which follows
+// the stack's router advertisement once the interface is up (checked every
+// 20 ms; it is usually there at the first look).
+bool AwaitGlobalIpv6(const char* interface) {
+  for (int i = 0; i < 150; ++i) {
+    SettleLinkState(interface);
+    if (HasGlobalIpv6(interface)) return true;
+    usleep(20000);
+  }
+  return HasGlobalIpv6(interface);
+}
+
 // Makes the stack's tap0 beforehand and persistent (the stack attaches to
 // it; a tap device of this name and flags is what it asks for). A tap that
 // ends with its last descriptor is unregistered in that close, which waits
@@ -131,8 +168,7 @@ int main(int argc, char** argv) {
   close(kUserNamespaceFd);
   close(kNetNamespaceFd);
   if (mode == "await") {
-    for (int i = 0; i < 150 && !HasGlobalIpv6("tap0"); ++i) usleep(20000);
-    puts(HasGlobalIpv6("tap0") ? "ipv6" : "no ipv6");
+    puts(AwaitGlobalIpv6("tap0") ? "ipv6" : "no ipv6");
     return fflush(stdout) == 0 ? 0 : 1;
   }
   nft_ctx* ctx = nft_ctx_new(NFT_CTX_DEFAULT);
