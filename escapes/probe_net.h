@@ -84,7 +84,8 @@ static inline void probe_net_verdict(const struct probe_net_tally *t, long port)
  * at once, non-blocking, each given 3 s: a refusal by ICMP can take the
  * SYN's first retransmission (a second) to reach connect(). Each connection
  * made says the probe's name (the listeners attribute what reaches them by
- * it). Ends the probe with probe_net_verdict. */
+ * it). Ends the probe with probe_net_verdict, as soon as one connection is
+ * made or every one is answered. */
 static inline void probe_net_connect_all(const char *list, long port) {
   struct probe_net_tally t = {{0}, {0}, 0, 0, 0};
   char copy[1024], *names[32];
@@ -108,7 +109,9 @@ static inline void probe_net_connect_all(const char *list, long port) {
     probe_net_note(&t, a, errno);
     close(fd);
   }
-  for (int left = pending, waited = 0; left > 0 && waited < 3000; waited += 50) {
+  /* Once one got through the verdict is known (escaped): the rest are not
+   * waited for. */
+  for (int left = pending, waited = 0; left > 0 && waited < 3000 && !*t.reached; waited += 50) {
     if (poll(fds, (nfds_t)pending, 50) < 0 && errno != EINTR) break;
     for (int i = 0; i < pending; ++i) {
       if (fds[i].fd < 0 || fds[i].revents == 0) continue;
@@ -124,7 +127,7 @@ static inline void probe_net_connect_all(const char *list, long port) {
   }
   for (int i = 0; i < pending; ++i)
     if (fds[i].fd >= 0) {
-      probe_net_note(&t, names[i], ETIMEDOUT);
+      if (!*t.reached) probe_net_note(&t, names[i], ETIMEDOUT);
       close(fds[i].fd);
     }
   probe_net_verdict(&t, port);
