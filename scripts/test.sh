@@ -57,7 +57,7 @@ ninja -C build-stub
 ctest --test-dir build-stub --output-on-failure
 
 echo "== pytest"
-/usr/bin/python3 -m pytest -q harness
+/usr/bin/python3 -m pytest -q -rs harness  # -rs: every skipped test says why
 
 echo "== soaks (bounded: what ran and what was left, 0 expected)"
 scripts/soak.sh 50 200 90
