@@ -44,8 +44,8 @@ def launches(lines, program):
             launch = owner[pid]
             launch["events"].append((f'{launch["role"][pid]} exec', t))
         elif name == "sched_process_exit":
-            launch = owner.get(pid)
-            if launch is None or pid not in launch["role"]:
+            launch = owner.pop(pid, None)  # the pid may be reused by a later launch
+            if launch is None:
                 continue
             launch["events"].append((f'{launch["role"][pid]} exit', t))
             if launch["role"][pid] == "top":

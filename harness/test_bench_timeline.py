@@ -76,6 +76,15 @@ def test_the_commonest_sequence_wins_and_its_medians_are_reported(tmp_path):
     assert rows(r.stdout)["top.1.1 exec"] == (1.0, 3.0)
 
 
+def test_a_pid_reused_by_a_later_launch_starts_it_afresh(tmp_path):
+    lines = []
+    launch(lines, 0.0, top=10, keeper=11, init=12, stray=900)
+    launch(lines, 100.0, top=12, keeper=13, init=14, stray=910)  # the first launch's init pid, now a new agent
+    r = timeline(tmp_path, lines)
+    assert r.returncode == 0, r.stderr
+    assert "2 launches, 2 in the commonest sequence" in r.stdout
+
+
 def test_no_launch_of_the_program_is_an_error(tmp_path):
     r = timeline(tmp_path, ["  bash 1 [000] 1.000000: sched:sched_process_exit: comm=bash pid=1 prio=120 group_dead=true"])
     assert r.returncode != 0 and "no launch of /opt/x/agent" in r.stderr
