@@ -99,9 +99,10 @@ struct HostFacts {
 };
 
 // Which facts a probe reads. Everything by default (the report, the
-// supervisor, the battery). The launcher's plan reads no cgroup fact and GPU
-// nodes only for devices.gpu, so it skips the rest (LaunchProbeScope): about
-// a tenth of a launch here. A fact not read stays at its "unavailable"
+// battery). The launcher's plan reads no cgroup fact and GPU nodes only for
+// devices.gpu, so it skips the rest (LaunchProbeScope): about a tenth of a
+// launch here; the supervisor's reads GPU nodes only for devices.gpu too
+// (SupervisedProbeScope). A fact not read stays at its "unavailable"
 // default, so a plan that did come to need it would refuse, never run wider.
 struct ProbeScope {
   bool cgroup = true;

@@ -79,8 +79,14 @@ JobPlan PlanSupervisedJob(const Policy& policy, const HostFacts& host, const cag
   return plan;
 }
 
-HostFacts ProbeSupervisedHost(int abi_cap, JobNetworkProbeDepth depth) {
-  HostFacts host = ProbeHost(abi_cap);
+ProbeScope SupervisedProbeScope(const Policy& policy) {
+  ProbeScope scope;
+  scope.gpu_nodes = policy.gpu() == GpuMode::kCompute;
+  return scope;
+}
+
+HostFacts ProbeSupervisedHost(int abi_cap, JobNetworkProbeDepth depth, ProbeScope scope) {
+  HostFacts host = ProbeHost(abi_cap, scope);
   host.job_network =
       SupervisedJobNetworkFacts(depth != JobNetworkProbeDepth::kNone, depth == JobNetworkProbeDepth::kTrial);
   ProbeRootEtc(host);

@@ -52,10 +52,17 @@ enum class JobNetworkProbeDepth {
   kTrial,  // and a real attempt on a throw-away namespace pair (the report)
 };
 
-// The facts a supervised job meets: ProbeHost's (with `abi_cap`), its
-// network at `depth` (job_network.h), and for root the idmapped /etc view
-// (root_etc.h), whose proof copy is dropped: each job's keeper makes its own.
-HostFacts ProbeSupervisedHost(int abi_cap, JobNetworkProbeDepth depth);
+// What a supervised job's plan reads of the host: every fact but the GPU
+// nodes, which only devices.gpu = "compute" grants (listing /dev is most of
+// the probe's user time). A fact left unread stays at its default, so a plan
+// that came to need it would grant less, never more.
+ProbeScope SupervisedProbeScope(const Policy& policy);
+
+// The facts a supervised job meets: ProbeHost's (with `abi_cap`, within
+// `scope`), its network at `depth` (job_network.h), and for root the
+// idmapped /etc view (root_etc.h), whose proof copy is dropped: each job's
+// keeper makes its own.
+HostFacts ProbeSupervisedHost(int abi_cap, JobNetworkProbeDepth depth, ProbeScope scope = {});
 
 // The plan as the report prints it ($.supervisor.job, docs/json/report.md).
 nlohmann::ordered_json JobPlanReport(const JobPlan& plan);

@@ -3,7 +3,9 @@
 #include "sandbox/supervise/job_plan.h"
 
 #include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
 
+#include "sandbox/plan/report.h"
 #include "sandbox/testing/test_util.h"
 
 namespace oarbank {
@@ -124,6 +126,42 @@ TEST(JobPlanTest, TheReportPrintsThePlanItself) {
   const nlohmann::ordered_json refused = JobPlanReport(PlanSupervisedJob(tree.Runner(), old, {}));
   EXPECT_FALSE(refused["runnable"].get<bool>());
   EXPECT_EQ(refused["refusal"], "abi_floor: this host's Landlock ABI is 0, below the floor 1");
+}
+
+// What the supervisor does not probe (SupervisedProbeScope: GPU nodes
+// unless devices.gpu = "compute") cannot change a job's plan: the same with
+// GPU nodes present as with them left unread, whatever the ABI and policy.
+RC_GTEST_PROP(JobPlanProperty, TheSupervisorsProbeScopeLeavesOutNothingThePlanReads, ()) {
+  static TempTree tree;
+  const int abi = *rc::gen::inRange(0, kNewestKnownAbiNumber + 2);
+  const bool gpu = *rc::gen::arbitrary<bool>();
+  std::string extra = *rc::gen::arbitrary<bool>() ? R"("exec_writable": true)" : R"("exec_writable": false)";
+  if (gpu) extra += R"(, "devices": {"gpu": "compute"})";
+  const Policy policy = tree.Runner(extra);
+  HostFacts full = DelegatedHost({"cpu", "memory", "pids"});
+  full.landlock_abi = abi;
+  full.gpu_nodes = {"/dev/dri", "/dev/kfd"};
+  const ProbeScope scope = SupervisedProbeScope(policy);
+  RC_ASSERT(scope.gpu_nodes == gpu);
+  RC_ASSERT(scope.cgroup);
+  HostFacts scoped = full;
+  if (!scope.gpu_nodes) scoped.gpu_nodes.clear();
+  const JobPlan a = PlanSupervisedJob(policy, full, {});
+  const JobPlan b = PlanSupervisedJob(policy, scoped, {});
+  RC_ASSERT(JobPlanReport(a).dump() == JobPlanReport(b).dump());
+  RC_ASSERT(PlanReport(a.confinement).dump() == PlanReport(b.confinement).dump());
+}
+
+// On this host: a job without devices.gpu leaves /dev unlisted, and still
+// reads what its plan needs (the cgroup facts).
+TEST(JobPlanTest, TheSupervisedProbeListsGpuNodesOnlyForAGpuJob) {
+  TempTree tree;
+  const HostFacts plain = ProbeSupervisedHost(-1, JobNetworkProbeDepth::kNone, SupervisedProbeScope(tree.Runner()));
+  EXPECT_TRUE(plain.gpu_nodes.empty());
+  EXPECT_TRUE(plain.cgroup.probed);
+  const HostFacts gpu = ProbeSupervisedHost(-1, JobNetworkProbeDepth::kNone,
+                                            SupervisedProbeScope(tree.Runner(R"("devices": {"gpu": "compute"})")));
+  EXPECT_EQ(gpu.gpu_nodes, ProbeHost().gpu_nodes);
 }
 
 }  // namespace

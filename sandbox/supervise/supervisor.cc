@@ -382,9 +382,10 @@ Job Start(const Policy& policy, const std::vector<std::string>& argv, const RunO
   };
   TakeOptions(s, options);
   if (argv.empty()) return refuse("argv: empty");
-  const HostFacts host = ProbeSupervisedHost(options.landlock_abi_max, policy.net().mode == NetMode::kEgressAny
-                                                                           ? JobNetworkProbeDepth::kParts
-                                                                           : JobNetworkProbeDepth::kNone);
+  const HostFacts host = ProbeSupervisedHost(
+      options.landlock_abi_max,
+      policy.net().mode == NetMode::kEgressAny ? JobNetworkProbeDepth::kParts : JobNetworkProbeDepth::kNone,
+      SupervisedProbeScope(policy));
   JobPlan plan = PlanSupervisedJob(policy, host, options);
   TakePlan(s, plan);
   if (hooks.trace) hooks.trace->plan = plan.confinement;
