@@ -129,6 +129,20 @@ TEST(GateReadingTest, EachMissingStepIsNamed) {
   EXPECT_EQ(CheckGateReading(ParseProcStatus(""), 43), "PPid is absent, not the job's init 43");
 }
 
+// The supervisor's own namespaces, read before a job's gate, are this
+// process's: each kind the gate can compare, as the kernel names it.
+TEST(GateReadingTest, TheSupervisorsOwnNamespacesAreThisProcesss) {
+  const auto& own = OwnNamespaces();
+  ASSERT_EQ(own.size(), 8u);
+  for (const auto& [kind, link] : own) {
+    char buf[128] = {};
+    ASSERT_GT(readlink(("/proc/self/ns/" + kind).c_str(), buf, sizeof buf - 1), 0) << kind;
+    EXPECT_EQ(link, buf) << kind;
+    EXPECT_EQ(link.rfind(kind + ":[", 0), 0u) << link;
+  }
+  EXPECT_EQ(&OwnNamespaces(), &own);  // read once
+}
+
 TEST(GateReadingTest, WritableGrantsMustBeMountedNoexec) {
   const std::string info =
       "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
@@ -137,6 +151,9 @@ TEST(GateReadingTest, WritableGrantsMustBeMountedNoexec) {
       "92 22 8:1 /srv/a\\040b /srv/a\\040b rw,noexec - ext4 /dev/vda rw\n";
   EXPECT_EQ(CheckNoexecMounts(info, {"/srv/w", "/srv/a b"}), std::nullopt);
   EXPECT_EQ(CheckNoexecMounts(info, {"/srv/w", "/srv/x"}), "/srv/x");
+  // The escaped text is not a path of its own: a grant whose name holds a
+  // backslash is not the mount of "/srv/a b".
+  EXPECT_EQ(CheckNoexecMounts(info, {"/srv/a\\040b"}), "/srv/a\\040b");
   // The last mount on a path wins: a later exec mount over the noexec one.
   EXPECT_EQ(CheckNoexecMounts(info + "93 91 8:1 /srv/w /srv/w rw - ext4 /dev/vda rw\n", {"/srv/w"}), "/srv/w");
 }

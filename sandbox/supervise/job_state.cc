@@ -189,7 +189,10 @@ void Job::State::OnStatus() {
     return;
   }
   switch (r.kind) {
-    case Record::kInitPid: init = r.value; break;
+    case Record::kInitPid:
+      init = r.value;
+      OnInitReported();
+      break;
     case Record::kSetupFailed: Refuse(std::string(r.stage) + ": " + r.detail + ErrnoText(r.err)); break;
     case Record::kModuleExit:
       module_exited = true;
@@ -211,10 +214,7 @@ void Job::State::AwaitStatus() {
   OnStatus();
 }
 
-void Job::State::Verify(pid_t launcher) {
-  // init's pid was sent before init was released, so it is in the pipe.
-  while (init <= 0 && status.valid() && !aborted) AwaitStatus();
-  if (init <= 0) return Refuse("gate: the job's init never reported");
+void Job::State::OnInitReported() {
   // The keeper made the leaf before it cloned init.
   if (leaf) {
     leaf->ReadFeatures();
@@ -222,6 +222,13 @@ void Job::State::Verify(pid_t launcher) {
         std::string("leaf with ") + (leaf->has_kill() ? "cgroup.kill" : "no cgroup.kill (Linux < 5.14)") +
         (leaf->has_freeze() ? ", cgroup.freeze" : "") + ", limits " + result.container.limits;
   }
+  OwnNamespaces();
+}
+
+void Job::State::Verify(pid_t launcher) {
+  // init's pid was sent before init was released, so it is in the pipe.
+  while (init <= 0 && status.valid() && !aborted) AwaitStatus();
+  if (init <= 0) return Refuse("gate: the job's init never reported");
   FaultPause("supervisor-init-reported", keeper, init);
   const GateCheck check = VerifyConfined(launcher, init, gate_wants);
   result.container.verified = check.reading;

@@ -152,6 +152,12 @@ struct Job::State {
   // Waits (bounded by the setup deadline) for the next status record.
   void AwaitStatus();
 
+  // init is reported: the keeper has made the leaf and cloned the job, and
+  // the launcher is still confining itself. What the gate needs that does
+  // not depend on the launcher (the leaf's features, the supervisor's own
+  // namespaces) is read now, off the path to the module's exec.
+  void OnInitReported();
+
   void Verify(pid_t launcher);
 
   void OnGate();

@@ -78,7 +78,9 @@ std::optional<std::string> CheckMountOption(std::string_view mountinfo, const st
         f = line.substr(0, sp);
         line = sp == std::string_view::npos ? std::string_view() : line.substr(sp + 1);
       }
-      if (Unescape(fields[4]) != path) continue;
+      // Most mount points have no escaped character: compared in place.
+      const std::string_view point = fields[4];
+      if (point.find('\\') == std::string_view::npos ? point != path : Unescape(point) != path) continue;
       const std::string options = "," + std::string(fields[5]) + ",";
       mounted_with = options.find(wanted) != std::string::npos;
     }
@@ -170,12 +172,7 @@ std::optional<std::string> CheckContainer(const std::string& p, const GateExpect
     if (cgroup.find(want.cgroup_line + "\n") == std::string::npos)
       return "not in the job's cgroup leaf (" + want.cgroup_line + "): /proc/" + p + "/cgroup says " + cgroup;
   }
-  // The supervisor's own namespaces never change: read once per process.
-  static const std::map<std::string, std::string> own = [] {
-    std::map<std::string, std::string> links;
-    for (const char* n : {"user", "pid", "ipc", "uts", "mnt", "net", "cgroup", "time"}) links[n] = NsLink("self", n);
-    return links;
-  }();
+  const std::map<std::string, std::string>& own = OwnNamespaces();
   for (const auto& ns : want.fresh) {
     if (FaultSkipStep("gate-fresh-namespaces")) break;
     const auto it = own.find(ns);
@@ -221,6 +218,15 @@ std::optional<std::string> CheckMounts(const std::string& p, const GateExpectati
 }
 
 }  // namespace
+
+const std::map<std::string, std::string>& OwnNamespaces() {
+  static const std::map<std::string, std::string> own = [] {
+    std::map<std::string, std::string> links;
+    for (const char* n : {"user", "pid", "ipc", "uts", "mnt", "net", "cgroup", "time"}) links[n] = NsLink("self", n);
+    return links;
+  }();
+  return own;
+}
 
 GateCheck VerifyConfined(pid_t pid, pid_t parent, const GateExpectations& want) {
   GateCheck check;

@@ -66,6 +66,12 @@ std::optional<std::string> CheckMountOption(std::string_view mountinfo, const st
 // followed, is missing or another inode, said in one line; or nullopt.
 std::optional<std::string> CheckMountedInodes(int root, const std::map<std::string, FileId>& inodes);
 
+// The supervisor's own namespace links ("user" -> "user:[4026531837]", for
+// user, pid, ipc, uts, mnt, net, cgroup and time), read once per process:
+// they never change, and a job's must differ from them. Reading them before
+// a job reaches its gate keeps them off the launch's path.
+const std::map<std::string, std::string>& OwnNamespaces();
+
 // What the gate expects of a launcher, from the plan.
 struct GateExpectations {
   std::string cgroup_line;               // "0::/path/of/leaf", or "" when the job has no leaf
