@@ -7,8 +7,10 @@
 #
 # Each command launches /bin/true RUNS times, one after another, under
 # `perf record` of the kernel's process events (fork, exec, exit of every
-# process); bench/launch_timeline.py names each process by its line of
-# descent and prints the median time between consecutive events. For `run`:
+# process, and each page fault it takes in user mode);
+# bench/launch_timeline.py names each process by its line of descent and
+# prints the median time between consecutive events and the median count of
+# faults per process. For `run`:
 # top.1 is the short-lived holder of root's idmapped /etc (as root), top.2
 # the keeper, top.2.1 the job's init (its fork includes the clone of the
 # job's namespaces), top.2.1.1 the launcher, whose exec is the module's (the
@@ -49,7 +51,8 @@ profile() {  # NAME PROGRAM ARGV...
   local name=$1 program=$2
   shift 2
   "$@" >/dev/null || die "$name: $* failed (exit $?)"
-  perf record -q -e sched:sched_process_fork,sched:sched_process_exec,sched:sched_process_exit -a \
+  perf record -q -e sched:sched_process_fork,sched:sched_process_exec,sched:sched_process_exit \
+    -e exceptions:page_fault_user -a \
     -o "$TMP/$name.data" -- bash -c 'for ((i = 0; i < '"$RUNS"'; i++)); do "$@" >/dev/null || exit 1; done' \
     profile "$@" 2>"$TMP/$name.err" || { cat "$TMP/$name.err"; die "$name: perf record failed"; }
   perf script -i "$TMP/$name.data" >"$TMP/$name.txt" 2>/dev/null

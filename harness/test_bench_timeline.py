@@ -37,7 +37,10 @@ def timeline(tmp_path, lines):
 
 def rows(stdout):
     out = {}
-    for line in stdout.splitlines()[2:]:
+    lines = stdout.splitlines()[2:]
+    if any(line.startswith("page faults") for line in lines):
+        lines = lines[:[line.startswith("page faults") for line in lines].index(True)]
+    for line in lines:
         name, kind, step, total = line.split()
         out[f"{name} {kind}"] = (float(step), float(total))
     return out
@@ -88,3 +91,38 @@ def test_a_pid_reused_by_a_later_launch_starts_it_afresh(tmp_path):
 def test_no_launch_of_the_program_is_an_error(tmp_path):
     r = timeline(tmp_path, ["  bash 1 [000] 1.000000: sched:sched_process_exit: comm=bash pid=1 prio=120 group_dead=true"])
     assert r.returncode != 0 and "no launch of /opt/x/agent" in r.stderr
+
+
+def faults(stdout):
+    lines = stdout.splitlines()
+    start = [line.startswith("page faults (user)") for line in lines].index(True)
+    return {line.split()[0]: float(line.split()[1]) for line in lines[start + 1:]}
+
+
+def test_page_faults_are_counted_per_process_and_the_exec_apart(tmp_path):
+    """Faults of each process of a launch, the exec'd program's apart from
+    the process before its exec; a stray process's faults are not the
+    launch's."""
+    lines = []
+    for i, n in enumerate((3, 5, 3)):
+        one = []
+        top, keeper, init, stray = 100 + 10 * i, 101 + 10 * i, 102 + 10 * i, 900 + 10 * i
+        launch(one, 100.0 * i, top=top, keeper=keeper, init=init, stray=stray)
+        fault = lambda comm, pid, ms: (f"  {comm} {pid} [000] {(100.0 * i + ms) / 1000:.6f}: "
+                                       f"exceptions:page_fault_user: address=0x1000 ip=0x2000 error_code=0x6")
+        extra = ([fault("agent", top, 0.5)] * n + [fault("agent", keeper, 1.5)] * 2 + [fault("agent", init, 2.5)]
+                 + [fault("true", init, 3.2)] * 4 + [fault("bash", stray, 2.0)] * 7)
+        lines += sorted(one + extra, key=lambda line: float(line.split()[3].rstrip(":")))
+    r = timeline(tmp_path, lines)
+    assert r.returncode == 0, r.stderr
+    assert list(rows(r.stdout)) == ["top.1 forked", "top.1.1 forked", "top.1.1 exec", "top.1.1 exit", "top.1 exit",
+                                   "top exit"]
+    assert faults(r.stdout) == {"top": 3.0, "top.1": 2.0, "top.1.1": 1.0, "top.1.1+exec": 4.0, "all": 10.0}
+
+
+def test_without_fault_events_no_fault_table_is_printed(tmp_path):
+    lines = []
+    launch(lines, 0.0, top=10, keeper=11, init=12, stray=900)
+    r = timeline(tmp_path, lines)
+    assert r.returncode == 0, r.stderr
+    assert "page faults" not in r.stdout

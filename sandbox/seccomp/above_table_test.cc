@@ -46,6 +46,19 @@ TEST(SyscallTable, AgreesWithLibseccompWhereverLibseccompKnowsTheName) {
   EXPECT_EQ(SyscallNumber("read", SeccompArch::kAarch64), 63);
   EXPECT_EQ(SyscallNumber("open", SeccompArch::kAarch64), -1);  // arm64 has openat only
   EXPECT_EQ(SyscallNumber("no_such_syscall", SeccompArch::kX86_64), -1);
+  // Only a whole name: no prefix, extension or case of one.
+  for (const char* near : {"", "rea", "readx", "READ", "read ", "zzzz", "_llseek"})
+    EXPECT_EQ(SyscallNumber(near, SeccompArch::kX86_64), -1) << near;
+  // Every name of the table finds its own row: no two share a number.
+  for (SeccompArch arch : kSeccompArches) {
+    std::set<int> numbers;
+    for (const auto& name : SyscallNames(arch)) {
+      const int nr = SyscallNumber(name, arch);
+      EXPECT_GE(nr, 0) << name;
+      EXPECT_TRUE(numbers.insert(nr).second) << SeccompArchName(arch) << " " << name << " " << nr;
+    }
+    EXPECT_GT(numbers.size(), 300u);
+  }
   EXPECT_FALSE(SyscallTableSource().empty());
 }
 

@@ -1,6 +1,9 @@
 #include "sandbox/seccomp/syscall_table.h"
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
+#include <iterator>
 
 #include "sandbox/common/fault_hooks.h"
 
@@ -8,13 +11,25 @@ namespace oarbank {
 namespace {
 
 struct SyscallRow {
-  const char* name;
-  int x86_64;   // -1: none
-  int aarch64;  // -1: none
+  std::string_view name;  // its length known at compile time: a lookup compares lengths before text
+  int x86_64;             // -1: none
+  int aarch64;            // -1: none
 };
 
 // kSyscallTableSource and kSyscallRows, generated from syscalls.tsv.
 #include "sandbox/seccomp/syscall_table.inc"
+
+// The rows' indices in the order of their names, sorted at compile time:
+// a lookup by name is a binary search (a launch looks up every row of the
+// rule table, a scan of the whole table each).
+constexpr size_t kRowCount = std::size(kSyscallRows);
+constexpr std::array<uint16_t, kRowCount> kRowsByName = [] {
+  std::array<uint16_t, kRowCount> order{};
+  for (size_t i = 0; i < kRowCount; ++i) order[i] = static_cast<uint16_t>(i);
+  std::sort(order.begin(), order.end(),
+            [](uint16_t a, uint16_t b) { return kSyscallRows[a].name < kSyscallRows[b].name; });
+  return order;
+}();
 
 constexpr int Column(const SyscallRow& row, SeccompArch arch) {
   return arch == SeccompArch::kX86_64 ? row.x86_64 : row.aarch64;
@@ -57,18 +72,17 @@ SeccompArch NativeSeccompArch() {
 }
 
 int SyscallNumber(std::string_view name, SeccompArch arch) {
-  for (const SyscallRow& row : kSyscallRows)
-    if (name == row.name) {
-      const int nr = Column(row, arch);
-      return nr >= 0 && nr <= HighestSyscall(arch) ? nr : -1;
-    }
-  return -1;
+  const auto it = std::lower_bound(kRowsByName.begin(), kRowsByName.end(), name,
+                                   [](uint16_t row, std::string_view key) { return kSyscallRows[row].name < key; });
+  if (it == kRowsByName.end() || kSyscallRows[*it].name != name) return -1;
+  const int nr = Column(kSyscallRows[*it], arch);
+  return nr >= 0 && nr <= HighestSyscall(arch) ? nr : -1;
 }
 
 std::vector<std::string> SyscallNames(SeccompArch arch) {
   std::vector<std::string> names;
   for (const SyscallRow& row : kSyscallRows)
-    if (SyscallNumber(row.name, arch) >= 0) names.push_back(row.name);
+    if (SyscallNumber(row.name, arch) >= 0) names.emplace_back(row.name);
   return names;
 }
 
