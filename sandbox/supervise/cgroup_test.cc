@@ -296,6 +296,37 @@ TEST_F(CgroupTest, CgroupKillTakesEveryProcessHoweverItForked) {
   EXPECT_FALSE(std::filesystem::exists(leaf.value().path()));
 }
 
+TEST_F(CgroupTest, RemovingAPopulatedLeafKillsWhatIsLeftFirst) {
+  // The kernel refuses rmdir on a populated leaf; Remove kills its
+  // processes, waits until it is empty, then removes it.
+  auto leaf = CgroupLeaf::Create(delegation_, {});
+  ASSERT_TRUE(leaf.ok()) << leaf.error().what;
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(ready[0]);
+    if (leaf.value().MoveProcess(getpid()) != 0) _exit(1);
+    (void)!write(ready[1], "x", 1);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  ASSERT_TRUE(leaf.value().Populated());  // positive control
+  ASSERT_NE(rmdir(leaf.value().path().c_str()), 0);
+  EXPECT_EQ(errno, EBUSY);
+  EXPECT_EQ(leaf.value().Remove(), 0);
+  EXPECT_FALSE(std::filesystem::exists(leaf.value().path()));
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  // Gone already: nothing to do.
+  EXPECT_EQ(leaf.value().Remove(), 0);
+}
+
 TEST_F(CgroupTest, FreezeStopsTheJobAndThawResumesIt) {
   if (auto why = CageMissing(); !why.empty()) GTEST_SKIP() << why;
   const std::string count = tree_.Path("work/count");
