@@ -253,18 +253,17 @@ TEST_F(CgroupTest, AJobsInitIsClonedIntoItsLeafOrMovedThere) {
   EXPECT_EQ(leaf.value().Remove(), 0);
 }
 
-TEST_F(CgroupTest, CgroupKillTakesEveryProcessHoweverItForked) {
-  // The leaf alone, without a pid namespace: daemons made with setsid and
-  // a double fork are still in it, and cgroup.kill takes them all.
-  auto leaf = CgroupLeaf::Create(delegation_, {});
-  ASSERT_TRUE(leaf.ok()) << leaf.error().what;
+// Forks a process that moves itself into `leaf`, starts `daemons` daemons
+// there (setsid and a double fork each) and pauses; returns its pid once
+// it has, or -1.
+pid_t ForkIntoLeaf(const CgroupLeaf& leaf, int daemons) {
   int ready[2];
-  ASSERT_EQ(pipe(ready), 0);
+  if (pipe(ready) != 0) return -1;
   const pid_t pid = fork();
   if (pid == 0) {
     close(ready[0]);
-    if (leaf.value().MoveProcess(getpid()) != 0) _exit(1);
-    for (int i = 0; i < 3; ++i)
+    if (leaf.MoveProcess(getpid()) != 0) _exit(1);
+    for (int i = 0; i < daemons; ++i)
       if (fork() == 0) {
         setsid();
         if (fork() == 0) {
@@ -279,8 +278,18 @@ TEST_F(CgroupTest, CgroupKillTakesEveryProcessHoweverItForked) {
   }
   close(ready[1]);
   char c;
-  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  const bool started = pid > 0 && read(ready[0], &c, 1) == 1;
   close(ready[0]);
+  return started ? pid : -1;
+}
+
+TEST_F(CgroupTest, CgroupKillTakesEveryProcessHoweverItForked) {
+  // The leaf alone, without a pid namespace: daemons made with setsid and
+  // a double fork are still in it, and cgroup.kill takes them all.
+  auto leaf = CgroupLeaf::Create(delegation_, {});
+  ASSERT_TRUE(leaf.ok()) << leaf.error().what;
+  const pid_t pid = ForkIntoLeaf(leaf.value(), 3);
+  ASSERT_GT(pid, 0);
   // Positive control: 4 processes (1 + 3 daemons) live in the leaf.
   EXPECT_TRUE(Eventually([&] {
     std::istringstream procs(ReadFile(leaf.value().path() + "/cgroup.procs"));
@@ -301,20 +310,8 @@ TEST_F(CgroupTest, RemovingAPopulatedLeafKillsWhatIsLeftFirst) {
   // processes, waits until it is empty, then removes it.
   auto leaf = CgroupLeaf::Create(delegation_, {});
   ASSERT_TRUE(leaf.ok()) << leaf.error().what;
-  int ready[2];
-  ASSERT_EQ(pipe(ready), 0);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(ready[0]);
-    if (leaf.value().MoveProcess(getpid()) != 0) _exit(1);
-    (void)!write(ready[1], "x", 1);
-    pause();
-    _exit(0);
-  }
-  close(ready[1]);
-  char c;
-  ASSERT_EQ(read(ready[0], &c, 1), 1);
-  close(ready[0]);
+  const pid_t pid = ForkIntoLeaf(leaf.value(), 1);
+  ASSERT_GT(pid, 0);
   ASSERT_TRUE(leaf.value().Populated());  // positive control
   ASSERT_NE(rmdir(leaf.value().path().c_str()), 0);
   EXPECT_EQ(errno, EBUSY);
