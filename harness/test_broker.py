@@ -26,6 +26,7 @@ import time
 
 import pytest
 
+from faults import marked_processes
 from testlib import AGENT, NOBODY, eventually, landlock_abi
 
 PLATFORM = {"x86_64": "linux/amd64", "aarch64": "linux/arm64"}.get(os.uname().machine, "linux/" + os.uname().machine)
@@ -861,9 +862,7 @@ def test_the_runtime_failing_at_a_step_answers_and_leaves_nothing(store, job, fa
     assert code == 0, err
     left = {"containers": store.job_containers(job_id), "leases": leases(job_id),
             "staging": list((pathlib.Path(store.state) / "mounts" / f"job-{job_id}").glob("*")),
-            "processes": [p.name for p in pathlib.Path("/proc").glob("[0-9]*")
-                          if marker.encode() in (p / "cmdline").read_bytes()
-                          if (p / "cmdline").exists()]}
+            "processes": marked_processes(marker)}
     print(f"{fault}: {a.get('error') or a.get('exit_code')} {a.get('detail', a.get('stderr_tail', ''))[:100]!r}; "
           f"left {left}")
     assert left == {"containers": [], "leases": [], "staging": [], "processes": []}, left
