@@ -35,12 +35,19 @@ def timeline(tmp_path, lines):
                           capture_output=True, text=True, timeout=60)
 
 
+FAULTS_HEADER = "page faults (user)"
+
+
+def tables(stdout):
+    """The event table's lines and the fault table's (empty without one)."""
+    lines = stdout.splitlines()[2:]
+    cut = next((i for i, line in enumerate(lines) if line.startswith(FAULTS_HEADER)), len(lines))
+    return lines[:cut], lines[cut + 1:]
+
+
 def rows(stdout):
     out = {}
-    lines = stdout.splitlines()[2:]
-    if any(line.startswith("page faults") for line in lines):
-        lines = lines[:[line.startswith("page faults") for line in lines].index(True)]
-    for line in lines:
+    for line in tables(stdout)[0]:
         name, kind, step, total = line.split()
         out[f"{name} {kind}"] = (float(step), float(total))
     return out
@@ -94,9 +101,7 @@ def test_no_launch_of_the_program_is_an_error(tmp_path):
 
 
 def faults(stdout):
-    lines = stdout.splitlines()
-    start = [line.startswith("page faults (user)") for line in lines].index(True)
-    return {line.split()[0]: float(line.split()[1]) for line in lines[start + 1:]}
+    return {line.split()[0]: float(line.split()[1]) for line in tables(stdout)[1]}
 
 
 def test_page_faults_are_counted_per_process_and_the_exec_apart(tmp_path):
@@ -125,4 +130,4 @@ def test_without_fault_events_no_fault_table_is_printed(tmp_path):
     launch(lines, 0.0, top=10, keeper=11, init=12, stray=900)
     r = timeline(tmp_path, lines)
     assert r.returncode == 0, r.stderr
-    assert "page faults" not in r.stdout
+    assert FAULTS_HEADER not in r.stdout and tables(r.stdout)[1] == []

@@ -130,16 +130,22 @@ TEST(GateReadingTest, EachMissingStepIsNamed) {
 }
 
 // The supervisor's own namespaces, read before a job's gate, are this
-// process's: each kind the gate can compare, as the kernel names it.
+// process's: each kind the gate can compare, as the kernel names it (a kind
+// this kernel lacks, the time namespace before 5.6, reads as nothing).
 TEST(GateReadingTest, TheSupervisorsOwnNamespacesAreThisProcesss) {
   const auto& own = OwnNamespaces();
   ASSERT_EQ(own.size(), 8u);
   for (const auto& [kind, link] : own) {
     char buf[128] = {};
-    ASSERT_GT(readlink(("/proc/self/ns/" + kind).c_str(), buf, sizeof buf - 1), 0) << kind;
+    if (readlink(("/proc/self/ns/" + kind).c_str(), buf, sizeof buf - 1) < 0) {
+      EXPECT_EQ(errno, ENOENT) << kind;
+      EXPECT_EQ(link, "") << kind;
+      continue;
+    }
     EXPECT_EQ(link, buf) << kind;
     EXPECT_EQ(link.rfind(kind + ":[", 0), 0u) << link;
   }
+  EXPECT_NE(own.at("user"), "");      // positive control: every kernel the cage runs on has it
   EXPECT_EQ(&OwnNamespaces(), &own);  // read once
 }
 

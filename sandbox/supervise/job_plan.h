@@ -53,9 +53,9 @@ enum class JobNetworkProbeDepth {
 };
 
 // What a supervised job's plan reads of the host: every fact but the GPU
-// nodes, which only devices.gpu = "compute" grants (listing /dev is most of
-// the probe's user time). A fact left unread stays at its default, so a plan
-// that came to need it would grant less, never more.
+// nodes, which only devices.gpu = "compute" grants (they cost a listing of
+// /dev, a string per entry, on every job). A fact left unread stays at its
+// default, so a plan that came to need it would grant less, never more.
 ProbeScope SupervisedProbeScope(const Policy& policy);
 
 // The facts a supervised job meets: ProbeHost's (with `abi_cap`, within
