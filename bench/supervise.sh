@@ -20,7 +20,9 @@
 # 2. In-process, as a long-lived agent pays it: cage::RunPolicy(/bin/true)
 #    against fork+exec+wait of /bin/true and of the bwrap command above from
 #    the same process (a small driver compiled against the built library),
-#    interleaved. The same targets, on these medians.
+#    interleaved. Targets on these medians: RunPolicy <= 4x bare and below
+#    0.8x bwrap (an agent already running pays no process start of its own,
+#    where bwrap's fork+exec does).
 #
 # The policy is a strict runner (net none, exec_writable false: the
 # writable grants bound noexec in a private mount namespace). For root the
@@ -36,7 +38,7 @@ readonly ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 readonly AGENT="$BUILD_DIR/sandbox/oarbank-agent"
 readonly RUNS="${RUNS:-200}" WARMUP=20
-readonly TARGET_BARE=4 NOBODY_ID=65534
+readonly TARGET_BARE=4 TARGET_INPROC_BWRAP=0.8 NOBODY_ID=65534
 
 STRICT=0
 for arg in "$@"; do
@@ -199,9 +201,9 @@ printf '  fork+exec+wait bwrap (above) median %6.2f ms  min %6.2f ms\n' "$in_bwr
 in_run_bare=$(echo "$in_run / $in_bare" | bc -l)
 in_run_bwrap=$(echo "$in_run / $in_bwrap" | bc -l)
 v3=$(verdict "$in_run_bare <= $TARGET_BARE")
-v4=$(verdict "$in_run_bwrap < 1")
+v4=$(verdict "$in_run_bwrap < $TARGET_INPROC_BWRAP")
 printf 'RunPolicy / bare  = %.2fx  (target <= %sx)  %s\n' "$in_run_bare" "$TARGET_BARE" "$v3"
-printf 'RunPolicy / bwrap = %.2fx  (target < 1x)    %s\n' "$in_run_bwrap" "$v4"
+printf 'RunPolicy / bwrap = %.2fx  (target < %sx)  %s\n' "$in_run_bwrap" "$TARGET_INPROC_BWRAP" "$v4"
 
 if [[ "$STRICT" == 1 && " $v1 $v2 $v3 $v4 " == *" MISS "* ]]; then exit 1; fi
 exit 0

@@ -20,9 +20,11 @@
 namespace oarbank {
 namespace {
 
-// On-disk root becomes 65534 on the view; no other id is mapped, so every
-// other owner is nobody. Root (fsuid 0, fsgid 0) owns nothing there.
+// On-disk root becomes 65534 (kRootEtcOwner) on the view; no other id is
+// mapped, so every other owner is nobody. Root (fsuid 0, fsgid 0) owns
+// nothing there.
 constexpr char kIdmap[] = "0 65534 1\n";
+static_assert(kRootEtcOwner == 65534, "kIdmap maps on-disk root to kRootEtcOwner");
 
 std::string Why(const char* what, int err) { return std::string(what) + ": " + strerror(err); }
 

@@ -10,12 +10,18 @@
 // falls back to narrowing the /etc grant to its world-readable parts.
 #pragma once
 
+#include <sys/types.h>
+
 #include <memory>
 #include <string>
 
 #include "sandbox/common/unique_fd.h"
 
 namespace oarbank {
+
+// The owner on-disk uid 0 has in the view (the idmap's only entry): the
+// gate reads it back on the job's /etc.
+inline constexpr uid_t kRootEtcOwner = 65534;
 
 // The probe's result: a user namespace whose only mapping is 0 -> 65534,
 // kept to idmap a fresh copy of /etc at each launch (a detached tree can be

@@ -1,7 +1,12 @@
 // The verification gate: a launcher that skipped a step is killed before
 // exec (through the test-only agent), and the pure checks of what the gate
 // reads in /proc.
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/statvfs.h>
+
 #include "sandbox/common/unique_fd.h"
+#include "sandbox/host/root_etc.h"
 #include "sandbox/supervise/supervisor_test.h"
 #include "sandbox/supervise/verify.h"
 
@@ -69,9 +74,9 @@ TEST_P(GateTest, ALauncherThatSkippedAStepIsKilledBeforeExec) {
       // In its user namespace the launcher holds every capability until
       // this step drops them: the gate reads CapEff (the full set).
       {"drop-capabilities", "gate: the launcher is not confined: CapEff is "},
-      // The gate reads /proc/<pid>/mountinfo: / is not read-only.
+      // The gate reads the flags of the job's root mount: / is not read-only.
       {"mount-namespace", "gate: the launcher is not confined: / is not mounted read-only"},
-      // The gate reads mountinfo: the job's /dev/pts is the host's (read-only).
+      // The gate reads the flags of the mount /dev/pts reaches: the host's (read-only).
       {"job-devices", "gate: the launcher is not confined: /dev/pts is not the job's own"},
       // The gate reads the launcher's limits with prlimit(2).
       {"no-core-dumps", "gate: the launcher is not confined: RLIMIT_CORE is "},
@@ -149,19 +154,76 @@ TEST(GateReadingTest, TheSupervisorsOwnNamespacesAreThisProcesss) {
   EXPECT_EQ(&OwnNamespaces(), &own);  // read once
 }
 
-TEST(GateReadingTest, WritableGrantsMustBeMountedNoexec) {
+// The mount a path reaches in a mount namespace of the test's own (a child
+// in a new user and mount namespace): a tmpfs mounted noexec, one read-only,
+// one plain, a link to the noexec one, and a directory on the read-only
+// one with nothing mounted on it. Each line the child writes is one check.
+TEST(GateReadingTest, EachPathIsCheckedOnTheMountItReaches) {
+  TempTree tree;
+  for (const char* d : {"noexec", "ro", "plain"}) ASSERT_EQ(mkdir(tree.Path(d).c_str(), 0755), 0);
+  ASSERT_EQ(symlink(tree.Path("noexec").c_str(), tree.Path("link").c_str()), 0);
+  const auto run = RunInChild([&] {
+    const uid_t uid = getuid();
+    const gid_t gid = getgid();
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return std::string("unshare: ") + strerror(errno);
+    // Both ids mapped: a file made on the tmpfs needs an owner in each.
+    for (const auto& [file, text] : {std::pair<std::string, std::string>{"setgroups", "deny"},
+                                     {"uid_map", "0 " + std::to_string(uid) + " 1"},
+                                     {"gid_map", "0 " + std::to_string(gid) + " 1"}}) {
+      const UniqueFd fd(open(("/proc/self/" + file).c_str(), O_WRONLY | O_CLOEXEC));
+      if (!fd.valid() || write(fd.get(), text.data(), text.size()) < 0) return file + ": " + strerror(errno);
+    }
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        mount("t", tree.Path("noexec").c_str(), "tmpfs", MS_NOEXEC, "size=64k") != 0 ||
+        mount("t", tree.Path("ro").c_str(), "tmpfs", 0, "size=64k") != 0 ||
+        mkdir(tree.Path("ro/inner").c_str(), 0755) != 0 ||
+        mount(nullptr, tree.Path("ro").c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) != 0 ||
+        mount("t", tree.Path("plain").c_str(), "tmpfs", 0, "size=64k") != 0)
+      return std::string("mount: ") + strerror(errno);
+    const UniqueFd root(open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    auto say = [](const std::optional<MountMiss>& miss) {
+      return miss ? miss->path + (miss->err != 0 ? " " + std::string(strerrorname_np(miss->err)) : "") : "none";
+    };
+    std::string out;
+    out += say(FirstMountWithout(root.get(), {tree.Path("noexec")}, ST_NOEXEC, true)) + "\n";
+    out += say(FirstMountWithout(root.get(), {tree.Path("noexec"), tree.Path("plain")}, ST_NOEXEC, true)) + "\n";
+    out += say(FirstMountWithout(root.get(), {tree.Path("ro"), tree.Path("ro/inner")}, ST_RDONLY, true)) + "\n";
+    out += say(FirstMountWithout(root.get(), {tree.Path("plain")}, ST_RDONLY, false)) + "\n";
+    out += say(FirstMountWithout(root.get(), {tree.Path("plain"), tree.Path("ro")}, ST_RDONLY, false)) + "\n";
+    out += say(FirstMountWithout(root.get(), {tree.Path("link")}, ST_NOEXEC, true)) + "\n";
+    out += say(FirstMountWithout(root.get(), {tree.Path("gone")}, ST_NOEXEC, true)) + "\n";
+    return out;
+  });
+  ASSERT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.text;
+  if (run.text.rfind("unshare: ", 0) == 0) GTEST_SKIP() << "no user namespace here: " << run.text;
+  const std::vector<std::string> want = {
+      "none",                         // the noexec mount
+      tree.Path("plain"),             // the first without noexec
+      "none",                         // a directory on a read-only mount is read-only too
+      "none",                         // a writable mount, asked to be writable
+      tree.Path("ro"),                // the first that is read-only where it must not be
+      tree.Path("link") + " ELOOP",   // a link is never followed, even to the noexec mount
+      tree.Path("gone") + " ENOENT",  // missing: said, never passed
+  };
+  std::vector<std::string> got;
+  for (size_t at = 0, eol; (eol = run.text.find('\n', at)) != std::string::npos; at = eol + 1)
+    got.push_back(run.text.substr(at, eol - at));
+  EXPECT_EQ(got, want) << run.text;
+}
+
+TEST(GateReadingTest, MountinfoOptionsAreReadOnTheLastMountOfAPath) {
   const std::string info =
       "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/vda rw\n"
       "90 22 8:1 /srv/w /srv/w rw,relatime - ext4 /dev/vda rw\n"
       "91 90 8:1 /srv/w /srv/w rw,nosuid,nodev,noexec,relatime - ext4 /dev/vda rw\n"
       "92 22 8:1 /srv/a\\040b /srv/a\\040b rw,noexec - ext4 /dev/vda rw\n";
-  EXPECT_EQ(CheckNoexecMounts(info, {"/srv/w", "/srv/a b"}), std::nullopt);
-  EXPECT_EQ(CheckNoexecMounts(info, {"/srv/w", "/srv/x"}), "/srv/x");
+  EXPECT_EQ(CheckMountOption(info, {"/srv/w", "/srv/a b"}, "noexec"), std::nullopt);
+  EXPECT_EQ(CheckMountOption(info, {"/srv/w", "/srv/x"}, "noexec"), "/srv/x");
   // The escaped text is not a path of its own: a grant whose name holds a
   // backslash is not the mount of "/srv/a b".
-  EXPECT_EQ(CheckNoexecMounts(info, {"/srv/a\\040b"}), "/srv/a\\040b");
+  EXPECT_EQ(CheckMountOption(info, {"/srv/a\\040b"}, "noexec"), "/srv/a\\040b");
   // The last mount on a path wins: a later exec mount over the noexec one.
-  EXPECT_EQ(CheckNoexecMounts(info + "93 91 8:1 /srv/w /srv/w rw - ext4 /dev/vda rw\n", {"/srv/w"}), "/srv/w");
+  EXPECT_EQ(CheckMountOption(info + "93 91 8:1 /srv/w /srv/w rw - ext4 /dev/vda rw\n", {"/srv/w"}, "noexec"), "/srv/w");
 }
 
 TEST(GateReadingTest, EachGrantMustBeTheInodeThePolicyNamed) {
@@ -191,7 +253,38 @@ TEST(GateReadingTest, EachGrantMustBeTheInodeThePolicyNamed) {
   EXPECT_EQ(CheckMountedInodes(root.get(), {{link, FileId{}}}), std::nullopt);
 }
 
+// A root job's /etc as the launcher makes it (root_etc.h), in a mount
+// namespace of the test's own: the idmapped view passes, the host's /etc
+// bound plainly and an idmapped view of another directory do not.
 TEST(GateReadingTest, ARootJobsEtcMustBeIdmapped) {
+  if (geteuid() != 0) GTEST_SKIP() << "the idmapped view of /etc is made for root only";
+  struct stat host {};
+  ASSERT_EQ(stat("/etc", &host), 0);
+  if (host.st_uid != 0) GTEST_SKIP() << "this host's /etc is not root's: the gate reads mountinfo instead";
+  const RootEtcView view = OpenRootEtcView();
+  if (!view.idmap) GTEST_SKIP() << "no idmapped mount here: " << view.detail;
+  const auto run = RunInChild([&] {
+    if (unshare(CLONE_NEWNS) != 0 || mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+      return std::string("mount namespace: ") + strerror(errno);
+    const UniqueFd root(open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    auto say = [](const std::optional<std::string>& why) { return why ? *why : std::string("none"); };
+    std::string out = say(CheckRootEtcView(root.get(), host)) + "\n";  // the host's /etc as it is
+    const int tree = MakeRootEtcTree(view.idmap->get());
+    if (tree < 0) return std::string("MakeRootEtcTree: ") + strerror(-tree);
+    if (int err = AttachRootEtcTree(tree)) return std::string("AttachRootEtcTree: ") + strerror(err);
+    out += say(CheckRootEtcView(root.get(), host)) + "\n";  // the view
+    struct stat other = host;
+    other.st_ino += 1;  // the view, where another directory was expected
+    out += say(CheckRootEtcView(root.get(), other)) + "\n";
+    return out;
+  });
+  ASSERT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.text;
+  const std::string no = "a root job's /etc is not the idmapped view (root_etc.h): ";
+  EXPECT_EQ(run.text, no + "it is owned by uid 0 (want 65534)\nnone\n" + no + "another directory\n");
+}
+
+// On a host whose /etc is not root's, the gate reads the mount's flag.
+TEST(GateReadingTest, ARootJobsEtcIsReadInMountinfoWhereItsOwnerSaysNothing) {
   const std::string info = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/vda rw\n";
   EXPECT_EQ(CheckMountOption(info, {"/etc"}, "idmapped"), "/etc");
   EXPECT_EQ(CheckMountOption(info + "42 22 8:1 /etc /etc ro,nosuid,nodev,relatime,idmapped - ext4 /dev/vda rw\n",

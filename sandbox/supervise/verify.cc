@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>  // ST_RDONLY, ST_NOEXEC: statfs(2)'s f_flags
 #include <unistd.h>
 
 #include <cstring>
@@ -12,6 +14,7 @@
 #include "sandbox/common/fault_hooks.h"
 #include "sandbox/common/open_no_symlinks.h"
 #include "sandbox/common/unique_fd.h"
+#include "sandbox/host/root_etc.h"  // kRootEtcOwner
 
 namespace oarbank {
 namespace {
@@ -56,10 +59,6 @@ std::string Unescape(std::string_view field) {
 }
 
 }  // namespace
-
-std::optional<std::string> CheckNoexecMounts(std::string_view mountinfo, const std::vector<std::string>& noexec) {
-  return CheckMountOption(mountinfo, noexec, "noexec");
-}
 
 std::optional<std::string> CheckMountOption(std::string_view mountinfo, const std::vector<std::string>& paths,
                                             std::string_view option) {
@@ -142,6 +141,37 @@ std::optional<std::string> CheckMountedInodes(int root, const std::map<std::stri
   return std::nullopt;
 }
 
+std::string MountMiss::Detail() const {
+  return err == 0
+             ? ""
+             : std::string(" (it cannot be opened in the job's view without following a link: ") + strerror(err) + ")";
+}
+
+std::optional<MountMiss> FirstMountWithout(int root, const std::vector<std::string>& paths, unsigned long flag,
+                                           bool set) {
+  for (const auto& path : paths) {
+    const std::string relative = path.find_first_not_of('/') == std::string::npos ? "." : path.substr(1);
+    const UniqueFd fd(OpenNoSymlinksAt(root, relative.c_str(), O_PATH));
+    struct statfs fs {};
+    if (!fd.valid() || fstatfs(fd.get(), &fs) != 0) return MountMiss{path, errno};
+    if (((fs.f_flags & flag) != 0) != set) return MountMiss{path, 0};
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> CheckRootEtcView(int root, const struct stat& host) {
+  constexpr const char* kNot = "a root job's /etc is not the idmapped view (root_etc.h)";
+  const UniqueFd etc(OpenNoSymlinksAt(root, "etc", O_PATH));
+  struct stat job {};
+  if (!etc.valid() || fstat(etc.get(), &job) != 0)
+    return std::string(kNot) + ": it cannot be opened without following a link: " + strerror(errno);
+  if (job.st_dev != host.st_dev || job.st_ino != host.st_ino) return std::string(kNot) + ": another directory";
+  if (job.st_uid != kRootEtcOwner)
+    return std::string(kNot) + ": it is owned by uid " + std::to_string(job.st_uid) + " (want " +
+           std::to_string(kRootEtcOwner) + ")";
+  return std::nullopt;
+}
+
 namespace {
 
 // The gate's stages, in order: each gives the first thing that failed, or
@@ -184,35 +214,49 @@ std::optional<std::string> CheckContainer(const std::string& p, const GateExpect
   return std::nullopt;
 }
 
-// What the job's mount namespace holds: read-only /, the noexec and
-// read-only binds, the inode under each grant (read through its root), a
-// root job's idmapped /etc, and the job's own devices on top.
-std::optional<std::string> CheckMounts(const std::string& p, const GateExpectations& want) {
+// A root job's /etc, when the host's /etc is not root's: its owner says
+// nothing, so the mount's own flag is read from mountinfo.
+std::optional<std::string> CheckRootEtc(const std::string& p, int root) {
+  constexpr const char* kNot = "a root job's /etc is not the idmapped view (root_etc.h)";
+  struct stat host {};
+  if (stat("/etc", &host) != 0) return std::string(kNot) + ": cannot stat the host's /etc: " + strerror(errno);
+  if (host.st_uid == 0) return CheckRootEtcView(root, host);
   int err = 0;
   const std::string mountinfo = ReadSmallFile("/proc/" + p + "/mountinfo", &err);
-  const std::string unreadable = err != 0 ? std::string(" (mountinfo: ") + strerror(err) + ")" : "";
+  if (err != 0) return std::string(kNot) + ": cannot read /proc/" + p + "/mountinfo: " + strerror(err);
+  if (CheckMountOption(mountinfo, {"/etc"}, "idmapped")) return std::string(kNot) + " (mountinfo)";
+  return std::nullopt;
+}
+
+// What the job's mount namespace holds, each path opened from its root with
+// no link followed and its mount's flags read with fstatfs(2): read-only /,
+// the noexec and read-only binds, the inode under each grant, a root job's
+// idmapped /etc, and the job's own devices on top.
+std::optional<std::string> CheckMounts(const std::string& p, const GateExpectations& want) {
+  const UniqueFd root(open(("/proc/" + p + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root.valid()) return "cannot open /proc/" + p + "/root: " + strerror(errno);
+  const int r = root.get();
   // Each check can be left out by the test-only build (common/fault_hooks.h).
   auto skip = [](const char* check) { return FaultSkipStep(check); };
-  if (!skip("gate-read-only-root") && CheckMountOption(mountinfo, {"/"}, "ro"))
-    return "/ is not mounted read-only (filesystem.metadata)" + unreadable;
-  if (auto path = CheckNoexecMounts(mountinfo, want.noexec); path && !skip("gate-noexec"))
-    return "the writable grant " + *path + " is not mounted noexec" + unreadable;
-  if (auto path = CheckMountOption(mountinfo, want.read_only, "ro"); path && !skip("gate-read-only-carve-outs"))
-    return "the read-only carve-out " + *path + " is not mounted read-only" + unreadable;
+  if (auto miss = FirstMountWithout(r, {"/"}, ST_RDONLY, true); miss && !skip("gate-read-only-root"))
+    return "/ is not mounted read-only (filesystem.metadata)" + miss->Detail();
+  if (auto miss = FirstMountWithout(r, want.noexec, ST_NOEXEC, true); miss && !skip("gate-noexec"))
+    return "the writable grant " + miss->path + " is not mounted noexec" + miss->Detail();
+  if (auto miss = FirstMountWithout(r, want.read_only, ST_RDONLY, true); miss && !skip("gate-read-only-carve-outs"))
+    return "the read-only carve-out " + miss->path + " is not mounted read-only" + miss->Detail();
   if (!want.inodes.empty() && !skip("gate-inodes")) {
-    const UniqueFd root(open(("/proc/" + p + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!root.valid()) return "cannot open /proc/" + p + "/root: " + strerror(errno);
-    if (auto why = CheckMountedInodes(root.get(), want.inodes)) return why;
+    if (auto why = CheckMountedInodes(r, want.inodes)) return why;
   }
-  if (want.root_etc_idmapped && !skip("gate-root-etc") && CheckMountOption(mountinfo, {"/etc"}, "idmapped"))
-    return "a root job's /etc is not the idmapped view (root_etc.h)" + unreadable;
+  if (want.root_etc_idmapped && !skip("gate-root-etc")) {
+    if (auto why = CheckRootEtc(p, r)) return why;
+  }
   // Every mount the job inherited is read-only: a writable one on these
   // paths is the job's own, mounted after.
   if (want.job_devices && !skip("gate-job-devices")) {
-    if (auto path = CheckMountOption(mountinfo, {"/dev/pts", "/dev/shm"}, "rw"))
-      return *path + " is not the job's own (job_devices.h)" + unreadable;
-    if (CheckMountOption(mountinfo, {"/dev/shm"}, "noexec"))
-      return "the job's /dev/shm is not mounted noexec" + unreadable;
+    if (auto miss = FirstMountWithout(r, {"/dev/pts", "/dev/shm"}, ST_RDONLY, false))
+      return miss->path + " is not the job's own (job_devices.h)" + miss->Detail();
+    if (auto miss = FirstMountWithout(r, {"/dev/shm"}, ST_NOEXEC, true))
+      return "the job's /dev/shm is not mounted noexec" + miss->Detail();
   }
   return std::nullopt;
 }

@@ -13,18 +13,22 @@
 //
 // plus RLIMIT_CORE 0, soft and hard (prlimit(2) on the pid), the job's
 // cgroup leaf (/proc/<pid>/cgroup), for each namespace the
-// job must have an inode other than the supervisor's, / mounted read-only
-// (/proc/<pid>/mountinfo: filesystem.metadata), each writable grant mounted
-// noexec when exec_writable is false, each read_only carve-out mounted
-// read-only (carve_out.h), each writable grant and carve-out, opened from
-// the job's root with no link followed, the inode the policy's walk found
-// (the launcher checks it too, from inside; this reads it back from
-// outside), and /etc mounted idmapped for a root job (root_etc.h).
+// job must have an inode other than the supervisor's, and what the job's
+// mount namespace holds, each path opened through /proc/<pid>/root with no
+// link followed and its mount's flags read with fstatfs(2) (the mount the
+// path reaches, which is what the job's accesses meet): / read-only
+// (filesystem.metadata), each writable grant noexec when exec_writable is
+// false, each read_only carve-out read-only (carve_out.h), each writable
+// grant and carve-out the inode the policy's walk found (the launcher
+// checks it too, from inside; this reads it back from outside), and a root
+// job's /etc the idmapped view (root_etc.h: the host's /etc, its root owner
+// shown as 65534).
 // Kernel limit: Landlock leaves no trace in /proc, so the Landlock step is
 // not verified here (the launcher fails closed on it, and the battery
 // proves it).
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <map>
@@ -51,20 +55,42 @@ struct GateCheck {
   GateReading reading;
 };
 
-// Pure: the first path of `noexec` that /proc/<pid>/mountinfo text does not
-// show mounted noexec (the last mount on a path wins), or nullopt.
-std::optional<std::string> CheckNoexecMounts(std::string_view mountinfo, const std::vector<std::string>& noexec);
-
-// Pure: the first of `paths` that mountinfo does not show mounted with
-// `option` ("noexec", "idmapped"; the last mount on a path wins), or nullopt.
+// Pure: the first of `paths` that /proc/<pid>/mountinfo text does not show
+// mounted with `option` ("noexec", "idmapped"; the last mount on a path
+// wins), or nullopt. The gate reads mountinfo only for what fstatfs(2)
+// cannot say: whether /etc is idmapped on a host whose /etc is not root's.
 std::optional<std::string> CheckMountOption(std::string_view mountinfo, const std::vector<std::string>& paths,
                                             std::string_view option);
+
+// A path whose mount lacks what the gate wants: `err` is why it could not
+// be opened (ELOOP for a link on the way), or 0 when it was and its mount's
+// flags are wrong.
+struct MountMiss {
+  std::string path;
+  int err = 0;
+  std::string Detail() const;  // "" or " (it cannot be opened ...: <error>)"
+};
+
+// Pure but for its reads below `root` (the job's root, /proc/<pid>/root):
+// the first of `paths` (absolute, in the job's view) that, opened from
+// `root` with no link followed, is on a mount whose fstatfs(2) flags have
+// `flag` (ST_RDONLY, ST_NOEXEC) set when `set` is false or unset when it is
+// true; or nullopt.
+std::optional<MountMiss> FirstMountWithout(int root, const std::vector<std::string>& paths, unsigned long flag,
+                                           bool set);
 
 // Pure but for its reads below `root` (the job's root, /proc/<pid>/root):
 // the first of `inodes` (a path, and the inode the policy's walk found
 // there: common/grant_path.h) that, opened from `root` with no link
 // followed, is missing or another inode, said in one line; or nullopt.
 std::optional<std::string> CheckMountedInodes(int root, const std::map<std::string, FileId>& inodes);
+
+// Pure but for its reads below `root` (the job's root): whether the job's
+// /etc is the idmapped view of the host's root-owned /etc (`host`, its
+// stat): the same directory, its owner shown as kRootEtcOwner (root_etc.h).
+// An /etc bound plainly, or idmapped another way, shows its owner as it
+// is. The reason it is not, in one line, or nullopt.
+std::optional<std::string> CheckRootEtcView(int root, const struct stat& host);
 
 // The supervisor's own namespace links ("user" -> "user:[4026531837]", for
 // user, pid, ipc, uts, mnt, net, cgroup and time), read once per process:
@@ -85,7 +111,7 @@ struct GateExpectations {
   bool job_devices = false;
 };
 
-// Reads /proc/<pid>/{status,cgroup,ns/*,mountinfo,root} and checks them
+// Reads /proc/<pid>/{status,cgroup,ns/*,root} and checks them
 // against `want`: the reading, the cgroup line, the fresh namespaces, the
 // read-only /, the noexec and read-only mounts, the inode under each grant
 // and carve-out as the job sees it, the idmapped /etc, the job's devices.
