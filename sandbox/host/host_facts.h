@@ -31,6 +31,10 @@ struct CgroupFacts {
 // absent, unreadable or malformed sets `error` and leaves every fact false.
 void ReadCgroupFacts(CgroupFacts& c, const std::string& mountinfo_path, const std::string& self_cgroup_path);
 
+// The same, for a cgroup2 hierarchy known to be mounted at `mount_point`
+// (ProbeCgroup asks the usual places with statfs before it reads mountinfo).
+void ReadCgroupFactsAt(CgroupFacts& c, const std::string& mount_point, const std::string& self_cgroup_path);
+
 struct HostFacts {
   std::string kernel_release;
   std::string arch;

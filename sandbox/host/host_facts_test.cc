@@ -131,5 +131,35 @@ TEST_F(CgroupFactsTest, EachFileAbsentUnreadableOrMalformedIsAnError) {
   ExpectNothing(Read(), "self: line 2 is not a cgroup line");
 }
 
+// ReadCgroupFactsAt is the same reading from a mount point already known.
+TEST_F(CgroupFactsTest, AKnownMountPointGivesTheSameFacts) {
+  CgroupFacts at;
+  ReadCgroupFactsAt(at, dir_ + "/cg", dir_ + "/self");
+  const CgroupFacts c = Read();
+  EXPECT_EQ(at.error, "");
+  EXPECT_TRUE(at.v2_mounted);
+  EXPECT_EQ(at.mount_point, c.mount_point);
+  EXPECT_EQ(at.own_path, c.own_path);
+  EXPECT_EQ(at.controllers, c.controllers);
+  std::filesystem::remove(dir_ + "/cg/job/cgroup.controllers");
+  ReadCgroupFactsAt(at, dir_ + "/cg", dir_ + "/self");
+  ExpectNothing(at, "cgroup.controllers: absent");
+}
+
+// The probe asks the usual places with statfs before it reads mountinfo:
+// on this host it finds what mountinfo says.
+TEST(CgroupProbeTest, TheProbeAgreesWithMountinfo) {
+  CgroupFacts from_mountinfo;
+  ReadCgroupFacts(from_mountinfo, "/proc/self/mountinfo", "/proc/self/cgroup");
+  const CgroupFacts probed = ProbeHost(-1, ProbeScope{.cgroup = true, .gpu_nodes = false}).cgroup;
+  EXPECT_EQ(probed.error, from_mountinfo.error);
+  EXPECT_EQ(probed.v2_mounted, from_mountinfo.v2_mounted);
+  EXPECT_EQ(probed.mount_point, from_mountinfo.mount_point);
+  EXPECT_EQ(probed.own_path, from_mountinfo.own_path);
+  EXPECT_EQ(probed.controllers, from_mountinfo.controllers);
+  EXPECT_EQ(probed.writable, from_mountinfo.writable);
+  EXPECT_EQ(probed.has_kill, from_mountinfo.has_kill);
+}
+
 }  // namespace
 }  // namespace oarbank
