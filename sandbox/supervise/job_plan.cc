@@ -90,7 +90,6 @@ HostFacts ProbeSupervisedHost(int abi_cap, JobNetworkProbeDepth depth, ProbeScop
   host.job_network =
       SupervisedJobNetworkFacts(depth != JobNetworkProbeDepth::kNone, depth == JobNetworkProbeDepth::kTrial);
   ProbeRootEtc(host);
-  host.etc_view.proof_tree.reset();
   return host;
 }
 

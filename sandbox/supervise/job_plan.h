@@ -60,8 +60,9 @@ ProbeScope SupervisedProbeScope(const Policy& policy);
 
 // The facts a supervised job meets: ProbeHost's (with `abi_cap`, within
 // `scope`), its network at `depth` (job_network.h), and for root the
-// idmapped /etc view (root_etc.h), whose proof copy is dropped: each job's
-// keeper makes its own.
+// idmapped /etc view (root_etc.h), with its proof copy when this process
+// had not taken it yet: the job mounts that copy (a detached copy mounts
+// once), and each later job's keeper makes its own.
 HostFacts ProbeSupervisedHost(int abi_cap, JobNetworkProbeDepth depth, ProbeScope scope = {});
 
 // The plan as the report prints it ($.supervisor.job, docs/json/report.md).

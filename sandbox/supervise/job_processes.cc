@@ -293,7 +293,7 @@ void ArmKeeper(const ChildPlan& cp, const JobFds& f, sigset_t& term) {
   if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != cp.supervisor) _exit(1);
   setsid();
   CloseAllBut({f.status_w, f.gate_child, f.sync_r, f.sync_w, f.out_w, f.err_w, f.devnull, f.broker, f.egress_child,
-               f.net_child, f.stdin_r, f.trace_r, cp.root_etc_idmap_fd});
+               f.net_child, f.stdin_r, f.trace_r, cp.root_etc_idmap_fd, cp.root_etc_tree_fd});
 }
 
 // --explain: the supervisor's descendants may trace this process (Yama's
@@ -315,7 +315,7 @@ void AwaitTracer(const ChildPlan& cp, const JobFds& f) {
 // namespace; the launcher mounts it in the job's.
 void PrepareRootEtcTree(const ChildPlan& cp, const JobFds& f, JobFds& jf) {
   if (!cp.plan->root_etc_view || cp.run_as_uid) return;
-  jf.root_etc_tree = MakeRootEtcTree(cp.root_etc_idmap_fd);
+  jf.root_etc_tree = cp.root_etc_tree_fd >= 0 ? cp.root_etc_tree_fd : MakeRootEtcTree(cp.root_etc_idmap_fd);
   if (jf.root_etc_tree >= 0) return;
   SendRecord(f.status_w, Record::kSetupFailed, 0, -jf.root_etc_tree, "mount-namespace",
              "idmap a copy of /etc for root");

@@ -71,6 +71,9 @@ struct ChildPlan {
   IdMaps maps;
   const CgroupLeaf* leaf = nullptr;
   int root_etc_idmap_fd = -1;  // root's /etc view (RootEtcView::idmap), for a plan with root_etc_view
+  // The probe's proof copy of that view (RootEtcView::proof_tree), where
+  // this job mounts it: the keeper then makes no copy of its own. -1 else.
+  int root_etc_tree_fd = -1;
   std::vector<char*> argv;
   std::vector<char*> envp;
   std::string cwd;

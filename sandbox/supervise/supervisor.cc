@@ -186,6 +186,8 @@ std::optional<std::string> PrepareChild(ChildPlan& cp, ChildStrings& strings, Un
   cp.maps = job.id_maps;
   cp.leaf = s.leaf ? &*s.leaf : nullptr;
   cp.root_etc_idmap_fd = host.etc_view.idmap ? host.etc_view.idmap->get() : -1;
+  if (plan.root_etc_view && !options.run_as_uid && host.etc_view.proof_tree)
+    cp.root_etc_tree_fd = host.etc_view.proof_tree->get();
   strings.args = argv;
   for (auto& a : strings.args) cp.argv.push_back(a.data());
   cp.argv.push_back(nullptr);

@@ -215,6 +215,22 @@ TEST_P(SupervisorTest, RootOnlyFilesInEtcStayUnreadable) {
   EXPECT_EQ(r.stdout_text, "cat: /etc/shadow: Permission denied\nroot:");
 }
 
+// The probe's proof copy of root's /etc view mounts once: the process's
+// first job mounts it and each later one a copy its keeper made. Every root
+// job of one process sees the view: the host's root-owned /etc owned by
+// 65534 (without the view a root job sees it owned by 0).
+TEST_P(SupervisorTest, EveryRootJobOfAProcessSeesTheEtcView) {
+  if (GetParam() != 0) GTEST_SKIP() << "only a root job gets the view (uid 0 is unmapped in any other job's namespace)";
+  struct stat st {};
+  ASSERT_EQ(stat("/etc", &st), 0);
+  if (st.st_uid != 0) GTEST_SKIP() << "this host's /etc is not root's";
+  for (int job = 0; job < 3; ++job) {
+    const auto r = Run({"/usr/bin/stat", "-c", "%u", "/etc"});
+    ASSERT_EQ(r.fault, cage::Fault::kNone) << "job " << job << ": " << r.reason;
+    EXPECT_EQ(r.stdout_text, "65534\n") << "job " << job;
+  }
+}
+
 TEST_P(SupervisorTest, NamespacesAreFreshAndNetIsEmpty) {
   auto link = [](const char* ns) {
     char buf[64] = {};
