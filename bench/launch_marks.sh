@@ -8,9 +8,9 @@
 #
 # A uprobe on the entry of each function bench/launch_marks.py lists (one
 # table: MARKS), plus the kernel's exec and exit events, recorded with
-# `perf record -a` over RUNS launches one after another; each mark is
-# printed as the median time since the agent's exec, with the step from the
-# mark before it. bench/launch_profile.sh gives the same launches by
+# `perf record` (the launches' processes only) over RUNS launches one after
+# another; each mark is printed as the median time since the agent's exec,
+# with the step from the mark before it. bench/launch_profile.sh gives the same launches by
 # process and page faults; this one looks inside the processes. Each
 # uprobe hit costs a few microseconds of its own (a trap), so a step here
 # is a little longer than the same step untraced.
@@ -42,13 +42,9 @@ remove_probes() {  # each of this run's uprobes, by name
   while read -r event _; do echo "-:${event#p:}" >>"$TRACEFS/uprobe_events" 2>/dev/null || true; done <"$TMP/probes.txt"
 }
 trap 'remove_probes; rm -rf "$TMP"' EXIT
-mkdir -p "$TMP"/{bundle,work/tmp,data}
-chmod 777 "$TMP"/{work,work/tmp,data}
-cat >"$TMP/policy.json" <<JSON
-{"contract": 1, "role": "runner", "bundle": "$TMP/bundle", "work": "$TMP/work", "data": "$TMP/data",
- "tmp": "$TMP/work/tmp", "net": {"mode": "none"}, "exec_writable": false}
-JSON
-chmod 644 "$TMP/policy.json"
+# shellcheck source=bench/strict_job.sh
+. "$ROOT/bench/strict_job.sh"
+strict_job "$TMP"
 
 python3 "$ROOT/bench/launch_marks.py" probes "$(readlink -f "$AGENT")" "$GROUP" >"$TMP/probes.txt" ||
   die "cannot read the agent's symbols"
@@ -61,7 +57,7 @@ marks() {  # NAME ARGV...
   local name=$1
   shift
   "$@" >/dev/null || die "$name: $* failed (exit $?)"
-  perf record -q -e "$GROUP:*" -e sched:sched_process_exec,sched:sched_process_exit -a \
+  perf record -q -e "$GROUP:*" -e sched:sched_process_exec,sched:sched_process_exit \
     -o "$TMP/$name.data" -- bash -c 'for ((i = 0; i < '"$RUNS"'; i++)); do "$@" >/dev/null || exit 1; done' \
     marks "$@" 2>"$TMP/$name.err" || { cat "$TMP/$name.err"; die "$name: perf record failed"; }
   perf script -F comm,pid,time,event -i "$TMP/$name.data" >"$TMP/$name.txt" 2>/dev/null

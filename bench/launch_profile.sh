@@ -39,13 +39,9 @@ BWRAP="$(command -v bwrap)"
 TMP=$(mktemp -d /tmp/oarbank-bench-XXXXXX)
 chmod 755 "$TMP"
 trap 'rm -rf "$TMP"' EXIT
-mkdir -p "$TMP"/{bundle,work/tmp,data}
-chmod 777 "$TMP"/{work,work/tmp,data}
-cat >"$TMP/policy.json" <<JSON
-{"contract": 1, "role": "runner", "bundle": "$TMP/bundle", "work": "$TMP/work", "data": "$TMP/data",
- "tmp": "$TMP/work/tmp", "net": {"mode": "none"}, "exec_writable": false}
-JSON
-chmod 644 "$TMP/policy.json"
+# shellcheck source=bench/strict_job.sh
+. "$ROOT/bench/strict_job.sh"
+strict_job "$TMP"
 
 profile() {  # NAME PROGRAM ARGV...
   local name=$1 program=$2

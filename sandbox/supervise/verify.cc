@@ -39,6 +39,9 @@ std::string NsLink(const std::string& pid, const std::string& ns) {
   return n > 0 ? std::string(target, static_cast<size_t>(n)) : "";
 }
 
+// The start of every reason the gate gives for a root job's /etc.
+constexpr const char* kNotTheEtcView = "a root job's /etc is not the idmapped view (root_etc.h)";
+
 bool AllZeroHex(const std::string& v) { return !v.empty() && v.find_first_not_of('0') == std::string::npos; }
 
 // mountinfo escapes space, tab, newline and backslash as \ooo.
@@ -160,14 +163,14 @@ std::optional<MountMiss> FirstMountWithout(int root, const std::vector<std::stri
 }
 
 std::optional<std::string> CheckRootEtcView(int root, const struct stat& host) {
-  constexpr const char* kNot = "a root job's /etc is not the idmapped view (root_etc.h)";
   const UniqueFd etc(OpenNoSymlinksAt(root, "etc", O_PATH));
   struct stat job {};
   if (!etc.valid() || fstat(etc.get(), &job) != 0)
-    return std::string(kNot) + ": it cannot be opened without following a link: " + strerror(errno);
-  if (job.st_dev != host.st_dev || job.st_ino != host.st_ino) return std::string(kNot) + ": another directory";
+    return std::string(kNotTheEtcView) + ": it cannot be opened without following a link: " + strerror(errno);
+  if (job.st_dev != host.st_dev || job.st_ino != host.st_ino)
+    return std::string(kNotTheEtcView) + ": another directory";
   if (job.st_uid != kRootEtcOwner)
-    return std::string(kNot) + ": it is owned by uid " + std::to_string(job.st_uid) + " (want " +
+    return std::string(kNotTheEtcView) + ": it is owned by uid " + std::to_string(job.st_uid) + " (want " +
            std::to_string(kRootEtcOwner) + ")";
   return std::nullopt;
 }
@@ -217,14 +220,14 @@ std::optional<std::string> CheckContainer(const std::string& p, const GateExpect
 // A root job's /etc, when the host's /etc is not root's: its owner says
 // nothing, so the mount's own flag is read from mountinfo.
 std::optional<std::string> CheckRootEtc(const std::string& p, int root) {
-  constexpr const char* kNot = "a root job's /etc is not the idmapped view (root_etc.h)";
   struct stat host {};
-  if (stat("/etc", &host) != 0) return std::string(kNot) + ": cannot stat the host's /etc: " + strerror(errno);
+  if (stat("/etc", &host) != 0)
+    return std::string(kNotTheEtcView) + ": cannot stat the host's /etc: " + strerror(errno);
   if (host.st_uid == 0) return CheckRootEtcView(root, host);
   int err = 0;
   const std::string mountinfo = ReadSmallFile("/proc/" + p + "/mountinfo", &err);
-  if (err != 0) return std::string(kNot) + ": cannot read /proc/" + p + "/mountinfo: " + strerror(err);
-  if (CheckMountOption(mountinfo, {"/etc"}, "idmapped")) return std::string(kNot) + " (mountinfo)";
+  if (err != 0) return std::string(kNotTheEtcView) + ": cannot read /proc/" + p + "/mountinfo: " + strerror(err);
+  if (CheckMountOption(mountinfo, {"/etc"}, "idmapped")) return std::string(kNotTheEtcView) + " (mountinfo)";
   return std::nullopt;
 }
 
