@@ -3,6 +3,7 @@
 // reads in /proc.
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 
 #include "sandbox/common/unique_fd.h"
@@ -209,6 +210,36 @@ TEST(GateReadingTest, EachPathIsCheckedOnTheMountItReaches) {
   for (size_t at = 0, eol; (eol = run.text.find('\n', at)) != std::string::npos; at = eol + 1)
     got.push_back(run.text.substr(at, eol - at));
   EXPECT_EQ(got, want) << run.text;
+}
+
+// statfs(2) says read-only for a read-only mount and for a mount of a
+// read-only filesystem alike; only the first stays read-only when the host
+// makes the filesystem writable again. A mount with its own "ro" passes; a
+// read-write bind of a filesystem mounted read-only does not, though
+// statfs says ST_RDONLY for it.
+TEST(GateReadingTest, ReadOnlyIsTheMountsOwnFlagNotItsFilesystems) {
+  TempTree tree;
+  for (const char* d : {"sb-ro", "bind-rw", "bind-ro"}) ASSERT_EQ(mkdir(tree.Path(d).c_str(), 0755), 0);
+  const auto run = RunInChild([&] {
+    if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return std::string("unshare: ") + strerror(errno);
+    if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        mount("t", tree.Path("sb-ro").c_str(), "tmpfs", MS_RDONLY, "size=64k") != 0 ||
+        mount(tree.Path("sb-ro").c_str(), tree.Path("bind-rw").c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+        mount(nullptr, tree.Path("bind-rw").c_str(), nullptr, MS_BIND | MS_REMOUNT, nullptr) != 0 ||
+        mount(tree.Path("sb-ro").c_str(), tree.Path("bind-ro").c_str(), nullptr, MS_BIND, nullptr) != 0 ||
+        mount(nullptr, tree.Path("bind-ro").c_str(), nullptr, MS_BIND | MS_REMOUNT | MS_RDONLY, nullptr) != 0)
+      return std::string("mount: ") + strerror(errno);
+    const UniqueFd root(open("/", O_PATH | O_DIRECTORY | O_CLOEXEC));
+    struct statfs fs {};
+    if (statfs(tree.Path("bind-rw").c_str(), &fs) != 0 || (fs.f_flags & ST_RDONLY) == 0)
+      return std::string("statfs does not say read-only for the bind: the case is not made");
+    auto say = [](const std::optional<MountMiss>& miss) { return miss ? miss->path : std::string("none"); };
+    return say(FirstNotMountedReadOnly(root.get(), "self", {tree.Path("bind-ro")})) + "\n" +
+           say(FirstNotMountedReadOnly(root.get(), "self", {tree.Path("bind-ro"), tree.Path("bind-rw")})) + "\n";
+  });
+  ASSERT_TRUE(WIFEXITED(run.status) && WEXITSTATUS(run.status) == 0) << run.text;
+  if (run.text.rfind("unshare: ", 0) == 0) GTEST_SKIP() << "no user namespace here: " << run.text;
+  EXPECT_EQ(run.text, "none\n" + tree.Path("bind-rw") + "\n");
 }
 
 TEST(GateReadingTest, MountinfoOptionsAreReadOnTheLastMountOfAPath) {

@@ -162,6 +162,24 @@ std::optional<MountMiss> FirstMountWithout(int root, const std::vector<std::stri
   return std::nullopt;
 }
 
+std::optional<MountMiss> FirstNotMountedReadOnly(int root, const std::string& pid,
+                                                 const std::vector<std::string>& paths) {
+  std::string mountinfo;  // read once, for the first path whose filesystem is read-only on the host too
+  for (const auto& path : paths) {
+    if (auto miss = FirstMountWithout(root, {path}, ST_RDONLY, true)) return miss;
+    const UniqueFd host(OpenNoSymlinksAt(AT_FDCWD, path.c_str(), O_PATH));
+    struct statfs fs {};
+    if (host.valid() && fstatfs(host.get(), &fs) == 0 && (fs.f_flags & ST_RDONLY) == 0) continue;
+    if (mountinfo.empty()) {
+      int err = 0;
+      mountinfo = ReadSmallFile("/proc/" + pid + "/mountinfo", &err);
+      if (err != 0) return MountMiss{path, err};
+    }
+    if (CheckMountOption(mountinfo, {path}, "ro")) return MountMiss{path, 0};
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> CheckRootEtcView(int root, const struct stat& host) {
   const UniqueFd etc(OpenNoSymlinksAt(root, "etc", O_PATH));
   struct stat job {};
@@ -241,11 +259,11 @@ std::optional<std::string> CheckMounts(const std::string& p, const GateExpectati
   const int r = root.get();
   // Each check can be left out by the test-only build (common/fault_hooks.h).
   auto skip = [](const char* check) { return FaultSkipStep(check); };
-  if (auto miss = FirstMountWithout(r, {"/"}, ST_RDONLY, true); miss && !skip("gate-read-only-root"))
+  if (auto miss = FirstNotMountedReadOnly(r, p, {"/"}); miss && !skip("gate-read-only-root"))
     return "/ is not mounted read-only (filesystem.metadata)" + miss->Detail();
   if (auto miss = FirstMountWithout(r, want.noexec, ST_NOEXEC, true); miss && !skip("gate-noexec"))
     return "the writable grant " + miss->path + " is not mounted noexec" + miss->Detail();
-  if (auto miss = FirstMountWithout(r, want.read_only, ST_RDONLY, true); miss && !skip("gate-read-only-carve-outs"))
+  if (auto miss = FirstNotMountedReadOnly(r, p, want.read_only); miss && !skip("gate-read-only-carve-outs"))
     return "the read-only carve-out " + miss->path + " is not mounted read-only" + miss->Detail();
   if (!want.inodes.empty() && !skip("gate-inodes")) {
     if (auto why = CheckMountedInodes(r, want.inodes)) return why;

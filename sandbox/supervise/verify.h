@@ -16,7 +16,9 @@
 // job must have an inode other than the supervisor's, and what the job's
 // mount namespace holds, each path opened through /proc/<pid>/root with no
 // link followed and its mount's flags read with fstatfs(2) (the mount the
-// path reaches, which is what the job's accesses meet): / read-only
+// path reaches, which is what the job's accesses meet; mountinfo only where
+// a path's filesystem is read-only on the host too, since statfs cannot
+// tell a read-only mount from a read-only filesystem): / read-only
 // (filesystem.metadata), each writable grant noexec when exec_writable is
 // false, each read_only carve-out read-only (carve_out.h), each writable
 // grant and carve-out the inode the policy's walk found (the launcher
@@ -84,6 +86,17 @@ std::optional<MountMiss> FirstMountWithout(int root, const std::vector<std::stri
 // there: common/grant_path.h) that, opened from `root` with no link
 // followed, is missing or another inode, said in one line; or nullopt.
 std::optional<std::string> CheckMountedInodes(int root, const std::map<std::string, FileId>& inodes);
+
+// A mount the job reaches read-only may be so by its own flag or by its
+// filesystem's: statfs(2) says ST_RDONLY for both, and a filesystem mounted
+// read-only can be made writable again by the host under a running job,
+// where a read-only mount stays so. The first of `paths` (in the job's view,
+// opened from `root` with no link followed) that is not read-only there, or
+// whose filesystem is read-only on the host too (the same path in this
+// process's view) while /proc/<pid>/mountinfo shows the job's mount without
+// its own "ro"; or nullopt.
+std::optional<MountMiss> FirstNotMountedReadOnly(int root, const std::string& pid,
+                                                 const std::vector<std::string>& paths);
 
 // Pure but for its reads below `root` (the job's root): whether the job's
 // /etc is the idmapped view of the host's root-owned /etc (`host`, its
