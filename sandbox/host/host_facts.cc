@@ -211,16 +211,19 @@ bool CollectWorldReadable(int parent_fd, const std::string& name, const std::str
   return all;
 }
 
+// Fails closed: no fact, and why.
+void FailCgroupFacts(CgroupFacts& c, std::string why) {
+  c = CgroupFacts{};
+  c.probed = true;
+  c.error = std::move(why);
+}
+
 }  // namespace
 
 void ReadCgroupFacts(CgroupFacts& c, const std::string& mountinfo_path, const std::string& self_cgroup_path) {
   c = CgroupFacts{};
   c.probed = true;
-  auto fail = [&c](std::string why) {
-    c = CgroupFacts{};
-    c.probed = true;
-    c.error = std::move(why);
-  };
+  auto fail = [&c](std::string why) { FailCgroupFacts(c, std::move(why)); };
   // The cgroup2 mount, from mountinfo: "... - cgroup2 none rw". Every line
   // has at least the five fields before the separator.
   const HostFile mountinfo = ReadHostFile(mountinfo_path, kMaxMountinfoBytes);
@@ -247,11 +250,7 @@ void ReadCgroupFactsAt(CgroupFacts& c, const std::string& mount_point, const std
   c.probed = true;
   c.v2_mounted = true;
   c.mount_point = mount_point;
-  auto fail = [&c](std::string why) {
-    c = CgroupFacts{};
-    c.probed = true;
-    c.error = std::move(why);
-  };
+  auto fail = [&c](std::string why) { FailCgroupFacts(c, std::move(why)); };
   // "0::/path" is the v2 line; v1 lines are "N:controllers:/path".
   const HostFile self = ReadHostFile(self_cgroup_path, kMaxProcFileBytes);
   if (self.status != HostFileStatus::kRead) return fail(self.why);

@@ -39,6 +39,11 @@ std::string NsLink(const std::string& pid, const std::string& ns) {
   return n > 0 ? std::string(target, static_cast<size_t>(n)) : "";
 }
 
+// An absolute path in the job's view, as opened from its root fd.
+std::string RelativeToRoot(const std::string& path) {
+  return path.find_first_not_of('/') == std::string::npos ? "." : path.substr(1);
+}
+
 // The start of every reason the gate gives for a root job's /etc.
 constexpr const char* kNotTheEtcView = "a root job's /etc is not the idmapped view (root_etc.h)";
 
@@ -131,7 +136,7 @@ std::optional<std::string> CheckGateReading(const GateReading& r, pid_t parent) 
 std::optional<std::string> CheckMountedInodes(int root, const std::map<std::string, FileId>& inodes) {
   for (const auto& [path, inode] : inodes) {
     if (!inode.known()) continue;
-    const std::string relative = path.find_first_not_of('/') == std::string::npos ? "." : path.substr(1);
+    const std::string relative = RelativeToRoot(path);
     const UniqueFd fd(OpenNoSymlinksAt(root, relative.c_str(), O_PATH));
     struct stat st {};
     if (!fd.valid() || fstat(fd.get(), &st) != 0)
@@ -145,15 +150,13 @@ std::optional<std::string> CheckMountedInodes(int root, const std::map<std::stri
 }
 
 std::string MountMiss::Detail() const {
-  return err == 0
-             ? ""
-             : std::string(" (it cannot be opened in the job's view without following a link: ") + strerror(err) + ")";
+  return err == 0 ? "" : std::string(" (") + unread + ": " + strerror(err) + ")";
 }
 
 std::optional<MountMiss> FirstMountWithout(int root, const std::vector<std::string>& paths, unsigned long flag,
                                            bool set) {
   for (const auto& path : paths) {
-    const std::string relative = path.find_first_not_of('/') == std::string::npos ? "." : path.substr(1);
+    const std::string relative = RelativeToRoot(path);
     const UniqueFd fd(OpenNoSymlinksAt(root, relative.c_str(), O_PATH));
     struct statfs fs {};
     if (!fd.valid() || fstatfs(fd.get(), &fs) != 0) return MountMiss{path, errno};
@@ -173,7 +176,7 @@ std::optional<MountMiss> FirstNotMountedReadOnly(int root, const std::string& pi
     if (mountinfo.empty()) {
       int err = 0;
       mountinfo = ReadSmallFile("/proc/" + pid + "/mountinfo", &err);
-      if (err != 0) return MountMiss{path, err};
+      if (err != 0) return MountMiss{path, err, "the job's mountinfo cannot be read"};
     }
     if (CheckMountOption(mountinfo, {path}, "ro")) return MountMiss{path, 0};
   }

@@ -65,12 +65,13 @@ std::optional<std::string> CheckMountOption(std::string_view mountinfo, const st
                                             std::string_view option);
 
 // A path whose mount lacks what the gate wants: `err` is why it could not
-// be opened (ELOOP for a link on the way), or 0 when it was and its mount's
-// flags are wrong.
+// be read (ELOOP for a link on the way), with what could not be read; or 0
+// when it was and its mount's flags are wrong.
 struct MountMiss {
   std::string path;
   int err = 0;
-  std::string Detail() const;  // "" or " (it cannot be opened ...: <error>)"
+  const char* unread = "it cannot be opened in the job's view without following a link";
+  std::string Detail() const;  // "" or " (<unread>: <error>)"
 };
 
 // Pure but for its reads below `root` (the job's root, /proc/<pid>/root):
