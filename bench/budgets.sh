@@ -4,13 +4,14 @@
 #
 #   bench/budgets.sh
 #
-# Runs bench/battery.sh --quick and bench/run.sh with fewer launches, reads
-# their `ratio NAME VALUE` lines and fails (exit 1) when a ratio is more
-# than 1.5 times its budget: a regression, never an absolute time (every
-# ratio is against a baseline measured in the same run). A ratio the
-# scripts did not print fails too. The goals themselves (PASS/MISS) are the
-# scripts' own, printed as they run. Refresh a budget by copying the ratio
-# of a quiet run into bench/budgets.tsv. Runs as root (the battery).
+# Runs bench/battery.sh --quick, bench/run.sh and bench/supervise.sh with
+# fewer launches, reads their `ratio NAME VALUE` lines and fails (exit 1)
+# when a ratio is more than 1.5 times its budget: a regression, never an
+# absolute time (every ratio is against a baseline measured in the same
+# run). A ratio the scripts did not print fails too. The goals themselves
+# (PASS/MISS) are the scripts' own, printed as they run. Refresh a budget
+# by copying the ratio of a quiet run into bench/budgets.tsv. Runs as root
+# (the battery).
 set -euo pipefail
 
 readonly BENCH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -22,6 +23,8 @@ echo "== bench/battery.sh --quick"
 "$BENCH/battery.sh" --quick | tee -a "$out"
 echo "== bench/run.sh (RUNS=50)"
 RUNS=50 WARMUP=5 "$BENCH/run.sh" | tee -a "$out"
+echo "== bench/supervise.sh (RUNS=50)"
+RUNS=50 "$BENCH/supervise.sh" | tee -a "$out"
 
 echo "== budgets (a ratio fails past ${SLACK}x its budget)"
 failed=0

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/launch_profile.sh: where a launch's time goes, stage by stage, for
-# `oarbank-agent run`, `oarbank-agent sandbox-exec` and bubblewrap on the
-# same job.
+# `oarbank-agent run`, `oarbank-agent sandbox-exec`, bubblewrap and the
+# floor of a supervised job (bench/minilaunch -J) on the same job.
 #
 #   bench/launch_profile.sh
 #
@@ -15,6 +15,8 @@
 # the keeper, top.2.1 the job's init (its fork includes the clone of the
 # job's namespaces), top.2.1.1 the launcher, whose exec is the module's (the
 # time before it is the launcher's confinement and the gate's round trip).
+# For the floor: top.1 is its init (the clone of the same namespaces),
+# top.1.1 the command, confined before its exec.
 # `run` runs --unproven (the proof gate's read of the attestation costs
 # about 0.1 ms; bench/supervise.sh times it). The figures are the kernel's
 # clock between events, not hyperfine's: they exclude the parent's fork and
@@ -26,14 +28,16 @@ set -euo pipefail
 
 readonly ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
-readonly AGENT="$BUILD_DIR/sandbox/oarbank-agent"
+readonly AGENT="$BUILD_DIR/sandbox/oarbank-agent" FLOOR="$BUILD_DIR/bench/minilaunch"
 readonly RUNS="${RUNS:-200}"
 
 die() { echo "bench: $*" >&2; exit 1; }
 [[ "$(id -u)" == 0 ]] || die "run as root (perf's tracepoints)"
 command -v perf >/dev/null || die "perf is not installed (Debian: apt-get install linux-perf)"
 for tool in bwrap python3; do command -v "$tool" >/dev/null || die "$tool is not installed"; done
-[[ -x "$AGENT" ]] || die "no $AGENT (build first: cmake -S . -B build -G Ninja && ninja -C build)"
+for built in "$AGENT" "$FLOOR"; do
+  [[ -x "$built" ]] || die "no $built (build first: cmake -S . -B build -G Ninja && ninja -C build)"
+done
 BWRAP="$(command -v bwrap)"
 
 TMP=$(mktemp -d /tmp/oarbank-bench-XXXXXX)
@@ -61,3 +65,4 @@ echo "bench: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $RUNS launche
 profile run "$AGENT" "$AGENT" run --unproven "$TMP/policy.json" -- /bin/true
 profile sandbox-exec "$AGENT" "$AGENT" sandbox-exec "$TMP/policy.json" -- /bin/true
 profile bwrap "$BWRAP" "$BWRAP" --ro-bind / / --unshare-all --die-with-parent /bin/true
+profile floor "$FLOOR" "$FLOOR" -J "$TMP/work" -- /bin/true

@@ -1,7 +1,7 @@
 // bench/minilaunch: the floor a launcher of this design can reach on this
 // machine, measured by bench/run.sh next to `oarbank-agent sandbox-exec`.
 //
-//   minilaunch [-L] [-S] [-N DIR] -- ARGV
+//   minilaunch [-L] [-S] [-N DIR | -J DIR [-E]] -- ARGV
 //
 // It does the least a cage needs and nothing else: no_new_privs, a Landlock
 // ruleset that handles every filesystem right of the running ABI with ten
@@ -11,21 +11,34 @@
 // mount namespace (the caller's ids mapped to themselves), every mount
 // private and read-only, and DIR bound back writable, nosuid, nodev and
 // noexec (one writable grant; sandbox-exec's policies in bench/run.sh have
-// three). No policy file, no host report, no capability drop: it is a
-// yardstick for what the launcher's own work costs above one extra exec,
-// never a sandbox to run anything with. Linked statically against the same
-// C library as oarbank-agent, so the two pay the same start-up.
+// three). -J DIR is the floor of a supervised job (`oarbank-agent run`,
+// measured by bench/supervise.sh): the command runs as pid 2 of the fresh
+// user, mount, pid, net, ipc and uts namespaces a job gets, under an init
+// that mounts the pid namespace's /proc and waits for it; this process
+// writes init's id maps (its ids mapped to themselves), releases it, and
+// returns when init is reaped, that is when
+// the job's namespaces are gone, as `run` waits for them before it
+// returns. The command makes DIR's read-only view as -N does (in the job's
+// mount namespace), then the rest. -E returns as soon as init reports the
+// command's status, before its namespaces are torn down: what bubblewrap
+// does (its init exits while bwrap returns). No policy file, no host
+// report, no capability drop, no cgroup leaf, no gate: it is a yardstick
+// for what the launcher's own work costs above one extra exec, never a
+// sandbox to run anything with. Linked statically against the same C
+// library as oarbank-agent, so the two pay the same start-up.
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/landlock.h>
 #include <linux/mount.h>
 #include <sched.h>
+#include <signal.h>
 #include <seccomp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 // The 6.1 UAPI headers stop at ABI 2; the later rights, from the kernel's
@@ -115,17 +128,23 @@ static int WriteFile(const char* path, const char* text) {
   return n == (ssize_t)strlen(text) ? 0 : -1;
 }
 
-// The namespaces and mounts of sandbox-exec's read-only view, for one
-// writable directory.
-static int ReadOnlyView(const char* writable) {
-  char map[64];
-  const unsigned uid = getuid(), gid = getgid();
-  if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return Fail("unshare");
-  if (WriteFile("/proc/self/setgroups", "deny") != 0) return Fail("setgroups");
+// Maps `pid`'s user namespace: uid and gid to themselves, setgroups denied.
+static int MapIds(const char* pid, unsigned uid, unsigned gid) {
+  char path[64], map[64];
+  snprintf(path, sizeof path, "/proc/%s/setgroups", pid);
+  if (WriteFile(path, "deny") != 0) return Fail("setgroups");
+  snprintf(path, sizeof path, "/proc/%s/uid_map", pid);
   snprintf(map, sizeof map, "%u %u 1\n", uid, uid);
-  if (WriteFile("/proc/self/uid_map", map) != 0) return Fail("uid_map");
+  if (WriteFile(path, map) != 0) return Fail("uid_map");
+  snprintf(path, sizeof path, "/proc/%s/gid_map", pid);
   snprintf(map, sizeof map, "%u %u 1\n", gid, gid);
-  if (WriteFile("/proc/self/gid_map", map) != 0) return Fail("gid_map");
+  if (WriteFile(path, map) != 0) return Fail("gid_map");
+  return 0;
+}
+
+// The mounts of sandbox-exec's read-only view, for one writable directory,
+// in the caller's (new) mount namespace.
+static int ReadOnlyMounts(const char* writable) {
   if (syscall(SYS_mount, NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return Fail("make / private");
   const int dir = open(writable, O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) return Fail(writable);
@@ -144,29 +163,110 @@ static int ReadOnlyView(const char* writable) {
   return 0;
 }
 
+// The namespaces and mounts of sandbox-exec's read-only view.
+static int ReadOnlyView(const char* writable) {
+  const unsigned uid = getuid(), gid = getgid();
+  if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return Fail("unshare");
+  if (MapIds("self", uid, gid) != 0) return 70;
+  return ReadOnlyMounts(writable);
+}
+
+static int Confine(int landlock, int seccomp) {
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return Fail("no_new_privs");
+  if (landlock && ApplyLandlock() != 0) return 70;
+  if (seccomp && ApplySeccomp() != 0) return 70;
+  return 0;
+}
+
+static int StatusCode(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+// -J: init (pid 1 of the job's namespaces) once released: the pid
+// namespace's /proc, then the command as its child, confined; its status
+// written to `report`, then init's own.
+static int JobInit(int release, int report, const char* writable, int landlock, int seccomp, char** argv) {
+  char go;
+  if (read(release, &go, 1) != 1) return 70;
+  if (syscall(SYS_mount, NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return Fail("make / private");
+  if (syscall(SYS_mount, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+    return Fail("mount /proc");
+  const pid_t command = fork();
+  if (command < 0) return Fail("fork");
+  if (command == 0) {
+    if (ReadOnlyMounts(writable) != 0 || Confine(landlock, seccomp) != 0) _exit(70);
+    execvp(argv[0], argv);
+    fprintf(stderr, "minilaunch: exec %s: %s\n", argv[0], strerror(errno));
+    _exit(71);
+  }
+  int status = 0;
+  while (waitpid(command, &status, 0) < 0)
+    if (errno != EINTR) return Fail("waitpid");
+  const int code = StatusCode(status);
+  if (write(report, &code, sizeof code) != sizeof code) return Fail("report");
+  return code;
+}
+
+// -J: clone init into the job's namespaces, map its ids, release it, and
+// return the command's status when init is reaped (or, with `early`, as
+// soon as init reports it).
+static int Job(const char* writable, int early, int landlock, int seccomp, char** argv) {
+  const int kFlags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+  const unsigned uid = getuid(), gid = getgid();
+  int release[2], report[2];
+  if (pipe2(release, O_CLOEXEC) != 0 || pipe2(report, O_CLOEXEC) != 0) return Fail("pipe");
+  const pid_t init = (pid_t)syscall(SYS_clone, kFlags | SIGCHLD, NULL, NULL, NULL, NULL);
+  if (init < 0) return Fail("clone");
+  if (init == 0) {
+    close(release[1]);
+    close(report[0]);
+    _exit(JobInit(release[0], report[1], writable, landlock, seccomp, argv));
+  }
+  close(release[0]);
+  close(report[1]);
+  char pid[16];
+  snprintf(pid, sizeof pid, "%d", (int)init);
+  if (MapIds(pid, uid, gid) != 0 || write(release[1], "G", 1) != 1) {
+    kill(init, SIGKILL);
+    waitpid(init, NULL, 0);
+    return 70;
+  }
+  close(release[1]);
+  int code = 70;
+  const int reported = read(report[0], &code, sizeof code) == sizeof code;
+  if (early && reported) return code;
+  int status = 0;
+  while (waitpid(init, &status, 0) < 0)
+    if (errno != EINTR) return Fail("waitpid init");
+  return reported ? code : StatusCode(status);
+}
+
+static int Usage(void) {
+  fprintf(stderr, "usage: minilaunch [-L] [-S] [-N DIR | -J DIR [-E]] -- ARGV\n");
+  return 64;
+}
+
 int main(int argc, char** argv) {
-  int landlock = 1, seccomp = 1, i = 1;
+  int landlock = 1, seccomp = 1, early = 0, i = 1;
   const char* writable = NULL;
+  const char* job = NULL;
   for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
     if (strcmp(argv[i], "-N") == 0 && i + 1 < argc) {
       writable = argv[++i];
+    } else if (strcmp(argv[i], "-J") == 0 && i + 1 < argc) {
+      job = argv[++i];
+    } else if (strcmp(argv[i], "-E") == 0) {
+      early = 1;
     } else if (strcmp(argv[i], "-L") == 0) {
       landlock = 0;
     } else if (strcmp(argv[i], "-S") == 0) {
       seccomp = 0;
     } else {
-      fprintf(stderr, "usage: minilaunch [-L] [-S] [-N DIR] -- ARGV\n");
-      return 64;
+      return Usage();
     }
   }
-  if (i + 1 >= argc) {
-    fprintf(stderr, "usage: minilaunch [-L] [-S] [-N DIR] -- ARGV\n");
-    return 64;
-  }
+  if (i + 1 >= argc || (writable != NULL && job != NULL) || (early && job == NULL)) return Usage();
+  if (job != NULL) return Job(job, early, landlock, seccomp, argv + i + 1);
   if (writable != NULL && ReadOnlyView(writable) != 0) return 70;
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return Fail("no_new_privs");
-  if (landlock && ApplyLandlock() != 0) return 70;
-  if (seccomp && ApplySeccomp() != 0) return 70;
+  if (Confine(landlock, seccomp) != 0) return 70;
   execvp(argv[i + 1], argv + i + 1);
   fprintf(stderr, "minilaunch: exec %s: %s\n", argv[i + 1], strerror(errno));
   return 71;

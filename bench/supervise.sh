@@ -10,13 +10,20 @@
 #    pid, ipc, uts, mnt and an empty net namespace, init, the cgroup leaf
 #    where delegated, Landlock + seccomp, verification at the gate, exec);
 #    `bwrap --ro-bind / / --unshare-all --die-with-parent /bin/true`; and as
-#    references `unshare -Urnpf --mount-proc /bin/true` and the launcher
-#    alone, `oarbank-agent sandbox-exec POLICY -- /bin/true`. bwrap needs
-#    the --ro-bind: with --unshare-all alone its root is empty and it fails
-#    with "execvp /bin/true: No such file or directory".
+#    references `unshare -Urnpf --mount-proc /bin/true`, the launcher alone,
+#    `oarbank-agent sandbox-exec POLICY -- /bin/true`, and the floor of a
+#    supervised job, `bench/minilaunch -J` (the same six fresh namespaces,
+#    the id maps written from outside, an init that mounts its /proc and
+#    waits for the command, the read-only mounts with the writable grant
+#    noexec, no_new_privs, Landlock, seccomp, and the return only once init
+#    is reaped, as `run` waits for the job's namespaces to go; no policy,
+#    host probe, keeper, cgroup leaf or gate), with and without that wait
+#    (`-E` returns when init reports the command's status, as bubblewrap
+#    does). bwrap needs the --ro-bind: with --unshare-all alone its root is
+#    empty and it fails with "execvp /bin/true: No such file or directory".
 #    Targets on the medians: run <= 4x bare, and run < bwrap. Each `run`
 #    here also starts a new agent process (CLI11, the policy file, the host
-#    probe) before the job.
+#    probe) before the job; its distance above the floor is printed.
 # 2. In-process, as a long-lived agent pays it: cage::RunPolicy(/bin/true)
 #    against fork+exec+wait of /bin/true and of the bwrap command above from
 #    the same process (a small driver compiled against the built library),
@@ -29,14 +36,16 @@
 # job's /etc is an idmapped copy (sandbox/host/root_etc.h).
 # A MISS is reported but fails the script only with --strict (a small,
 # shared VM varies by 20% and more; the load is printed). Any other failure
-# (a build, a run that does not exit 0) exits non-zero.
+# (a build, a run that does not exit 0) exits non-zero. Its lines `ratio
+# NAME VALUE` are what bench/budgets.sh compares with the checked-in
+# budgets.
 # Environment: BUILD_DIR (default <repo>/build), RUNS (default 200),
 # KEEP_TMP=1.
 set -euo pipefail
 
 readonly ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
-readonly AGENT="$BUILD_DIR/sandbox/oarbank-agent"
+readonly AGENT="$BUILD_DIR/sandbox/oarbank-agent" FLOOR="$BUILD_DIR/bench/minilaunch"
 readonly RUNS="${RUNS:-200}" WARMUP=20
 readonly TARGET_BARE=4 TARGET_INPROC_BWRAP=0.8 NOBODY_ID=65534
 
@@ -53,7 +62,9 @@ die() { echo "bench: $*" >&2; exit 1; }
 for tool in hyperfine bwrap unshare jq awk g++; do
   command -v "$tool" >/dev/null || die "$tool is not installed"
 done
-[[ -x "$AGENT" ]] || die "no $AGENT (build first: cmake -S . -B build -G Ninja && ninja -C build)"
+for built in "$AGENT" "$FLOOR"; do
+  [[ -x "$built" ]] || die "no $built (build first: cmake -S . -B build -G Ninja && ninja -C build)"
+done
 
 RUN_AS=()
 if [[ "${AS_NOBODY:-0}" == 1 ]]; then
@@ -86,19 +97,27 @@ export OARBANK_BATTERY_ATTESTATION="$TMP/attestation.json"
 readonly BWRAP=(bwrap --ro-bind / / --unshare-all --die-with-parent /bin/true)
 "${RUN_AS[@]}" "${BWRAP[@]}" || die "bwrap failed"
 "${RUN_AS[@]}" unshare -Urnpf --mount-proc /bin/true || die "unshare failed"
+# The floor confines as the job does: read-only /, the grant noexec.
+floor_says=$("${RUN_AS[@]}" "$FLOOR" -J "$TMP/work" -- /bin/sh -c \
+  'grep -E "^(NoNewPrivs|Seccomp):" /proc/self/status | tr -d "\t\n"; awk -v w="$1" "\$5 == \"/\" || \$5 == w {printf \" %s=%s\", \$5, \$6}" /proc/self/mountinfo' \
+  floor "$TMP/work") || die "minilaunch -J failed (exit $?)"
+[[ "$floor_says" == "NoNewPrivs:1Seccomp:2 /=ro,"*" $TMP/work=rw,"*noexec* ]] || die "minilaunch -J does not confine: $floor_says"
+"${RUN_AS[@]}" "$FLOOR" -J "$TMP/work" -E -- /bin/true || die "minilaunch -J -E failed (exit $?)"
 verified=$("${RUN_AS[@]}" "$AGENT" run --json "$TMP/policy.json" -- /bin/true |
   jq -r '"\(.container.namespaces) cgroup=\(.container.cgroup // "" | if . == "" then "none" else "leaf" end) NoNewPrivs=\(.container.verified.NoNewPrivs) Seccomp=\(.container.verified.Seccomp)"')
 
 echo "bench: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), cpu pressure: $(head -1 /proc/pressure/cpu 2>/dev/null || echo n/a)"
 echo "bench: as $([[ ${#RUN_AS[@]} -gt 0 ]] && echo "uid $NOBODY_ID" || echo "uid $(id -u)"); supervised job: $verified"
 
-names=(bare run bwrap unshare sandbox-exec)
+names=(bare run bwrap unshare sandbox-exec floor floor-early)
 cmds=(
   "/bin/true"
   "$AGENT run $TMP/policy.json -- /bin/true"
   "${BWRAP[*]}"
   "unshare -Urnpf --mount-proc /bin/true"
   "$AGENT sandbox-exec $TMP/policy.json -- /bin/true"
+  "$FLOOR -J $TMP/work -- /bin/true"
+  "$FLOOR -J $TMP/work -E -- /bin/true"
 )
 "${RUN_AS[@]}" hyperfine -N --warmup "$WARMUP" --runs "$RUNS" --export-json "$TMP/out/launch.json" "${cmds[@]}" \
   >"$TMP/out/hyperfine.txt" 2>&1 || { cat "$TMP/out/hyperfine.txt"; die "hyperfine failed"; }
@@ -119,6 +138,9 @@ v1=$(verdict "$run_bare <= $TARGET_BARE")
 v2=$(verdict "$run_bwrap < 1")
 printf 'run / bare  = %.2fx  (target <= %sx)  %s\n' "$run_bare" "$TARGET_BARE" "$v1"
 printf 'run / bwrap = %.2fx  (target < 1x)    %s\n' "$run_bwrap" "$v2"
+printf 'info  the floor (minilaunch -J) / bwrap = %.2fx; without waiting for the namespaces (-E) %.2fx; run above the floor: +%.2f ms\n' \
+  "$(echo "$(median 5) / $(median 2)" | bc -l)" "$(echo "$(median 6) / $(median 2)" | bc -l)" \
+  "$(echo "$(median 1) - $(median 5)" | bc -l)"
 
 # ---- in-process: what a long-lived agent pays per job -------------------
 # The same three jobs as a long-lived agent starts them, interleaved in one
@@ -204,6 +226,9 @@ v3=$(verdict "$in_run_bare <= $TARGET_BARE")
 v4=$(verdict "$in_run_bwrap < $TARGET_INPROC_BWRAP")
 printf 'RunPolicy / bare  = %.2fx  (target <= %sx)  %s\n' "$in_run_bare" "$TARGET_BARE" "$v3"
 printf 'RunPolicy / bwrap = %.2fx  (target < %sx)  %s\n' "$in_run_bwrap" "$TARGET_INPROC_BWRAP" "$v4"
+
+printf 'ratio run_bwrap %.4f\nratio run_floor %.4f\nratio run_policy_bwrap %.4f\n' "$run_bwrap" \
+  "$(echo "$(median 1) / $(median 5)" | bc -l)" "$in_run_bwrap"
 
 if [[ "$STRICT" == 1 && " $v1 $v2 $v3 $v4 " == *" MISS "* ]]; then exit 1; fi
 exit 0
