@@ -16,10 +16,9 @@
 // user, mount, pid, net, ipc and uts namespaces a job gets, under an init
 // that mounts the pid namespace's /proc and waits for it; this process
 // writes init's id maps (its ids mapped to themselves), releases it, and
-// returns when init is reaped, that is when
-// the job's namespaces are gone, as `run` waits for them before it
-// returns. The command makes DIR's read-only view as -N does (in the job's
-// mount namespace), then the rest. -E returns as soon as init reports the
+// returns when init is reaped, that is when the job's namespaces are gone,
+// as `run` waits for them before it returns. The command makes DIR's
+// read-only view as -N does (in the job's mount namespace), then the rest. -E returns as soon as init reports the
 // command's status, before its namespaces are torn down: what bubblewrap
 // does (its init exits while bwrap returns). No policy file, no host
 // report, no capability drop, no cgroup leaf, no gate: it is a yardstick
@@ -185,6 +184,7 @@ static int StatusCode(int status) { return WIFEXITED(status) ? WEXITSTATUS(statu
 // written to `report`, then init's own.
 static int JobInit(int release, int report, const char* writable, int landlock, int seccomp, char** argv) {
   char go;
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return Fail("parent-death signal");
   if (read(release, &go, 1) != 1) return 70;
   if (syscall(SYS_mount, NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return Fail("make / private");
   if (syscall(SYS_mount, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
