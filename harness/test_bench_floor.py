@@ -2,9 +2,10 @@
 hold `run` to: it must do what a supervised job's least work is, or the
 distance above it says nothing. The command runs as pid 2 of the fresh
 user, mount, pid, net, ipc and uts namespaces a job gets, with that pid
-namespace's /proc, under no_new_privs and a seccomp filter, with / read-only and the one writable directory bound back
-noexec; its exit status comes back; -E returns the same status without
-waiting for the namespaces to go. As root and as uid 65534."""
+namespace's /proc, under no_new_privs and a seccomp filter, with /
+read-only (a write there fails with EROFS) and the one writable directory
+bound back noexec; its exit status comes back; -E returns the same status
+without waiting for the namespaces to go. As root and as uid 65534."""
 import os
 import pathlib
 import shutil
@@ -20,14 +21,15 @@ NAMESPACES = ("user", "mnt", "pid", "net", "ipc", "uts")
 
 # What the command sees, one line each: its pid, NoNewPrivs and Seccomp,
 # each namespace link, the mount options of / and of the writable directory,
-# then whether it could write a file under / and under the directory.
+# then whether a write under / fails with EROFS and one under the directory
+# succeeds.
 REPORT = r"""
 echo "pid $$"
 read -r stat < /proc/self/stat; echo "proc self ${stat%% *}"
 grep -E '^(NoNewPrivs|Seccomp):' /proc/self/status | tr -d '\t'
 for ns in NAMESPACES; do echo "$ns $(readlink /proc/self/ns/$ns)"; done
 awk -v w="$1" '$5 == "/" || $5 == w { print "mount " $5 " " $6 }' /proc/self/mountinfo
-touch /floor-probe 2>/dev/null && echo "root writable" || echo "root read-only"
+touch /floor-probe 2>&1 | grep -q "Read-only file system" && echo "root EROFS" || echo "root not EROFS"
 touch "$1/f" && echo "dir writable"
 exit 7
 """.replace("NAMESPACES", " ".join(NAMESPACES))
@@ -66,7 +68,7 @@ def test_the_floor_confines_the_command_in_fresh_namespaces(floor, open_tmp, uid
     mounts = {line.split()[1]: line.split()[2].split(",") for line in lines if line.startswith("mount ")}
     assert "ro" in mounts["/"], proc.stdout
     assert "rw" in mounts[str(work)] and "noexec" in mounts[str(work)], proc.stdout
-    assert "root read-only" in lines and "dir writable" in lines, proc.stdout
+    assert "root EROFS" in lines and "dir writable" in lines, proc.stdout
     assert (work / "f").exists()
     assert not os.path.exists("/floor-probe")
 
