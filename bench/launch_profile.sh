@@ -65,4 +65,4 @@ echo "bench: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), $RUNS launche
 profile run "$AGENT" "$AGENT" run --unproven "$TMP/policy.json" -- /bin/true
 profile sandbox-exec "$AGENT" "$AGENT" sandbox-exec "$TMP/policy.json" -- /bin/true
 profile bwrap "$BWRAP" "$BWRAP" --ro-bind / / --unshare-all --die-with-parent /bin/true
-profile floor "$FLOOR" "$FLOOR" -J "$TMP/work" -- /bin/true
+profile floor "$FLOOR" "$FLOOR" -J "$TMP/work" -J "$TMP/data" -J "$TMP/work/tmp" -- /bin/true

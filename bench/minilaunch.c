@@ -1,7 +1,7 @@
 // bench/minilaunch: the floor a launcher of this design can reach on this
 // machine, measured by bench/run.sh next to `oarbank-agent sandbox-exec`.
 //
-//   minilaunch [-L] [-S] [-N DIR | -J DIR [-E]] -- ARGV
+//   minilaunch [-L] [-S] [-N DIR... | -J DIR... [-E]] -- ARGV
 //
 // It does the least a cage needs and nothing else: no_new_privs, a Landlock
 // ruleset that handles every filesystem right of the running ABI with ten
@@ -10,14 +10,16 @@
 // -N DIR first makes what sandbox-exec's read-only mounts need: a user and
 // mount namespace (the caller's ids mapped to themselves), every mount
 // private and read-only, and DIR bound back writable, nosuid, nodev and
-// noexec (one writable grant; sandbox-exec's policies in bench/run.sh have
-// three). -J DIR is the floor of a supervised job (`oarbank-agent run`,
+// noexec. -N (or -J) may be given up to kMaxDirs times, one bind each, so the
+// floor makes as many binds as the policy it is compared with has writable
+// grants (bench/run.sh's and bench/supervise.sh's have three: work, data and
+// tmp). -J DIR is the floor of a supervised job (`oarbank-agent run`,
 // measured by bench/supervise.sh): the command runs as pid 2 of the fresh
 // user, mount, pid, net, ipc and uts namespaces a job gets, under an init
 // that mounts the pid namespace's /proc and waits for it; this process
 // writes init's id maps (its ids mapped to themselves), releases it, and
 // returns when init is reaped, that is when the job's namespaces are gone,
-// as `run` waits for them before it returns. The command makes DIR's
+// as `run` waits for them before it returns. The command makes the
 // read-only view as -N does (in the job's mount namespace), then the rest. -E returns as soon as init reports the
 // command's status, before its namespaces are torn down: what bubblewrap
 // does (its init exits while bwrap returns). No policy file, no host
@@ -45,6 +47,15 @@
 #define FS_REFER (1ULL << 13)
 #define FS_TRUNCATE (1ULL << 14)
 #define FS_IOCTL_DEV (1ULL << 15)
+
+// The most writable directories (-N or -J) one launch binds.
+enum { kMaxDirs = 8 };
+
+// The writable directories, each bound back noexec in the read-only view.
+struct Dirs {
+  const char* path[kMaxDirs];
+  int count;
+};
 
 static uint64_t HandledFs(int abi) {
   uint64_t fs = (1ULL << 13) - 1;  // ABI 1: EXECUTE .. MAKE_SYM
@@ -141,33 +152,45 @@ static int MapIds(const char* pid, unsigned uid, unsigned gid) {
   return 0;
 }
 
-// The mounts of sandbox-exec's read-only view, for one writable directory,
-// in the caller's (new) mount namespace.
-static int ReadOnlyMounts(const char* writable) {
+// The mounts of sandbox-exec's read-only view, in the caller's (new) mount
+// namespace: each writable directory cloned and made nosuid, nodev and
+// noexec, every mount made read-only, then each clone moved back on its
+// directory, in the order given (a directory inside another after it).
+static int ReadOnlyMounts(const struct Dirs* dirs) {
+  int dir[kMaxDirs], tree[kMaxDirs];
   if (syscall(SYS_mount, NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) return Fail("make / private");
-  const int dir = open(writable, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return Fail(writable);
-  const int tree = (int)syscall(SYS_open_tree, dir, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
-  if (tree < 0) return Fail("open_tree");
-  struct mount_attr attr = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC};
-  if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
-    return Fail("mount_setattr noexec");
+  for (int i = 0; i < dirs->count; i++) {
+    dir[i] = open(dirs->path[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dir[i] < 0) return Fail(dirs->path[i]);
+    tree[i] = (int)syscall(SYS_open_tree, dir[i], "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH | AT_RECURSIVE);
+    if (tree[i] < 0) return Fail("open_tree");
+    struct mount_attr attr = {.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC};
+    if (syscall(SYS_mount_setattr, tree[i], "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) != 0)
+      return Fail("mount_setattr noexec");
+  }
   struct mount_attr read_only = {.attr_set = MOUNT_ATTR_RDONLY};
   if (syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &read_only, sizeof read_only) != 0)
     return Fail("make every mount read-only");
-  if (syscall(SYS_move_mount, tree, "", dir, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
-    return Fail("bind the writable directory");
-  close(tree);
-  close(dir);
+  for (int i = 0; i < dirs->count; i++) {
+    // Opened again by name: a directory inside one bound before is reached
+    // through that bind, not the mount it now covers.
+    close(dir[i]);
+    const int target = open(dirs->path[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (target < 0) return Fail(dirs->path[i]);
+    if (syscall(SYS_move_mount, tree[i], "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+      return Fail("bind a writable directory");
+    close(tree[i]);
+    close(target);
+  }
   return 0;
 }
 
 // The namespaces and mounts of sandbox-exec's read-only view.
-static int ReadOnlyView(const char* writable) {
+static int ReadOnlyView(const struct Dirs* dirs) {
   const unsigned uid = getuid(), gid = getgid();
   if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return Fail("unshare");
   if (MapIds("self", uid, gid) != 0) return 70;
-  return ReadOnlyMounts(writable);
+  return ReadOnlyMounts(dirs);
 }
 
 static int Confine(int landlock, int seccomp) {
@@ -182,7 +205,7 @@ static int StatusCode(int status) { return WIFEXITED(status) ? WEXITSTATUS(statu
 // -J: init (pid 1 of the job's namespaces) once released: the pid
 // namespace's /proc, then the command as its child, confined; its status
 // written to `report`, then init's own.
-static int JobInit(int release, int report, const char* writable, int landlock, int seccomp, char** argv) {
+static int JobInit(int release, int report, const struct Dirs* dirs, int landlock, int seccomp, char** argv) {
   char go;
   if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) return Fail("parent-death signal");
   if (read(release, &go, 1) != 1) return 70;
@@ -192,7 +215,7 @@ static int JobInit(int release, int report, const char* writable, int landlock, 
   const pid_t command = fork();
   if (command < 0) return Fail("fork");
   if (command == 0) {
-    if (ReadOnlyMounts(writable) != 0 || Confine(landlock, seccomp) != 0) _exit(70);
+    if (ReadOnlyMounts(dirs) != 0 || Confine(landlock, seccomp) != 0) _exit(70);
     execvp(argv[0], argv);
     fprintf(stderr, "minilaunch: exec %s: %s\n", argv[0], strerror(errno));
     _exit(71);
@@ -208,7 +231,7 @@ static int JobInit(int release, int report, const char* writable, int landlock, 
 // -J: clone init into the job's namespaces, map its ids, release it, and
 // return the command's status when init is reaped (or, with `early`, as
 // soon as init reports it).
-static int Job(const char* writable, int early, int landlock, int seccomp, char** argv) {
+static int Job(const struct Dirs* dirs, int early, int landlock, int seccomp, char** argv) {
   const int kFlags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
   const unsigned uid = getuid(), gid = getgid();
   int release[2], report[2];
@@ -218,7 +241,7 @@ static int Job(const char* writable, int early, int landlock, int seccomp, char*
   if (init == 0) {
     close(release[1]);
     close(report[0]);
-    _exit(JobInit(release[0], report[1], writable, landlock, seccomp, argv));
+    _exit(JobInit(release[0], report[1], dirs, landlock, seccomp, argv));
   }
   close(release[0]);
   close(report[1]);
@@ -240,19 +263,19 @@ static int Job(const char* writable, int early, int landlock, int seccomp, char*
 }
 
 static int Usage(void) {
-  fprintf(stderr, "usage: minilaunch [-L] [-S] [-N DIR | -J DIR [-E]] -- ARGV\n");
+  fprintf(stderr, "usage: minilaunch [-L] [-S] [-N DIR... | -J DIR... [-E]] -- ARGV\n");
   return 64;
 }
 
 int main(int argc, char** argv) {
   int landlock = 1, seccomp = 1, early = 0, i = 1;
-  const char* writable = NULL;
-  const char* job = NULL;
+  struct Dirs dirs = {.count = 0};
+  char mode = 0;  // 'N' or 'J', as the directories were given
   for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
-    if (strcmp(argv[i], "-N") == 0 && i + 1 < argc) {
-      writable = argv[++i];
-    } else if (strcmp(argv[i], "-J") == 0 && i + 1 < argc) {
-      job = argv[++i];
+    if ((strcmp(argv[i], "-N") == 0 || strcmp(argv[i], "-J") == 0) && i + 1 < argc) {
+      if ((mode != 0 && mode != argv[i][1]) || dirs.count == kMaxDirs) return Usage();
+      mode = argv[i][1];
+      dirs.path[dirs.count++] = argv[++i];
     } else if (strcmp(argv[i], "-E") == 0) {
       early = 1;
     } else if (strcmp(argv[i], "-L") == 0) {
@@ -263,9 +286,9 @@ int main(int argc, char** argv) {
       return Usage();
     }
   }
-  if (i + 1 >= argc || (writable != NULL && job != NULL) || (early && job == NULL)) return Usage();
-  if (job != NULL) return Job(job, early, landlock, seccomp, argv + i + 1);
-  if (writable != NULL && ReadOnlyView(writable) != 0) return 70;
+  if (i + 1 >= argc || (early && mode != 'J')) return Usage();
+  if (mode == 'J') return Job(&dirs, early, landlock, seccomp, argv + i + 1);
+  if (mode == 'N' && ReadOnlyView(&dirs) != 0) return 70;
   if (Confine(landlock, seccomp) != 0) return 70;
   execvp(argv[i + 1], argv + i + 1);
   fprintf(stderr, "minilaunch: exec %s: %s\n", argv[i + 1], strerror(errno));

@@ -147,7 +147,7 @@ readonly N_BARE="bare /bin/true"
 readonly N_PLAIN="sandbox-exec, exec_writable true (user+mount ns, read-only mounts)"
 readonly N_NS="sandbox-exec, exec_writable false (the same, writable grants noexec)"
 readonly N_BWRAP="bwrap --unshare-all --ro-bind / /"
-readonly N_FLOOR="floor: bench/minilaunch -N (user+mount ns, read-only mounts, one noexec bind, nnp, Landlock, 40 seccomp rules, exec)"
+readonly N_FLOOR="floor: bench/minilaunch -N (user+mount ns, read-only mounts, the policy's three noexec binds, nnp, Landlock, 40 seccomp rules, exec)"
 readonly N_BASELINE="baseline: BASELINE_AGENT sandbox-exec, exec_writable false"
 BASELINE_ROW=()
 if [[ -n "${BASELINE_AGENT:-}" ]]; then
@@ -161,7 +161,7 @@ echo "== 1. launch time: hyperfine -N --warmup $WARMUP --runs $RUNS"
   -n "$N_PLAIN" "$AGENT sandbox-exec $POLICY_PLAIN -- /bin/true" \
   -n "$N_NS" "$AGENT sandbox-exec $POLICY_NS -- /bin/true" \
   -n "$N_BWRAP" "bwrap --unshare-all --ro-bind / / /bin/true" \
-  -n "$N_FLOOR" "$MINILAUNCH -N $TMP_ROOT/work -- /bin/true" "${BASELINE_ROW[@]}"
+  -n "$N_FLOOR" "$MINILAUNCH -N $TMP_ROOT/work -N $TMP_ROOT/data -N $TMP_ROOT/work/tmp -- /bin/true" "${BASELINE_ROW[@]}"
 
 ms() {  # name field -> milliseconds
   jq -r --arg n "$1" --arg f "$2" '.results[] | select(.command == $n) | .[$f] * 1000' "$JSON"

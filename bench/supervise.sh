@@ -97,12 +97,14 @@ export OARBANK_BATTERY_ATTESTATION="$TMP/attestation.json"
 readonly BWRAP=(bwrap --ro-bind / / --unshare-all --die-with-parent /bin/true)
 "${RUN_AS[@]}" "${BWRAP[@]}" || die "bwrap failed"
 "${RUN_AS[@]}" unshare -Urnpf --mount-proc /bin/true || die "unshare failed"
-# The floor confines as the job does: read-only /, the grant noexec.
-floor_says=$("${RUN_AS[@]}" "$FLOOR" -J "$TMP/work" -- /bin/sh -c \
+# The floor confines as the job does: read-only /, the policy's three
+# writable grants bound back noexec (one -J each, as run binds them).
+readonly FLOOR_DIRS=(-J "$TMP/work" -J "$TMP/data" -J "$TMP/work/tmp")
+floor_says=$("${RUN_AS[@]}" "$FLOOR" "${FLOOR_DIRS[@]}" -- /bin/sh -c \
   'grep -E "^(NoNewPrivs|Seccomp):" /proc/self/status | tr -d "\t\n"; awk -v w="$1" "\$5 == \"/\" || \$5 == w {printf \" %s=%s\", \$5, \$6}" /proc/self/mountinfo' \
   floor "$TMP/work") || die "minilaunch -J failed (exit $?)"
 [[ "$floor_says" == "NoNewPrivs:1Seccomp:2 /=ro,"*" $TMP/work=rw,"*noexec* ]] || die "minilaunch -J does not confine: $floor_says"
-"${RUN_AS[@]}" "$FLOOR" -J "$TMP/work" -E -- /bin/true || die "minilaunch -J -E failed (exit $?)"
+"${RUN_AS[@]}" "$FLOOR" "${FLOOR_DIRS[@]}" -E -- /bin/true || die "minilaunch -J -E failed (exit $?)"
 verified=$("${RUN_AS[@]}" "$AGENT" run --json "$TMP/policy.json" -- /bin/true |
   jq -r '"\(.container.namespaces) cgroup=\(.container.cgroup // "" | if . == "" then "none" else "leaf" end) NoNewPrivs=\(.container.verified.NoNewPrivs) Seccomp=\(.container.verified.Seccomp)"')
 
@@ -116,8 +118,8 @@ cmds=(
   "${BWRAP[*]}"
   "unshare -Urnpf --mount-proc /bin/true"
   "$AGENT sandbox-exec $TMP/policy.json -- /bin/true"
-  "$FLOOR -J $TMP/work -- /bin/true"
-  "$FLOOR -J $TMP/work -E -- /bin/true"
+  "$FLOOR ${FLOOR_DIRS[*]} -- /bin/true"
+  "$FLOOR ${FLOOR_DIRS[*]} -E -- /bin/true"
 )
 "${RUN_AS[@]}" hyperfine -N --warmup "$WARMUP" --runs "$RUNS" --export-json "$TMP/out/launch.json" "${cmds[@]}" \
   >"$TMP/out/hyperfine.txt" 2>&1 || { cat "$TMP/out/hyperfine.txt"; die "hyperfine failed"; }

@@ -5,7 +5,10 @@ user, mount, pid, net, ipc and uts namespaces a job gets, with that pid
 namespace's /proc, under no_new_privs and a seccomp filter, with /
 read-only (a write there fails with EROFS) and the one writable directory
 bound back noexec; its exit status comes back; -E returns the same status
-without waiting for the namespaces to go. As root and as uid 65534."""
+without waiting for the namespaces to go. As root and as uid 65534. -N
+(sandbox-exec's floor, bench/run.sh) and -J take as many writable
+directories as the policy they are compared with has grants, each its own
+noexec bind, a nested one reached through the bind around it."""
 import os
 import pathlib
 import shutil
@@ -83,6 +86,30 @@ def test_the_status_comes_back_with_and_without_waiting_for_the_namespaces(floor
 
 def test_bad_arguments_are_refused_with_the_usage(floor, tmp_path):
     for args in (["-E", "--", "/bin/true"], ["-J", str(tmp_path), "-N", str(tmp_path), "--", "/bin/true"],
-                 ["-J", str(tmp_path), "--"]):
+                 ["-N", str(tmp_path), "-J", str(tmp_path), "--", "/bin/true"], ["-N", str(tmp_path), "-E", "--", "/bin/true"],
+                 ["-N", str(tmp_path)] * 9 + ["--", "/bin/true"], ["-J", str(tmp_path), "--"]):
         proc = subprocess.run([floor] + args, capture_output=True, text=True, timeout=30)
         assert proc.returncode == 64 and proc.stderr.startswith("usage: minilaunch"), (args, proc.stderr)
+
+
+@pytest.mark.parametrize("mode", ["-N", "-J"])
+@pytest.mark.parametrize("uid", [0, NOBODY])
+def test_each_writable_directory_is_its_own_noexec_bind(floor, open_tmp, mode, uid):
+    dirs = [open_tmp / "work", open_tmp / "data", open_tmp / "work" / "tmp"]  # tmp nested in work, bound after it
+    for d in dirs:
+        d.mkdir()
+        os.chown(d, uid, uid)
+    report = ('awk \'$5 ~ "^' + str(open_tmp) + '/" { print "mount " $5 " " $6 }\' /proc/self/mountinfo; '
+              'touch /floor-probe 2>&1 | grep -q "Read-only file system" && echo "root EROFS"; '
+              'for d in "$@"; do touch "$d/f" && echo "writable $d"; done')
+    args = [a for d in dirs for a in (mode, str(d))]
+    proc = subprocess.run(as_user(uid) + [floor] + args + ["--", "/bin/sh", "-c", report, "floor"] + [str(d) for d in dirs],
+                          capture_output=True, text=True, timeout=30, cwd=open_tmp)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    mounts = {line.split()[1]: line.split()[2].split(",") for line in lines if line.startswith("mount ")}
+    assert sorted(mounts) == sorted(str(d) for d in dirs), proc.stdout
+    for d in dirs:
+        assert "rw" in mounts[str(d)] and "noexec" in mounts[str(d)], proc.stdout
+        assert f"writable {d}" in lines and (d / "f").exists(), proc.stdout
+    assert "root EROFS" in lines, proc.stdout
