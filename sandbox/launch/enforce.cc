@@ -204,12 +204,19 @@ std::optional<StepFailure> ApplySeccomp(const std::vector<SeccompRule>& rules, i
     compiled = std::move(result).value();
     program = compiled;
   }
-  for (const std::span<const sock_filter> p : {table, program}) {
-    if (p.size() > BPF_MAXINSNS) return StepFailed(kStep, 0, "the filter has %zu instructions", p.size());
-    if (p.data() == table.data() && FaultSkipStep("seccomp-above-table")) continue;  // test builds only
-    sock_fprog prog{static_cast<unsigned short>(p.size()), const_cast<sock_filter*>(p.data())};
-    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return StepFailed(kStep, errno, "load");
+  // One filter: the table program runs first and falls through to the rows
+  // (ChainSeccomp). A test build can leave the table program out.
+  std::vector<sock_filter> chained;
+  if (FaultSkipStep("seccomp-above-table")) {
+    chained.assign(program.begin(), program.end());
+  } else {
+    auto result = ChainSeccomp(table, program);
+    if (!result.ok()) return StepFailed(kStep, 0, "%s: %s", result.error().where.c_str(), result.error().what.c_str());
+    chained = std::move(result).value();
   }
+  if (chained.size() > BPF_MAXINSNS) return StepFailed(kStep, 0, "the filter has %zu instructions", chained.size());
+  sock_fprog prog{static_cast<unsigned short>(chained.size()), chained.data()};
+  if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) return StepFailed(kStep, errno, "load");
   return std::nullopt;
 }
 

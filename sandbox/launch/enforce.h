@@ -105,10 +105,10 @@ struct LaunchOptions {
 // placement is not ok. Irreversible.
 [[nodiscard]] std::optional<StepFailure> ConfineSelf(const Plan& plan, const LaunchOptions& options = {});
 
-// The seccomp step alone: loads the filters of `rules` for this
+// The seccomp step alone: loads the filter of `rules` for this
 // architecture (default allow, foreign and x32 ABIs kill the process, ENOSYS
 // above syscall number `highest`: seccomp/filter.h). Needs no_new_privs or
-// CAP_SYS_ADMIN. Exposed so the benchmark times exactly the filters the
+// CAP_SYS_ADMIN. Exposed so the benchmark times exactly the filter the
 // launcher loads.
 std::optional<StepFailure> ApplySeccomp(const std::vector<SeccompRule>& rules,
                                         int highest = HighestSyscall(NativeSeccompArch()));

@@ -2,6 +2,7 @@
 // (filter.h), judged on both architectures by running the programs as the
 // kernel would (testing/bpf_run.h), and on this host by making the calls.
 #include <errno.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <seccomp.h>
 #include <sys/prctl.h>
@@ -183,6 +184,107 @@ TEST(SeccompAboveTable, EveryRowAnswersItsErrnoInTheLoadedPrograms) {
     }
   }
   EXPECT_EQ(unmet, 0);
+}
+
+// The launch loads the two programs as one (ChainSeccomp): for every number
+// up to past the table's end, with the argument values every row's
+// conditions name, and for another architecture's and an x32 call, the one
+// program answers exactly what the two filters loaded apart answer.
+TEST(SeccompAboveTable, TheChainedProgramAnswersAsTheTwoFilters) {
+  for (SeccompArch arch : kSeccompArches) {
+    for (const auto& rows : SeccompRowSets(arch)) {
+      auto compiled = CompileSeccomp(rows, arch);
+      ASSERT_TRUE(compiled.ok()) << compiled.error().what;
+      auto table = MakeTableProgram(rows, arch, HighestSyscall(arch));
+      ASSERT_TRUE(table.ok()) << table.error().what;
+      auto chained = ChainSeccomp(table.value().span(), compiled.value());
+      ASSERT_TRUE(chained.ok()) << chained.error().what;
+      ASSERT_EQ(chained.value().size(), table.value().length - 1 + compiled.value().size());
+      std::vector<seccomp_data> calls;
+      for (int nr = 0; nr <= HighestSyscall(arch) + 64; ++nr) {
+        seccomp_data d{};
+        d.arch = AuditArch(arch);
+        d.nr = nr;
+        calls.push_back(d);
+      }
+      for (const auto& rule : rows) {  // the values each row's conditions name, and one past them
+        for (uint64_t past : {0, 1}) {
+          seccomp_data d{};
+          d.arch = AuditArch(arch);
+          d.nr = SyscallNumber(rule.syscall, arch);
+          for (const auto& c : rule.args) d.args[c.arg] = c.value + past;
+          calls.push_back(d);
+        }
+      }
+      seccomp_data foreign{};
+      foreign.arch = arch == SeccompArch::kX86_64 ? 0x40000003 /* AUDIT_ARCH_I386 */ : 0x40000028 /* AUDIT_ARCH_ARM */;
+      foreign.nr = 1;
+      calls.push_back(foreign);
+      seccomp_data x32{};
+      x32.arch = AuditArch(arch);
+      x32.nr = 0x40000000 | 39;
+      calls.push_back(x32);
+      for (const auto& d : calls) {
+        const auto apart = testing::RunSeccompFilters({table.value().span(), compiled.value()}, d);
+        const auto one = testing::RunSeccompBpf(chained.value(), d);
+        ASSERT_TRUE(apart.has_value() && one.has_value()) << SeccompArchName(arch) << " nr " << d.nr;
+        EXPECT_EQ(*one, *apart) << SeccompArchName(arch) << " nr " << std::hex << d.nr << " arch " << d.arch;
+      }
+    }
+  }
+}
+
+// A table program the rows cannot follow is refused, never chained into
+// one that skips them.
+TEST(SeccompAboveTable, ChainingRefusesATableThatDoesNotEndInItsOnlyAllow) {
+  const auto rows = SeccompRowSets(NativeSeccompArch()).front();
+  auto compiled = CompileSeccomp(rows, NativeSeccompArch());
+  auto table = MakeTableProgram(rows, NativeSeccompArch(), HighestSyscall(NativeSeccompArch()));
+  ASSERT_TRUE(compiled.ok() && table.ok());
+  const std::vector<sock_filter> good(table.value().span().begin(), table.value().span().end());
+  EXPECT_TRUE(ChainSeccomp(good, compiled.value()).ok());
+  auto ends_killing = good;
+  ends_killing.back().k = kKill;
+  EXPECT_FALSE(ChainSeccomp(ends_killing, compiled.value()).ok());
+  auto allows_early = good;  // an ALLOW before the end would skip the rows
+  allows_early.insert(allows_early.begin() + 2, sock_filter{BPF_RET | BPF_K, 0, 0, kAllow});
+  EXPECT_FALSE(ChainSeccomp(allows_early, compiled.value()).ok());
+  auto returns_a = good;  // so would a return of the accumulator
+  returns_a.insert(returns_a.begin() + 2, sock_filter{BPF_RET | BPF_A, 0, 0, 0});
+  EXPECT_FALSE(ChainSeccomp(returns_a, compiled.value()).ok());
+  EXPECT_FALSE(ChainSeccomp({}, compiled.value()).ok());
+  EXPECT_FALSE(ChainSeccomp(good, {}).ok());
+  const std::vector<sock_filter> too_long(BPF_MAXINSNS, sock_filter{BPF_RET | BPF_K, 0, 0, kAllow});
+  auto chained = ChainSeccomp(good, too_long);
+  ASSERT_FALSE(chained.ok());
+  EXPECT_NE(chained.error().what.find("instructions"), std::string::npos) << chained.error().what;
+}
+
+// The launcher's seccomp step loads one filter.
+TEST(SeccompAboveTable, TheLauncherLoadsOneFilter) {
+  const auto rows = SeccompRowSets(NativeSeccompArch()).front();
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    char status[4096] = {};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 && !ApplySeccomp(rows)) {
+      const int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+      (void)!read(fd, status, sizeof status - 1);
+    }
+    (void)!write(fds[1], status, sizeof status);
+    _exit(0);
+  }
+  close(fds[1]);
+  char got[4096] = {};
+  EXPECT_EQ(read(fds[0], got, sizeof got), static_cast<ssize_t>(sizeof got));
+  close(fds[0]);
+  waitpid(pid, nullptr, 0);
+  const std::string status(got);
+  EXPECT_NE(status.find("\nSeccomp:\t2\n"), std::string::npos) << status;
+  if (status.find("Seccomp_filters:") != std::string::npos) {  // Linux 5.9 and later
+    EXPECT_NE(status.find("\nSeccomp_filters:\t1\n"), std::string::npos) << status;
+  }
 }
 
 // A row newer than libseccomp is the table program's: it answers the row's

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -91,14 +92,23 @@ Expected<std::vector<sock_filter>> Compile(scmp_filter_ctx ctx, const std::vecto
 std::string SeccompRowsKey(const std::vector<SeccompRule>& rows, SeccompArch arch) {
   std::string key = std::string("arch ") + SeccompArchName(arch) + "\n";
   key.reserve(rows.size() * 32);
-  char buf[96];
+  // std::to_chars, not snprintf: every launch builds the key of its rows, and
+  // printf's machinery costs it tens of microseconds here.
+  char buf[24];
+  auto number = [&](auto value, int base) { key.append(buf, std::to_chars(buf, buf + sizeof buf, value, base).ptr); };
   for (const auto& rule : rows) {
     key += rule.syscall;
-    snprintf(buf, sizeof buf, " errno=%d", rule.err);
-    key += buf;
+    key += " errno=";
+    number(rule.err, 10);
     for (const auto& a : rule.args) {
-      snprintf(buf, sizeof buf, " arg%u:%d:%" PRIx64 ":%" PRIx64, a.arg, static_cast<int>(a.op), a.value, a.mask);
-      key += buf;
+      key += " arg";
+      number(a.arg, 10);
+      key += ':';
+      number(static_cast<int>(a.op), 10);
+      key += ':';
+      number(a.value, 16);
+      key += ':';
+      number(a.mask, 16);
     }
     key += '\n';
   }
@@ -176,6 +186,28 @@ Expected<TableProgram> MakeTableProgram(const std::vector<SeccompRule>& rows, Se
   emit(BPF_RET | BPF_K, 0, 0, kAllow);
   if (p.length > p.code.size()) return Error{"table program", "more rows newer than libseccomp than it holds"};
   return p;
+}
+
+Expected<std::vector<sock_filter>> ChainSeccomp(std::span<const sock_filter> table, std::span<const sock_filter> rows) {
+  const bool ends_allowing =
+      !table.empty() && table.back().code == (BPF_RET | BPF_K) && table.back().k == SECCOMP_RET_ALLOW;
+  // The table's jumps are forward and land at most on its last instruction:
+  // the one ALLOW that now falls through to the rows. Any other RET ALLOW
+  // would skip them.
+  const bool allows_once =
+      std::count_if(table.begin(), table.end(), [](const sock_filter& f) {
+        return BPF_CLASS(f.code) == BPF_RET && !(BPF_RVAL(f.code) == BPF_K && f.k != SECCOMP_RET_ALLOW);
+      }) == 1;
+  if (!ends_allowing || !allows_once)
+    return Error{"table program", "does not end in its only ALLOW: the rows cannot follow it"};
+  if (rows.empty()) return Error{"rows program", "is empty"};
+  if (table.size() - 1 + rows.size() > BPF_MAXINSNS)
+    return Error{"filter", "the table and rows programs together have " +
+                               std::to_string(table.size() - 1 + rows.size()) + " instructions (the kernel takes " +
+                               std::to_string(BPF_MAXINSNS) + ")"};
+  std::vector<sock_filter> chained(table.begin(), table.end() - 1);
+  chained.insert(chained.end(), rows.begin(), rows.end());
+  return chained;
 }
 
 }  // namespace oarbank

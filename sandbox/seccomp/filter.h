@@ -1,5 +1,5 @@
-// From seccomp rows (sandbox/seccomp/rules.h) to the BPF programs the kernel
-// loads: two filters, for one architecture (syscall_table.h).
+// From seccomp rows (sandbox/seccomp/rules.h) to the BPF program the kernel
+// loads, for one architecture (syscall_table.h).
 //
 // The table program (TableProgram) comes first: a call of another
 // architecture (i386 through int 0x80, AArch32 on arm64) and an x32 call
@@ -9,8 +9,7 @@
 // (Debian 12's 2.5.4 stops before them) answer their errno. It is written
 // here by hand because libseccomp has no rule for "every number above N" and
 // cannot name a syscall it does not know on another architecture than the
-// one it runs on. The kernel runs every filter and takes the strictest
-// answer, so the two need no order.
+// one it runs on.
 //
 // libseccomp compiles every other row (CompileSeccomp): default ALLOW, each
 // row's errno, and the bad-arch action KILL_PROCESS. Compiling costs a launch
@@ -22,6 +21,16 @@
 // not by the policy that chose them: rows that differ in any way (a test
 // build that drops one on purpose) find nothing and are compiled at launch by
 // the same code.
+//
+// The launch loads the two as one filter (ChainSeccomp): the table
+// program's final ALLOW becomes the start of libseccomp's program. That
+// answers every call as the two filters loaded apart would (the kernel takes
+// the strictest answer of its filters): the table answers only calls no
+// libseccomp row can match (another architecture, x32, a number above the
+// table, a syscall libseccomp does not know), with a kill or an errno, and
+// libseccomp's program answers those with its kill or its default ALLOW, never
+// anything stricter. Each filter the kernel loads costs it a fixed
+// conversion and JIT of tens of microseconds.
 #pragma once
 
 #include <linux/filter.h>
@@ -76,5 +85,11 @@ struct TableProgram {
   std::span<const sock_filter> span() const { return {code.data(), length}; }
 };
 Expected<TableProgram> MakeTableProgram(const std::vector<SeccompRule>& rows, SeccompArch arch, int highest);
+
+// The table program and libseccomp's as one program: `table` with its last
+// instruction, which must be its one unconditional ALLOW, replaced by
+// `rows`. An error when `table` does not end so or the two together are
+// longer than the kernel takes (BPF_MAXINSNS).
+Expected<std::vector<sock_filter>> ChainSeccomp(std::span<const sock_filter> table, std::span<const sock_filter> rows);
 
 }  // namespace oarbank

@@ -94,6 +94,24 @@ TEST(SeccompPrecompiled, RowsTheBuildDidNotCompileFindNothing) {
   EXPECT_NE(SeccompRowsKey(rows, kNative), SeccompRowsKey(rows, SeccompArch::kAarch64));
 }
 
+// The key names everything of a row the kernel sees, and nothing else:
+// each condition's argument, operator, value and mask (hex), and the errno.
+TEST(SeccompPrecompiled, TheKeyIsEachRowsSyscallConditionsAndErrno) {
+  const std::vector<SeccompRule> rows = {
+      {"ioctl", {{1, CmpOp::kMaskedEq, 0x5412, 0xffffffff}, {2, CmpOp::kNe, 0, 0}}, EPERM, When::kAlways, "a"},
+      {"kcmp", {}, ENOSYS, When::kNetNone, "b"},
+      {"socket", {{0, CmpOp::kGe, 0xffffffffffffffff, 0}}, EACCES, When::kAlways, "c"}};
+  EXPECT_EQ(SeccompRowsKey(rows, SeccompArch::kX86_64),
+            "arch x86_64\n"
+            "ioctl errno=1 arg1:1:5412:ffffffff arg2:3:0:0\n"
+            "kcmp errno=38\n"
+            "socket errno=13 arg0:2:ffffffffffffffff:0\n");
+  auto other_why = rows;
+  other_why[0].why = "another reason";
+  other_why[1].when = When::kAlways;
+  EXPECT_EQ(SeccompRowsKey(other_why, SeccompArch::kX86_64), SeccompRowsKey(rows, SeccompArch::kX86_64));
+}
+
 TEST(SeccompPrecompiled, AnUnknownSyscallIsAnErrorNamingIt) {
   auto rows = SeccompRowSets(kNative).front();
   rows.push_back({"no_such_syscall", {}, EPERM, When::kAlways, "test"});
