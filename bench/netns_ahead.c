@@ -1,0 +1,216 @@
+// bench/netns_ahead: what a job's start would gain if its network namespace
+// were made while the supervisor still works (reads the policy, probes,
+// plans), instead of inside the one clone of its six namespaces.
+//
+//   netns_ahead [ROUNDS]   (default 200; as root or as any user with user namespaces)
+//
+// For each amount of the supervisor's own work W (0, 0.5 and 1 ms of busy
+// time, standing in for its start-up, policy and plan), rounds alternate
+// between two ways to the job's init, each timed from its start to init
+// reaped:
+//   one clone: W, then clone3 of user, net, mount, pid, ipc and uts
+//     namespaces; init's id maps written from outside (what `run` does);
+//   ahead:     a child sharing this process's memory made in a new user
+//     namespace (its id maps written from outside) unshares a network
+//     namespace there while this process does W; then a vfork child joins
+//     both and clones init into new mount, pid, ipc and uts namespaces as
+//     this process's child (CLONE_PARENT).
+// Each init checks that its user and network namespaces are not the
+// caller's before it exits (a round that is not is an error, exit 1). It
+// prints the median of each way and ahead / one clone. Nothing here is the
+// sandbox: it measures a change to how its namespaces are made.
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { kMaxRounds = 2000 };
+
+static char holder_stack[16384] __attribute__((aligned(64)));
+static char joiner_stack[16384] __attribute__((aligned(64)));
+static volatile int net_ready;
+static int user_fd = -1, net_fd = -1;
+static long joined_init = -1;
+static char own_user[64], own_net[64];
+
+static double Now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static void Busy(double us) {
+  const double start = Now();
+  while (Now() - start < us) {
+  }
+}
+
+static int Die(const char* what) {
+  fprintf(stderr, "netns_ahead: %s: %s\n", what, strerror(errno));
+  exit(1);
+}
+
+static void WriteProc(pid_t pid, const char* name, const char* text) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+  const int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text)) Die(path);
+  close(fd);
+}
+
+static void MapIds(pid_t pid) {
+  char map[64];
+  WriteProc(pid, "setgroups", "deny");
+  snprintf(map, sizeof map, "%u %u 1\n", getuid(), getuid());
+  WriteProc(pid, "uid_map", map);
+  snprintf(map, sizeof map, "%u %u 1\n", getgid(), getgid());
+  WriteProc(pid, "gid_map", map);
+}
+
+static void NsLink(const char* pid, const char* ns, char* out, size_t size) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%s/ns/%s", pid, ns);
+  const ssize_t n = readlink(path, out, size - 1);
+  out[n < 0 ? 0 : n] = '\0';
+}
+
+// init: exits 0 only in a user and a network namespace of its own.
+static void Init(void) {
+  char user[64], net[64];
+  NsLink("self", "user", user, sizeof user);
+  NsLink("self", "net", net, sizeof net);
+  _exit(user[0] != '\0' && net[0] != '\0' && strcmp(user, own_user) != 0 && strcmp(net, own_net) != 0 ? 0 : 3);
+}
+
+static void ReapInit(pid_t init) {
+  int status = 0;
+  if (waitpid(init, &status, 0) != init) Die("waitpid init");
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "netns_ahead: init was not in a user and network namespace of its own\n");
+    exit(1);
+  }
+}
+
+static double OneClone(double work) {
+  const double start = Now();
+  Busy(work);
+  struct clone_args args = {.flags = CLONE_NEWUSER | CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+                                     CLONE_NEWUTS,
+                            .exit_signal = SIGCHLD};
+  int sync[2];
+  if (pipe2(sync, O_CLOEXEC) != 0) Die("pipe");
+  const long init = syscall(SYS_clone3, &args, sizeof args);
+  if (init < 0) Die("clone3");
+  if (init == 0) {
+    char go;
+    close(sync[1]);
+    if (read(sync[0], &go, 1) != 1) _exit(4);
+    Init();
+  }
+  close(sync[0]);
+  MapIds((pid_t)init);
+  if (write(sync[1], "G", 1) != 1) Die("release init");
+  close(sync[1]);
+  ReapInit((pid_t)init);
+  return Now() - start;
+}
+
+// The holder: unshares the network namespace in its new user namespace,
+// says so, and waits to be killed. Raw calls only: it shares our memory.
+static int Holder(void* unused) {
+  (void)unused;
+  if (syscall(SYS_unshare, CLONE_NEWNET) != 0) syscall(SYS_exit, 5);
+  __atomic_store_n(&net_ready, 1, __ATOMIC_SEQ_CST);
+  syscall(SYS_futex, &net_ready, 1 /* FUTEX_WAKE */, 1, NULL, NULL, 0);
+  for (;;) pause();
+  return 0;
+}
+
+// The vfork child: joins the holder's namespaces and clones init as our child.
+static int Joiner(void* unused) {
+  (void)unused;
+  if (setns(user_fd, CLONE_NEWUSER) != 0 || setns(net_fd, CLONE_NEWNET) != 0) _exit(6);
+  struct clone_args args = {.flags = CLONE_PARENT | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS};
+  const long init = syscall(SYS_clone3, &args, sizeof args);
+  if (init == 0) Init();
+  joined_init = init;
+  _exit(init < 0 ? 7 : 0);
+}
+
+static double Ahead(double work) {
+  const double start = Now();
+  net_ready = 0;
+  const pid_t holder = clone(Holder, holder_stack + sizeof holder_stack, CLONE_VM | CLONE_NEWUSER | SIGCHLD, NULL);
+  if (holder < 0) Die("clone holder");
+  MapIds(holder);
+  Busy(work);
+  while (!__atomic_load_n(&net_ready, __ATOMIC_SEQ_CST)) {
+    int status = 0;
+    if (waitpid(holder, &status, WNOHANG) == holder) {
+      fprintf(stderr, "netns_ahead: the holder could not unshare a network namespace\n");
+      exit(1);
+    }
+    syscall(SYS_futex, &net_ready, 0 /* FUTEX_WAIT */, 0, NULL, NULL, 0);
+  }
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/ns/user", (int)holder);
+  if ((user_fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) Die(path);
+  snprintf(path, sizeof path, "/proc/%d/ns/net", (int)holder);
+  if ((net_fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) Die(path);
+  kill(holder, SIGKILL);
+  joined_init = -1;
+  const pid_t joiner = clone(Joiner, joiner_stack + sizeof joiner_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+  int status = 0;
+  if (joiner < 0 || waitpid(joiner, &status, 0) != joiner || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "netns_ahead: joining the holder's namespaces failed (status %d)\n", status);
+    exit(1);
+  }
+  close(user_fd);
+  close(net_fd);
+  waitpid(holder, NULL, 0);
+  ReapInit((pid_t)joined_init);
+  return Now() - start;
+}
+
+static int Less(const void* a, const void* b) {
+  const double x = *(const double*)a, y = *(const double*)b;
+  return (x > y) - (x < y);
+}
+
+static double Median(double* v, int n) {
+  qsort(v, (size_t)n, sizeof *v, Less);
+  return v[n / 2];
+}
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? atoi(argv[1]) : 200;
+  if (argc > 2 || rounds < 1 || rounds > kMaxRounds) {
+    fprintf(stderr, "usage: netns_ahead [ROUNDS (1-%d)]\n", kMaxRounds);
+    return 64;
+  }
+  NsLink("self", "user", own_user, sizeof own_user);
+  NsLink("self", "net", own_net, sizeof own_net);
+  static double one[kMaxRounds], ahead[kMaxRounds];
+  printf("%d rounds each, alternating; medians in ms, from the start to init reaped\n", rounds);
+  printf("%-10s %10s %10s %16s\n", "work (ms)", "one clone", "ahead", "ahead/one clone");
+  for (double work = 0; work <= 1000; work += 500) {
+    for (int i = 0; i < rounds; i++) {
+      one[i] = OneClone(work);
+      ahead[i] = Ahead(work);
+    }
+    const double m_one = Median(one, rounds), m_ahead = Median(ahead, rounds);
+    printf("%-10.1f %10.3f %10.3f %15.2fx\n", work / 1000, m_one / 1000, m_ahead / 1000, m_ahead / m_one);
+  }
+  return 0;
+}
