@@ -153,7 +153,8 @@ TEST(SeccompAboveTable, PropertyOverRandomSyscallsOnBothArchitectures) {
 }
 
 // Each row of every row set, called with the values its conditions name,
-// answers its errno through the two programs a launch loads: no row is
+// answers its errno through the table and libseccomp's programs (which a
+// launch loads as one, ChainSeccomp: the test below): no row is
 // lost between the table and the kernel. The mutation analysis relies on
 // this for the rows no probe can reach (a syscall the kernel refuses anyway
 // or does not have), which it explains instead of killing.
