@@ -155,13 +155,15 @@ static double Ahead(double work) {
   if (holder < 0) Die("clone holder");
   MapIds(holder);
   Busy(work);
+  // Waits a millisecond at a time: a holder that failed exits without a wake.
+  const struct timespec tick = {0, 1000000};
   while (!__atomic_load_n(&net_ready, __ATOMIC_SEQ_CST)) {
     int status = 0;
     if (waitpid(holder, &status, WNOHANG) == holder) {
       fprintf(stderr, "netns_ahead: the holder could not unshare a network namespace\n");
       exit(1);
     }
-    syscall(SYS_futex, &net_ready, 0 /* FUTEX_WAIT */, 0, NULL, NULL, 0);
+    syscall(SYS_futex, &net_ready, 0 /* FUTEX_WAIT */, 0, &tick, NULL, 0);
   }
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/ns/user", (int)holder);
