@@ -2,7 +2,8 @@
 the supervisor still works against the one clone of all six: both ways
 must reach an init in a user and network namespace of its own (the
 program checks each round and exits 1 otherwise), and the table must have
-its three rows, as root and as uid 65534. Bad arguments get the usage."""
+its four rows (three amounts of work, then "idle": made between two jobs),
+as root and as uid 65534. Bad arguments get the usage."""
 import os
 import subprocess
 
@@ -25,7 +26,7 @@ def test_both_ways_reach_an_init_in_fresh_namespaces_and_the_table_has_its_rows(
     proc = subprocess.run(as_user(uid) + [ahead, "3"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     rows = [line.split() for line in proc.stdout.splitlines()[2:]]
-    assert [row[0] for row in rows] == ["0.0", "0.5", "1.0"], proc.stdout
+    assert [row[0] for row in rows] == ["0.0", "0.5", "1.0", "idle"], proc.stdout
     for row in rows:
         one, early, ratio = float(row[1]), float(row[2]), float(row[3].rstrip("x"))
         assert one > 0 and early > 0 and abs(ratio - early / one) < 0.01, proc.stdout
