@@ -63,17 +63,39 @@ def test_a_bad_policy_is_one_line_and_64(tree):
 
 
 @pytest.mark.parametrize("command", ["sandbox-exec", "run"])
-@pytest.mark.parametrize("nofile", [4, 5, 6])
+@pytest.mark.parametrize("nofile", [3, 4, 5, 6])
 def test_descriptors_running_out_while_the_policy_is_read_refuse_with_70_not_64(tree, command, nofile):
     """Too many open files is the host's shortage, not a bad policy: refused
     with 70 and one line saying so, whichever open ran out (the policy file,
-    a grant being resolved), and nothing of the module runs."""
+    a grant being resolved), and nothing of the module runs. The work grant
+    is named through "..", so it is resolved a component at a time, holding
+    a descriptor per directory (a path with no link and no ".." is opened
+    whole, with one)."""
+    marker = tree / "work" / "ran"
+    args = ["--unproven"] if command == "run" else []
+    policy = write_policy(tree, work=str(tree / "bundle" / ".." / "work"))
+    r = subprocess.run(["prlimit", f"--nofile={nofile}:{nofile}", "--", AGENT, command, *args, policy,
+                        "--", "/usr/bin/touch", str(marker)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 70, (r.returncode, r.stderr)
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("sandbox: refused: "), r.stderr
+    assert "Too many open files" in r.stderr, r.stderr
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("command", ["sandbox-exec", "run"])
+@pytest.mark.parametrize("nofile", range(3, 11))
+def test_descriptors_running_out_anywhere_in_a_launch_refuse_with_70(tree, command, nofile):
+    """The neighbour of the test above, at each limit from none free to a
+    few short of what a launch needs (more than 10): whichever step of the
+    launch runs out of descriptors (the policy, the job's channels, the
+    launcher's mounts), it is refused with 70 and one line naming the
+    shortage, and the module never runs."""
     marker = tree / "work" / "ran"
     args = ["--unproven"] if command == "run" else []
     r = subprocess.run(["prlimit", f"--nofile={nofile}:{nofile}", "--", AGENT, command, *args, write_policy(tree),
                         "--", "/usr/bin/touch", str(marker)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 70, (r.returncode, r.stderr)
-    assert r.stderr.count("\n") == 1 and r.stderr.startswith("sandbox: refused: "), r.stderr
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("sandbox: "), r.stderr
     assert "Too many open files" in r.stderr, r.stderr
     assert not marker.exists()
 

@@ -4,9 +4,10 @@
 // or an earlier one, could have put a symbolic link there, and a grant that
 // followed it would open whatever the link names (the caller's home, /).
 //
-// ResolveGrantPath walks such a path from / one component at a time, each
-// opened with no link followed (open_no_symlinks.h), and follows a symbolic
-// link only where no job can have written it:
+// ResolveGrantPath opens such a path whole with no link followed
+// (open_no_symlinks.h) when it has no link and no "..", and otherwise walks
+// it from / one component at a time, each opened with no link followed, and
+// follows a symbolic link only where no job can have written it:
 //   - in a system directory whose links the distribution makes: /, /var
 //     (/var/run, /var/lock), /etc/alternatives, and /usr, /bin, /sbin and
 //     /lib* with everything below them (no policy may grant a writable

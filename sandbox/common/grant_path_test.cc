@@ -124,6 +124,42 @@ TEST_P(WithWalk, APlantedLinkIsRefusedNamingThePathAndTheLink) {
   EXPECT_TRUE(plain.value().links.empty());
 }
 
+// A path with no link and no ".." is opened whole; one with ".." takes the
+// walk. Both must land on the same canonical path, inode and type, and a
+// link at the end of an otherwise plain path is still judged (and here,
+// under a world-writable /tmp, refused).
+TEST_P(WithWalk, APlainPathResolvesWholeToWhatTheWalkFinds) {
+  for (const std::string rel : {"/a", "/a/b", "/a/b/file", "/a//b/./file", "/a/b/"}) {
+    const std::string plain = root_ + rel;
+    auto whole = ResolveGrantPath(plain);
+    ASSERT_TRUE(whole.ok()) << plain << ": " << whole.error().what;
+    const std::string canonical = fs::path(plain).lexically_normal().string();
+    const std::string trimmed =
+        canonical.size() > 1 && canonical.back() == '/' ? canonical.substr(0, canonical.size() - 1) : canonical;
+    EXPECT_EQ(whole.value().path, trimmed);
+    struct stat st {};
+    ASSERT_EQ(stat(plain.c_str(), &st), 0);
+    EXPECT_EQ(whole.value().inode, (FileId{st.st_dev, st.st_ino})) << plain;
+    EXPECT_EQ(whole.value().type, st.st_mode & S_IFMT) << plain;
+    EXPECT_TRUE(whole.value().links.empty()) << plain;
+    // The same place through "..": the component walk.
+    const std::string dir = trimmed.substr(0, trimmed.rfind('/'));
+    const std::string through_dotdot =
+        dir + "/../" + dir.substr(dir.rfind('/') + 1) + trimmed.substr(trimmed.rfind('/'));
+    auto walked = ResolveGrantPath(through_dotdot);
+    ASSERT_TRUE(walked.ok()) << walked.error().what;
+    EXPECT_EQ(walked.value().path, whole.value().path);
+    EXPECT_EQ(walked.value().inode, whole.value().inode);
+    EXPECT_EQ(walked.value().type, whole.value().type);
+  }
+  auto last_link = ResolveGrantPath(root_ + "/a/file-link");
+  ASSERT_FALSE(last_link.ok());
+  EXPECT_EQ(
+      last_link.error().what.rfind(root_ + "/a/file-link is a symbolic link (to " + root_ + "/a/b/file), refused: ", 0),
+      0u)
+      << last_link.error().what;
+}
+
 TEST_P(WithWalk, TheSystemsOwnLinksAreFollowedWhereNoJobWrites) {
   if (!fs::is_symlink("/lib64")) GTEST_SKIP() << "/lib64 is not a link on this host (no merged /usr)";
   auto r = ResolveGrantPath("/lib64/../lib64");
