@@ -152,6 +152,14 @@ TEST_P(WithWalk, APlainPathResolvesWholeToWhatTheWalkFinds) {
     EXPECT_EQ(walked.value().inode, whole.value().inode);
     EXPECT_EQ(walked.value().type, whole.value().type);
   }
+  auto root = ResolveGrantPath("/");  // no component at all
+  ASSERT_TRUE(root.ok()) << root.error().what;
+  struct stat root_st {};
+  ASSERT_EQ(stat("/", &root_st), 0);
+  EXPECT_EQ(root.value().path, "/");
+  EXPECT_EQ(root.value().inode, (FileId{root_st.st_dev, root_st.st_ino}));
+  EXPECT_EQ(root.value().type, S_IFDIR);
+  EXPECT_TRUE(root.value().links.empty());
   auto last_link = ResolveGrantPath(root_ + "/a/file-link");
   ASSERT_FALSE(last_link.ok());
   EXPECT_EQ(
