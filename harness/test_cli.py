@@ -62,6 +62,16 @@ def test_a_bad_policy_is_one_line_and_64(tree):
     assert r.stderr == "policy: net.proxy_port: expected integer 1..65535\n"
 
 
+def launch_with_descriptors(tree, command, nofile, policy):
+    """`command` of `policy` touching a marker, under RLIMIT_NOFILE `nofile`:
+    the result, and whether the module ran."""
+    marker = tree / "work" / "ran"
+    args = ["--unproven"] if command == "run" else []
+    r = subprocess.run(["prlimit", f"--nofile={nofile}:{nofile}", "--", AGENT, command, *args, policy,
+                        "--", "/usr/bin/touch", str(marker)], capture_output=True, text=True, timeout=30)
+    return r, marker.exists()
+
+
 @pytest.mark.parametrize("command", ["sandbox-exec", "run"])
 @pytest.mark.parametrize("nofile", [3, 4, 5, 6])
 def test_descriptors_running_out_while_the_policy_is_read_refuse_with_70_not_64(tree, command, nofile):
@@ -71,15 +81,12 @@ def test_descriptors_running_out_while_the_policy_is_read_refuse_with_70_not_64(
     is named through "..", so it is resolved a component at a time, holding
     a descriptor per directory (a path with no link and no ".." is opened
     whole, with one)."""
-    marker = tree / "work" / "ran"
-    args = ["--unproven"] if command == "run" else []
-    policy = write_policy(tree, work=str(tree / "bundle" / ".." / "work"))
-    r = subprocess.run(["prlimit", f"--nofile={nofile}:{nofile}", "--", AGENT, command, *args, policy,
-                        "--", "/usr/bin/touch", str(marker)], capture_output=True, text=True, timeout=30)
+    through_dotdot = write_policy(tree, work=str(tree / "bundle" / ".." / "work"))
+    r, ran = launch_with_descriptors(tree, command, nofile, through_dotdot)
     assert r.returncode == 70, (r.returncode, r.stderr)
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("sandbox: refused: "), r.stderr
     assert "Too many open files" in r.stderr, r.stderr
-    assert not marker.exists()
+    assert not ran
 
 
 @pytest.mark.parametrize("command", ["sandbox-exec", "run"])
@@ -90,14 +97,11 @@ def test_descriptors_running_out_anywhere_in_a_launch_refuse_with_70(tree, comma
     launch runs out of descriptors (the policy, the job's channels, the
     launcher's mounts), it is refused with 70 and one line naming the
     shortage, and the module never runs."""
-    marker = tree / "work" / "ran"
-    args = ["--unproven"] if command == "run" else []
-    r = subprocess.run(["prlimit", f"--nofile={nofile}:{nofile}", "--", AGENT, command, *args, write_policy(tree),
-                        "--", "/usr/bin/touch", str(marker)], capture_output=True, text=True, timeout=30)
+    r, ran = launch_with_descriptors(tree, command, nofile, write_policy(tree))
     assert r.returncode == 70, (r.returncode, r.stderr)
     assert r.stderr.count("\n") == 1 and r.stderr.startswith("sandbox: "), r.stderr
     assert "Too many open files" in r.stderr, r.stderr
-    assert not marker.exists()
+    assert not ran
 
 
 def test_an_unknown_field_is_named(tree):

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <deque>
 #include <optional>
@@ -98,12 +99,9 @@ std::optional<ResolvedPath> ResolveWithoutLinks(const std::string& raw, const Re
   // The test-only build's launcher that resolves as realpath(3) does (its
   // open follows links): the walk, which names where each one led.
   if (FaultSkipStep("grant-links")) return std::nullopt;
-  std::string path;
-  for (const auto& part : Components(raw)) {
-    if (part == "..") return std::nullopt;
-    path += "/" + part;
-  }
-  if (path.empty()) path = "/";
+  const auto parts = Components(raw);
+  if (std::find(parts.begin(), parts.end(), "..") != parts.end()) return std::nullopt;
+  const std::string path = NormalizePath(raw);
   for (const auto& grant : options.no_xdev_below)
     if (IsAtOrBelow(path, grant)) return std::nullopt;
   const UniqueFd fd(OpenNoSymlinksAt(AT_FDCWD, path.c_str(), O_PATH));
