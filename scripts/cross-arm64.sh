@@ -80,8 +80,7 @@ done
 if [[ ! -f "$host_build/build.ninja" ]]; then
   # No main build: the kernel matrix's static one (no test dependencies).
   host_build="${OARBANK_STATIC_BUILD:-$src/build-static}"
-  [[ -f "$host_build/build.ninja" ]] || cmake -S "$src" -B "$host_build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DOARBANK_STATIC=ON -DOARBANK_TESTS=OFF -DOARBANK_TEST_HOOKS=ON >/dev/null
+  [[ -f "$host_build/build.ninja" ]] || "$src/scripts/static-configure.sh" "$host_build"
 fi
 precompiled="$host_build/generated/sandbox/seccomp/precompiled.inc"
 ninja -C "$host_build" generated/sandbox/seccomp/precompiled.inc >/dev/null
@@ -89,10 +88,9 @@ ninja -C "$host_build" generated/sandbox/seccomp/precompiled.inc >/dev/null
 # 4. the cross build
 export PKG_CONFIG_LIBDIR="$sysroot/usr/lib/aarch64-linux-gnu/pkgconfig:$sysroot/usr/share/pkgconfig"
 export PKG_CONFIG_SYSROOT_DIR="$sysroot"
-cmake -S "$src" -B "$out" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+"$src/scripts/static-configure.sh" "$out" \
   -DCMAKE_TOOLCHAIN_FILE="$src/cmake/aarch64-linux-gnu.cmake" -DOARBANK_ARM64_SYSROOT="$sysroot" \
-  -DOARBANK_STATIC=ON -DOARBANK_TESTS=OFF -DOARBANK_TEST_HOOKS=ON \
-  -DOARBANK_SECCOMP_PRECOMPILED="$precompiled" >/dev/null
+  -DOARBANK_SECCOMP_PRECOMPILED="$precompiled"
 ninja -C "$out" oarbank-agent oarbank-agent-faulty oarbank-conform probes >/dev/null
 
 # 5. what was built

@@ -50,11 +50,9 @@ for tool in cmake ninja cpio "${compressor[0]}" readelf; do command -v "$tool" >
 if [[ "$arch" == arm64 ]]; then
   say "cross-building for arm64 in $build"
   "$src/scripts/cross-arm64.sh" "$build" >&2 || die "the arm64 cross build failed"
-elif [[ ! -f "$build/build.ninja" ]] || ! grep -q '^OARBANK_STATIC:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null ||
-  ! grep -q '^OARBANK_TEST_HOOKS:BOOL=ON' "$build/CMakeCache.txt"; then
+else
   say "configuring $build (OARBANK_STATIC=ON, with the test-only agent)"
-  cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DOARBANK_STATIC=ON -DOARBANK_TESTS=OFF -DOARBANK_TEST_HOOKS=ON >/dev/null
+  "$src/scripts/static-configure.sh" "$build"
 fi
 say "building oarbank-agent, the test-only agent, oarbank-conform and the probes in $build"
 ninja -C "$build" oarbank-agent oarbank-agent-faulty oarbank-conform probes | grep -vE '^\[[0-9]+/[0-9]+\] (Building|Linking)' >&2 || true

@@ -122,8 +122,7 @@ if [[ -n "$kernels" ]]; then
   fi
 else
   say "== static build (no guests)"
-  [[ -f "$static/build.ninja" ]] || cmake -S "$src" -B "$static" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DOARBANK_STATIC=ON -DOARBANK_TESTS=OFF -DOARBANK_TEST_HOOKS=ON >/dev/null
+  scripts/static-configure.sh "$static"
   ninja -C "$static" oarbank-agent oarbank-agent-faulty oarbank-conform probes >/dev/null
 fi
 
