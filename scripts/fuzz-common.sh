@@ -23,11 +23,22 @@ fuzz_setup() {
   # parsers live in the oarbank_sandbox library, and without it libFuzzer
   # would get no coverage from the code it is meant to explore.
   local sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+  # Line tables are all a sanitizer's report needs for file:line in its
+  # stack traces; full debug information would double the compile time.
+  local optimize="-O2 -gline-tables-only -DNDEBUG"
+  # One script at a time configures and builds (scripts/test.sh runs two
+  # fuzzers at once); the runs themselves share nothing.
+  mkdir -p "$build"
+  local lock
+  exec {lock}>"$build/.build-lock"
+  flock "$lock"
   CC=clang CXX=clang++ cmake -S "$src" -B "$build" -G Ninja \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_FLAGS_RELWITHDEBINFO="$optimize" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$optimize" \
     -DOARBANK_FUZZ=ON -DOARBANK_TESTS=OFF \
     -DCMAKE_C_FLAGS="$sanitize" -DCMAKE_CXX_FLAGS="$sanitize" >/dev/null
   ninja -C "$build" "$fuzz_target"
+  exec {lock}>&-
 }
 
 fuzz_run() {

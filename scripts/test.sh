@@ -29,53 +29,70 @@ case "${1:-}" in
   --quick) quick=1 ;;
   *) echo "usage: scripts/test.sh [--quick]" >&2; exit 64 ;;
 esac
+t0=$SECONDS
+# Each stage's header says when it started, in seconds since this script did.
+stage() { echo "== $* ($((SECONDS - t0)) s)"; }
 scripts/setup.sh
 
-echo "== format (.clang-format)"
+stage "format (.clang-format)"
 scripts/check-format.sh
 
 if [ "$quick" = 1 ]; then
-  echo "== ctest"
+  stage "ctest"
   ctest --test-dir build --output-on-failure -j2
-  echo "== battery (this host)"
+  stage "battery (this host)"
   build/harness/oarbank-conform --out build/quick-battery
   exit 0
 fi
 
-for parser in policy egress broker manifest; do  # scripts/fuzz-<parser>.sh
-  echo "== fuzz ($parser parser, ${OARBANK_FUZZ_SECONDS:-60} s)"
-  scripts/fuzz-$parser.sh "${OARBANK_FUZZ_SECONDS:-60}" > build/fuzz-$parser.log 2>&1 || { tail -40 build/fuzz-$parser.log; exit 1; }
-  tail -1 build/fuzz-$parser.log
-done
+# scripts/fuzz-<parser>.sh, two at a time: a fuzzer is one process, so a
+# pair keeps both cores busy and each still gets the whole of its seconds.
+# They share one instrumented build, which each script takes in turn.
+fuzz() {  # PARSER...
+  local parser pids=() failed=0
+  for parser in "$@"; do
+    scripts/fuzz-"$parser".sh "${OARBANK_FUZZ_SECONDS:-60}" >build/fuzz-"$parser".log 2>&1 &
+    pids+=($!)
+  done
+  for parser in "$@"; do
+    if wait "${pids[0]}"; then tail -1 build/fuzz-"$parser".log; else tail -40 build/fuzz-"$parser".log; failed=1; fi
+    pids=("${pids[@]:1}")
+  done
+  return "$failed"
+}
+stage "fuzz (the policy, egress request, broker request and manifest parsers, ${OARBANK_FUZZ_SECONDS:-60} s each)"
+fuzz policy egress
+fuzz broker manifest
 
-echo "== ctest"
+stage "ctest"
 ctest --test-dir build --output-on-failure -j2
 
-echo "== stub build (-DOARBANK_STUB=ON: the library for systems other than Linux)"
+stage "stub build (-DOARBANK_STUB=ON: the library for systems other than Linux)"
 cmake -S . -B build-stub -G Ninja -DOARBANK_STUB=ON >/dev/null
 ninja -C build-stub
 ctest --test-dir build-stub --output-on-failure
 
-echo "== pytest"
-/usr/bin/python3 -m pytest -q -rs harness  # -rs: every skipped test says why
+stage "pytest"
+/usr/bin/python3 -m pytest -q -rs --durations=15 harness  # -rs: every skipped test says why; the 15 slowest
 
-echo "== soaks (bounded: what ran and what was left, 0 expected)"
+stage "soaks (bounded: what ran and what was left, 0 expected)"
 scripts/soak.sh 50 200 90
 AS_NOBODY=1 scripts/soak.sh 20 100 60
 scripts/soak-broker.sh 120 16
 
-echo "== fault campaign (each part and resource failing at each step: refused or contained, nothing left)"
+stage "fault campaign (each part and resource failing at each step: refused or contained, nothing left)"
 scripts/faults.sh
 
-echo "== mutation analysis (every battery policy, against escapes/mutation.json)"
+stage "mutation analysis (every battery policy, against escapes/mutation.json)"
 build/harness/oarbank-conform --out build/mutation --agent build/sandbox/oarbank-agent-faulty \
   mutants --killers escapes/mutation.json
 
-echo "== benchmark budgets (ratios against baselines of the same run, 1.5x slack)"
+stage "benchmark budgets (ratios against baselines of the same run, 1.5x slack)"
 bench/budgets.sh
 
-echo "== package test"
+stage "package test"
 ./scripts/package-test.sh
 
-echo "== kernel matrix"
+stage "kernel matrix"
 ./scripts/kernel-matrix.sh
+stage "done"
