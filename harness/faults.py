@@ -83,7 +83,7 @@ def cells():
         Cell("slirp4netns", "job", "SIGKILLed mid-job", egress, kill_child="slirp4netns"),
         Cell("oarbank-netfilter", "apply", "exits 1", egress, wrap=(HELPER, helper_fails.replace("@MODE@", "apply"))),
         Cell("oarbank-netfilter", "apply", "never answers", egress, wrap=(HELPER, helper_hangs)),
-        Cell("oarbank-netfilter", "await", "exits 1", egress, wrap=(HELPER, helper_fails.replace("@MODE@", "await"))),
+        Cell("oarbank-netfilter", "gate", "exits 1", egress, wrap=(HELPER, helper_fails.replace("@MODE@", "list"))),
         Cell("oarbank-netfilter", "gate", "lists an empty ruleset", egress, wrap=(HELPER, helper_lies)),
         Cell("/proc", "start", "an empty tmpfs over /proc", shell="mount -t tmpfs oarbank-fault /proc"),
         Cell("/proc", "start", "egress-any, /proc hidden", egress, shell="mount -t tmpfs oarbank-fault /proc"),

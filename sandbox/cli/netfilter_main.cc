@@ -9,11 +9,13 @@
 //   apply    installs the ruleset read from stdin in one transaction, makes
 //            the stack's tap0 (persistent, see MakePersistentTap), then
 //            prints the ruleset as the kernel now holds it (no counters)
-//   list     prints the ruleset as the kernel holds it (no counters)
+//   list     waits (at most 3 s) for the stack's IPv6 address on tap0, then
+//            prints the ruleset as the kernel holds it (no counters): the
+//            gate's read-back, so the module starts with IPv6 configured
+//            (IPv4 is before the stack says it is ready; IPv6 follows its
+//            router advertisement) and the wait overlaps the launcher's
+//            own set-up instead of delaying its fork
 //   dropped  prints the sum of the packets the ruleset's counters dropped
-//   await    waits (at most 3 s) for the stack's IPv6 address on tap0 and
-//            prints "ipv6" or "no ipv6" (IPv4 is configured before the
-//            stack says it is ready; IPv6 follows its router advertisement)
 //
 // Exit 0, or 1 with one line on stderr naming what failed.
 #include <errno.h>
@@ -158,19 +160,17 @@ bool MakePersistentTap(std::string* why) {
 
 int main(int argc, char** argv) {
   if (argc != 2)
-    return Fail("usage: oarbank-netfilter apply|list|dropped|await (fds 3, 4: the job's user and net namespaces)");
+    return Fail("usage: oarbank-netfilter apply|list|dropped (fds 3, 4: the job's user and net namespaces)");
   const std::string mode = argv[1];
-  if (mode != "apply" && mode != "list" && mode != "dropped" && mode != "await") return Fail("unknown mode " + mode);
+  if (mode != "apply" && mode != "list" && mode != "dropped") return Fail("unknown mode " + mode);
   if (setns(kUserNamespaceFd, CLONE_NEWUSER) != 0)
     return Fail(std::string("setns(the job's user namespace): ") + strerror(errno));
   if (setns(kNetNamespaceFd, CLONE_NEWNET) != 0)
     return Fail(std::string("setns(the job's network namespace): ") + strerror(errno));
   close(kUserNamespaceFd);
   close(kNetNamespaceFd);
-  if (mode == "await") {
-    puts(AwaitGlobalIpv6("tap0") ? "ipv6" : "no ipv6");
-    return fflush(stdout) == 0 ? 0 : 1;
-  }
+  // Without an IPv6 address after 3 s the job runs with IPv4 alone.
+  if (mode == "list") (void)AwaitGlobalIpv6("tap0");
   nft_ctx* ctx = nft_ctx_new(NFT_CTX_DEFAULT);
   if (ctx == nullptr) return Fail("nft_ctx_new failed");
   std::string out, err;

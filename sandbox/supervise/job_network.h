@@ -15,8 +15,10 @@
 //     resolver 10.0.2.3 and fd00::3, --disable-host-loopback: the gateway
 //     10.0.2.2 is not the host's loopback, and the ruleset drops it anyway);
 //     then "go": init forks the launcher.
-//   gate (JobNetwork::VerifyRuleset)
-//     reads the ruleset back from outside and refuses the job unless it is
+//   gate (JobNetwork::Verify)
+//     waits (at most 3 s) for the stack's IPv6 address, which follows its
+//     router advertisement while the launcher sets itself up, then reads
+//     the ruleset back from outside and refuses the job unless it is
 //     exactly the one installed and the stack still runs.
 //   end (JobNetwork::Stop)
 //     reads the drop counters, closes the stack's exit fd (slirp4netns
@@ -104,14 +106,12 @@ class JobNetwork {
   JobNetwork& operator=(const JobNetwork&) = delete;
 
   // "" when the kernel holds exactly the ruleset installed and the stack
-  // runs; otherwise why not.
+  // runs; otherwise why not. Waits for the stack's IPv6 address first.
   std::string Verify();
   // Packets the ruleset dropped so far (-1: unreadable).
   long long Dropped();
   // Stops the stack and reaps it; idempotent.
   void Stop();
-  // Whether the stack's IPv6 address was there before the launcher ran.
-  bool ipv6() const { return ipv6_; }
 
  private:
   JobNetwork() = default;
@@ -124,7 +124,6 @@ class JobNetwork {
   UniqueFd exit_w_;  // slirp4netns --exit-fd: it exits when this closes
   pid_t stack_ = -1;
   std::string listing_;  // the ruleset as read back right after it was installed
-  bool ipv6_ = false;
 };
 
 }  // namespace oarbank
