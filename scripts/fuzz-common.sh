@@ -24,7 +24,7 @@ fuzz_setup() {
   # would get no coverage from the code it is meant to explore.
   local sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
   # Line tables are all a sanitizer's report needs for file:line in its
-  # stack traces; full debug information would double the compile time.
+  # stack traces; full debug information only adds compile time.
   local optimize="-O2 -gline-tables-only -DNDEBUG"
   # One script at a time configures and builds (scripts/test.sh runs two
   # fuzzers at once); the runs themselves share nothing.
