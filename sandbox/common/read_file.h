@@ -57,7 +57,9 @@ inline int OpenRegularFile(const std::string& path, std::string* why) {
     close(fd);
     return -1;
   }
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  // Blocking again: of the status flags F_SETFL sets, the open asked only
+  // for O_NONBLOCK, so clearing them all clears just that.
+  fcntl(fd, F_SETFL, 0);
   return fd;
 }
 

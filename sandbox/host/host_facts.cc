@@ -91,7 +91,24 @@ bool HasLandlockFeature(const LandlockFeature& feature) {
   return true;
 }
 
+// One ruleset that handles every feature up to the ABI answers for all of
+// them at once (the kernel refuses the whole ruleset for one right it does
+// not know); only when it is refused is each feature asked alone, to name
+// the first one missing.
+bool HasLandlockFeaturesUpTo(int abi) {
+  if (fault_hooks.landlock_missing != nullptr) return false;
+  LandlockFeature all{"all", abi, 0, 0, 0};
+  for (const LandlockFeature& feature : kLandlockFeatures) {
+    if (feature.abi > abi) break;
+    all.fs |= feature.fs;
+    all.net |= feature.net;
+    all.scoped |= feature.scoped;
+  }
+  return HasLandlockFeature(all);
+}
+
 void ProbeLandlockFeatures(HostFacts& f) {
+  if (f.landlock_abi <= 0 || HasLandlockFeaturesUpTo(f.landlock_abi)) return;
   for (const LandlockFeature& feature : kLandlockFeatures) {
     if (feature.abi > f.landlock_abi) return;
     if (HasLandlockFeature(feature)) continue;

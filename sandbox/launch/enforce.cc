@@ -45,7 +45,12 @@ int OpenNoSymlinks(const std::string& path) { return OpenNoSymlinksAt(AT_FDCWD, 
 bool IsInode(int fd, FileId expected) {
   struct stat st {};
   if (!expected.known() || FaultSkipStep("grant-inodes")) return true;
-  return fstat(fd, &st) == 0 && FileId{st.st_dev, st.st_ino} == expected;
+  return fstat(fd, &st) == 0 && IsInode(st, expected);
+}
+
+bool IsInode(const struct stat& st, FileId expected) {
+  if (!expected.known() || FaultSkipStep("grant-inodes")) return true;
+  return FileId{st.st_dev, st.st_ino} == expected;
 }
 
 namespace {
@@ -156,9 +161,9 @@ std::optional<StepFailure> ApplyLandlock(const LandlockPlan& ll) {
         return fail(ELOOP, rule.source.c_str(), (rule.path + ": " + kSwappedForSymlink).c_str());
       return fail(errno, rule.source.c_str(), rule.path.c_str());
     }
-    if (!IsInode(fd.get(), rule.inode)) return fail(0, rule.source.c_str(), (rule.path + ": " + kNotTheInode).c_str());
     struct stat st {};
     if (fstat(fd.get(), &st) != 0) return fail(errno, rule.source.c_str(), rule.path.c_str());
+    if (!IsInode(st, rule.inode)) return fail(0, rule.source.c_str(), (rule.path + ": " + kNotTheInode).c_str());
     landlock_path_beneath_attr beneath{};
     beneath.allowed_access = S_ISDIR(st.st_mode) ? rule.access : (rule.access & kFsFileRights);
     beneath.parent_fd = fd.get();

@@ -31,6 +31,8 @@
 // forked child.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <optional>
 #include <string>
 
@@ -127,6 +129,8 @@ inline constexpr char kSwappedForSymlink[] = "a symlink is in it now, since the 
 // second walk of a grant path, inside the job's mount namespace, tied to the
 // agent's first (common/grant_path.h). Allocates nothing.
 bool IsInode(int fd, FileId expected);
+// The same, for an fd the caller has already read with fstat into `st`.
+bool IsInode(const struct stat& st, FileId expected);
 inline constexpr char kNotTheInode[] = "leads to another directory or file than when the policy was read";
 
 }  // namespace oarbank

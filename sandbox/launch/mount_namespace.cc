@@ -91,15 +91,14 @@ FileId InodeOf(const Plan& plan, const std::string& path) {
   return it == plan.inodes.end() ? FileId{} : it->second;
 }
 
-// Notes what the grant opened as `fd` at `path` is (GrantWitness).
-std::optional<StepFailure> WitnessGrant(const std::string& path, int fd, GrantWitness& witness) {
-  struct stat st {};
+// Notes what the grant at `path` is (GrantWitness), from the fstat of the
+// descriptor it was opened as.
+std::optional<StepFailure> WitnessGrant(const std::string& path, const struct stat& st, GrantWitness& witness) {
   const size_t slash = path.rfind('/');
   witness.path = path;
   witness.name = slash == std::string::npos || slash + 1 == path.size() ? "." : path.substr(slash + 1);
   witness.parent.Reset(OpenNoSymlinks(slash == 0 ? std::string("/") : path.substr(0, slash)));
-  if (fstat(fd, &st) != 0 || !witness.parent.valid())
-    return StepFailed(kStep, errno, "open the directory of %s", path.c_str());
+  if (!witness.parent.valid()) return StepFailed(kStep, errno, "open the directory of %s", path.c_str());
   witness.dev = st.st_dev;
   witness.ino = st.st_ino;
   return std::nullopt;
@@ -122,8 +121,10 @@ std::optional<StepFailure> CopyWritableGrants(const Plan& plan, GrantWitnesses& 
       if (err == ELOOP) return StepFailed(kStep, err, "%s: %s", path.c_str(), kSwappedForSymlink);
       return StepFailed(kStep, err, "open %s", path.c_str());
     }
-    if (!IsInode(grant.get(), InodeOf(plan, path))) return StepFailed(kStep, 0, "%s: %s", path.c_str(), kNotTheInode);
-    if (auto f = WitnessGrant(path, grant.get(), witness)) return f;
+    struct stat st {};
+    if (fstat(grant.get(), &st) != 0) return StepFailed(kStep, errno, "stat %s", path.c_str());
+    if (!IsInode(st, InodeOf(plan, path))) return StepFailed(kStep, 0, "%s: %s", path.c_str(), kNotTheInode);
+    if (auto f = WitnessGrant(path, st, witness)) return f;
     witnesses.grants.push_back(std::move(witness));
     FaultPause("launcher-grant-opened");
     UniqueFd tree(static_cast<int>(
