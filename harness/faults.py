@@ -71,20 +71,47 @@ def cells():
     # happened proves nothing and fails.
     fail_at_start = "#!/bin/sh\ntouch @INJECTED@\necho 'fault: @WHAT@ fails' >&2\nexit 1\n"
     hang = "#!/bin/bash\ntouch @INJECTED@\nexec -a fault-@MARK@ /bin/sleep 600\n"
-    helper_fails = ("#!/bin/bash\nif [ \"$1\" = @MODE@ ]; then touch @INJECTED@; echo 'fault: netfilter @MODE@ fails' >&2; "
-                    "exit 1; fi\nexec @REAL@ \"$@\"\n")
-    helper_lies = ("#!/bin/bash\nif [ \"$1\" = list ]; then touch @INJECTED@; echo 'table inet oarbank {'; echo '}'; "
-                   "exit 0; fi\nexec @REAL@ \"$@\"\n")
-    helper_hangs = ("#!/bin/bash\nif [ \"$1\" = apply ]; then touch @INJECTED@; exec -a fault-@MARK@ /bin/sleep 600; fi\n"
-                    "exec @REAL@ \"$@\"\n")
+    # oarbank-netfilter answers one job's requests over its stdin and stdout
+    # (netfilter_main.cc), apply first: failing or hanging at once is apply
+    # failing or never answering. At the gate's read-back (list) the
+    # wrapper is a proxy that passes apply to the real helper, then fails,
+    # answers an empty ruleset or answers something that is no answer.
+    helper_at_list = (
+        "#!/bin/bash\nexec -a fault-@MARK@ /usr/bin/python3 -c '\n"
+        "import os, subprocess, sys\n"
+        "real, injected, action = sys.argv[1:4]\n"
+        "helper = subprocess.Popen([real], stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(3, 4))\n"
+        "src, dst = os.fdopen(0, \"rb\"), os.fdopen(1, \"wb\")\n"
+        "def end(code):\n"
+        "    helper.kill(); helper.wait(); sys.exit(code)\n"
+        "for line in src:\n"
+        "    body = src.read(int(line.split()[1])) if line.startswith(b\"apply \") else b\"\"\n"
+        "    if line.strip() == b\"list\":\n"
+        "        open(injected, \"w\").close()\n"
+        "        if action == \"fail\":\n"
+        "            sys.stderr.write(\"fault: netfilter list fails\\n\"); sys.stderr.flush(); end(1)\n"
+        "        fake = b\"table inet oarbank {\\n}\\n\"\n"
+        "        dst.write(b\"nonsense\\n\" if action == \"garble\" else b\"ok %d\\n\" % len(fake) + fake)\n"
+        "        dst.flush(); continue\n"
+        "    helper.stdin.write(line + body); helper.stdin.flush()\n"
+        "    head = helper.stdout.readline()\n"
+        "    if not head: end(1)\n"
+        "    dst.write(head + helper.stdout.read(int(head.split()[1]))); dst.flush()\n"
+        "end(0)\n"
+        "' @REAL@ @INJECTED@ @ACTION@\n")
     out = [
         Cell("slirp4netns", "start", "exits 1 at once", egress, wrap=(STACK, fail_at_start.replace("@WHAT@", "stack"))),
         Cell("slirp4netns", "ready", "never says ready", egress, wrap=(STACK, hang)),
         Cell("slirp4netns", "job", "SIGKILLed mid-job", egress, kill_child="slirp4netns"),
-        Cell("oarbank-netfilter", "apply", "exits 1", egress, wrap=(HELPER, helper_fails.replace("@MODE@", "apply"))),
-        Cell("oarbank-netfilter", "apply", "never answers", egress, wrap=(HELPER, helper_hangs)),
-        Cell("oarbank-netfilter", "gate", "exits 1", egress, wrap=(HELPER, helper_fails.replace("@MODE@", "list"))),
-        Cell("oarbank-netfilter", "gate", "lists an empty ruleset", egress, wrap=(HELPER, helper_lies)),
+        Cell("oarbank-netfilter", "apply", "exits 1", egress,
+             wrap=(HELPER, fail_at_start.replace("@WHAT@", "netfilter apply"))),
+        Cell("oarbank-netfilter", "apply", "never answers", egress, wrap=(HELPER, hang)),
+        Cell("oarbank-netfilter", "gate", "exits 1", egress, wrap=(HELPER, helper_at_list.replace("@ACTION@", "fail"))),
+        Cell("oarbank-netfilter", "gate", "lists an empty ruleset", egress,
+             wrap=(HELPER, helper_at_list.replace("@ACTION@", "lie"))),
+        Cell("oarbank-netfilter", "gate", "answers nonsense", egress,
+             wrap=(HELPER, helper_at_list.replace("@ACTION@", "garble"))),
+        Cell("oarbank-netfilter", "job", "SIGKILLed mid-job", egress, kill_child="oarbank-netfilt"),
         Cell("/proc", "start", "an empty tmpfs over /proc", shell="mount -t tmpfs oarbank-fault /proc"),
         Cell("/proc", "start", "egress-any, /proc hidden", egress, shell="mount -t tmpfs oarbank-fault /proc"),
         Cell("tmpdir", "start", "TMPDIR on a full tmpfs", shell=(

@@ -721,3 +721,128 @@ def test_an_allowlist_jobs_container_sees_only_the_jobs_proxy(world, image_store
             job.kill()
             job.wait()
     assert job.returncode == 0
+
+
+def _netfilter_session(requests):
+    """oarbank-netfilter in a fresh user and network namespace, fed
+    `requests` (bytes) at once; its answers, exit status and stderr."""
+    import socket
+    helper = os.path.join(BUILD, "sandbox", "oarbank-netfilter")
+    holder = subprocess.Popen(["unshare", "-Urn", "sleep", "60"])
+    try:
+        ns = f"/proc/{holder.pid}/ns"
+        deadline = time.monotonic() + 5
+        while os.readlink(f"{ns}/net") == os.readlink("/proc/self/ns/net") and time.monotonic() < deadline:
+            time.sleep(0.01)
+        ours, theirs = socket.socketpair()
+        with ours, theirs:
+            proc = subprocess.Popen(["sh", "-c", f'exec {helper} 3<{ns}/user 4<{ns}/net'], stdin=theirs,
+                                    stdout=theirs, stderr=subprocess.PIPE)
+            theirs.close()
+            ours.sendall(requests)
+            ours.shutdown(socket.SHUT_WR)
+            answers = b""
+            while chunk := ours.recv(65536):
+                answers += chunk
+            err = proc.stderr.read().decode()
+            return answers, proc.wait(timeout=30), err
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_the_netfilter_helper_answers_in_order_and_refuses_anything_else():
+    """The agent's helper takes one job's requests on one socket: apply
+    (first, once), then list and dropped, each answered "ok N" and N bytes;
+    the end of its input ends it (0). A request out of order, a size that is
+    none or too large, or a ruleset nftables refuses ends it with 1 and one
+    line naming what was wrong; so does an overlong or unfinished request
+    line."""
+    ruleset = b"table inet oarbank {\n\tchain out {\n\t\ttype filter hook output priority 0; policy accept;\n" \
+              b"\t\tcounter packets 0 bytes 0 drop\n\t}\n}\n"
+    apply = b"apply %d\n" % len(ruleset) + ruleset
+    answers, code, err = _netfilter_session(apply + b"dropped\n")
+    assert code == 0, err
+    head, _, rest = answers.partition(b"\n")
+    assert head.startswith(b"ok ") and b"table inet oarbank" in rest[:int(head[3:])], answers
+    assert answers.endswith(b"ok 2\n0\n"), answers
+    for requests, why in [(b"list\n", "apply comes first, not: list"),
+                          (b"dropped\n", "apply comes first, not: dropped"),
+                          (b"apply x\n", "apply: not a size: x"),
+                          (b"apply 2000000\n", "the ruleset is larger than 1 MiB"),
+                          (b"apply 10\n", "read the ruleset: the input ended"),
+                          (apply + apply, "unexpected request: apply"),
+                          (apply + b"flush ruleset\n", "unexpected request: flush ruleset"),
+                          (b"apply 9\nnot rules", "install the ruleset: Error:"),
+                          (b"x" * 100, "a request line longer than 64 bytes"),
+                          (b"list", "the input ended inside a request line")]:
+        answers, code, err = _netfilter_session(requests)
+        assert code == 1 and len(err.strip().splitlines()) == 1 and why in err, (requests, code, err)
+        if requests.startswith(apply):  # its answer, and nothing after it
+            head, _, rest = answers.partition(b"\n")
+            assert head.startswith(b"ok ") and len(rest) == int(head[3:]), answers
+        else:
+            assert answers == b"", answers
+
+
+def _children(pid):
+    out = []
+    for d in pathlib.Path("/proc").glob("[0-9]*"):
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid and fields[0] != "Z":
+                out.append((int(d.name), (d / "comm").read_text().strip()))
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
+def _alive(pid):
+    try:
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_the_agent_killed_mid_job_leaves_no_helper_and_no_stack(world):
+    """SIGKILL to the agent while its egress-any job runs: the nftables
+    helper (waiting on its request socket for the drop counters) and the
+    stack (on its exit fd) end by themselves, within 5 s. This process is a
+    subreaper meanwhile, as systemd is for an agent, so their ends are seen."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER
+    ready = world["work"] / "work" / "killed_ready"
+    agent = None
+    before = {pid for pid, _ in _children(os.getpid())}  # the world's servers
+    try:
+        agent = subprocess.Popen(in_up([AGENT, "run", "--unproven", "--egress-test-public-range", PUBLIC_RANGE,
+                                        str(world["policy"]), "--", "/bin/sh", "-c", f"echo > {ready}; exec sleep 60"],
+                                       0))
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert ready.exists(), "the job never ran"
+        parts = [(pid, comm) for pid, comm in _children(agent.pid) if comm in ("oarbank-netfilt", "slirp4netns")]
+        assert sorted(comm for _, comm in parts) == ["oarbank-netfilt", "slirp4netns"], _children(agent.pid)
+        agent.kill()
+        agent.wait()
+        deadline = time.monotonic() + 5
+        while any(_alive(pid) for pid, _ in parts) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not [comm for pid, comm in parts if _alive(pid)], "outlived the agent"
+    finally:
+        if agent and agent.poll() is None:
+            agent.kill()
+            agent.wait()
+        libc.prctl(36, 0, 0, 0, 0)
+        deadline = time.monotonic() + 10  # the orphans of the job end with their keeper: reaped here
+        while time.monotonic() < deadline:
+            try:
+                while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                    pass
+            except ChildProcessError:
+                break
+            if {pid for pid, _ in _children(os.getpid())} <= before:
+                break
+            time.sleep(0.02)

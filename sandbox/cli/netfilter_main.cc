@@ -1,23 +1,31 @@
 // oarbank-netfilter: the supervisor's hand on an egress-any job's nftables
 // ruleset, through libnftables (Debian's libnftables-dev). A program of its
 // own because libnftables is shared-only in Debian and the agent is linked
-// statically. The supervisor runs it with the job's user namespace on fd 3
-// and its network namespace on fd 4 (job_network.h); it joins both (the
-// supervisor's uid owns the job's user namespace, so it holds every
-// capability there) and:
+// statically. The supervisor runs it once per job with the job's user
+// namespace on fd 3 and its network namespace on fd 4 (job_network.h); it
+// joins both (the supervisor's uid owns the job's user namespace, so it
+// holds every capability there), closes them, and answers the supervisor's
+// requests on stdin, one at a time, on stdout (both one stream socket):
 //
-//   apply    installs the ruleset read from stdin in one transaction, makes
-//            the stack's tap0 (persistent, see MakePersistentTap), then
-//            prints the ruleset as the kernel now holds it (no counters)
+//   apply N  (first, once; N bytes of ruleset follow the line) installs the
+//            ruleset in one transaction, makes the stack's tap0
+//            (persistent, see MakePersistentTap), then answers the ruleset
+//            as the kernel now holds it (no counters)
 //   list     waits (at most 3 s) for the stack's IPv6 address on tap0, then
-//            prints the ruleset as the kernel holds it (no counters): the
+//            answers the ruleset as the kernel holds it (no counters): the
 //            gate's read-back, so the module starts with IPv6 configured
 //            (IPv4 is before the stack says it is ready; IPv6 follows its
 //            router advertisement) and the wait overlaps the launcher's
 //            own set-up instead of delaying its fork
-//   dropped  prints the sum of the packets the ruleset's counters dropped
+//   dropped  answers the sum of the packets the ruleset's counters dropped
 //
-// Exit 0, or 1 with one line on stderr naming what failed.
+// A request is one line ("apply 1234", "list", "dropped"); an answer is
+// "ok N" and a newline, then N bytes. Each request gets a libnftables
+// context of its own, freed before the answer: between requests (while the
+// job runs) the helper holds no netlink socket, only fds 0 to 2. A request
+// it refuses or fails ends it with exit 1 and one line on stderr; the end
+// of its input ends it with exit 0. One process for the job's three
+// requests, not one each: most of a run of it is the dynamic loader's.
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -42,6 +50,7 @@ namespace {
 constexpr int kUserNamespaceFd = 3;
 constexpr int kNetNamespaceFd = 4;
 constexpr size_t kMaxRuleset = 1 << 20;
+constexpr size_t kMaxRequestLine = 64;
 
 int Fail(const std::string& line) {
   fprintf(stderr, "oarbank-netfilter: %s\n", line.c_str());
@@ -156,50 +165,121 @@ bool MakePersistentTap(std::string* why) {
   return ok;
 }
 
+// Requests come in on fd 0, read through this buffer: a request line, then
+// an apply's ruleset.
+class Input {
+ public:
+  enum class Got { kLine, kEnd, kCutShort, kTooLong };
+  // The next line, without its newline, in `line`; kEnd at the end of the
+  // input between requests.
+  Got Line(std::string* line) {
+    for (;;) {
+      const size_t nl = buffered_.find('\n');
+      if (nl != std::string::npos) {
+        *line = buffered_.substr(0, nl);
+        buffered_.erase(0, nl + 1);
+        return Got::kLine;
+      }
+      if (buffered_.size() > kMaxRequestLine) return Got::kTooLong;
+      if (!Fill()) return buffered_.empty() ? Got::kEnd : Got::kCutShort;
+    }
+  }
+  // Exactly `n` bytes; false when the input ends first.
+  bool Bytes(size_t n, std::string* out) {
+    while (buffered_.size() < n)
+      if (!Fill()) return false;
+    *out = buffered_.substr(0, n);
+    buffered_.erase(0, n);
+    return true;
+  }
+
+ private:
+  bool Fill() {
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = read(0, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      buffered_.append(buf, static_cast<size_t>(n));
+      return true;
+    }
+  }
+  std::string buffered_;
+};
+
+bool Answer(const std::string& text) {
+  const std::string out = "ok " + std::to_string(text.size()) + "\n" + text;
+  for (size_t done = 0; done < out.size();) {
+    const ssize_t n = write(1, out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// One request's work, in a context of its own; "" and `answer`, or why not.
+std::string Serve(const std::string& request, Input& input, std::string* answer) {
+  std::string ruleset;
+  const bool apply = request.rfind("apply ", 0) == 0;
+  if (apply) {
+    const std::string size = request.substr(6);
+    if (size.empty() || size.size() > 7 || size.find_first_not_of("0123456789") != std::string::npos)
+      return "apply: not a size: " + size;
+    const size_t n = std::stoul(size);
+    if (n > kMaxRuleset) return "the ruleset is larger than 1 MiB";
+    if (!input.Bytes(n, &ruleset)) return "read the ruleset: the input ended";
+  }
+  // Without an IPv6 address after 3 s the job runs with IPv4 alone.
+  if (request == "list") (void)AwaitGlobalIpv6("tap0");
+  nft_ctx* ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+  if (ctx == nullptr) return "nft_ctx_new failed";
+  std::string why, out, err;
+  if (apply) {
+    nft_ctx_buffer_error(ctx);
+    if (nft_run_cmd_from_buffer(ctx, ruleset.c_str()) != 0) {
+      why = nft_ctx_get_error_buffer(ctx);
+      while (!why.empty() && why.back() == '\n') why.pop_back();
+      for (auto& c : why)
+        if (c == '\n') c = ' ';
+      why = "install the ruleset: " + why;
+    }
+    nft_ctx_unbuffer_error(ctx);
+    if (why.empty()) {
+      SkipAddressDetection();
+      MakePersistentTap(&why);
+    }
+  }
+  if (why.empty() && !List(ctx, request != "dropped", &out, &err)) why = "list the ruleset: " + err;
+  nft_ctx_free(ctx);
+  if (why.empty()) *answer = request == "dropped" ? std::to_string(DroppedPackets(out)) + "\n" : out;
+  return why;
+}
+
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc != 2)
-    return Fail("usage: oarbank-netfilter apply|list|dropped (fds 3, 4: the job's user and net namespaces)");
-  const std::string mode = argv[1];
-  if (mode != "apply" && mode != "list" && mode != "dropped") return Fail("unknown mode " + mode);
+int main(int argc, char**) {
+  if (argc != 1)
+    return Fail("usage: oarbank-netfilter (fds 3, 4: the job's user and net namespaces; requests on stdin)");
   if (setns(kUserNamespaceFd, CLONE_NEWUSER) != 0)
     return Fail(std::string("setns(the job's user namespace): ") + strerror(errno));
   if (setns(kNetNamespaceFd, CLONE_NEWNET) != 0)
     return Fail(std::string("setns(the job's network namespace): ") + strerror(errno));
   close(kUserNamespaceFd);
   close(kNetNamespaceFd);
-  // Without an IPv6 address after 3 s the job runs with IPv4 alone.
-  if (mode == "list") (void)AwaitGlobalIpv6("tap0");
-  nft_ctx* ctx = nft_ctx_new(NFT_CTX_DEFAULT);
-  if (ctx == nullptr) return Fail("nft_ctx_new failed");
-  std::string out, err;
-  if (mode == "apply") {
-    std::string ruleset;
-    char buf[65536];
-    for (ssize_t n; (n = read(0, buf, sizeof buf)) != 0;) {
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return Fail(std::string("read the ruleset: ") + strerror(errno));
-      ruleset.append(buf, static_cast<size_t>(n));
-      if (ruleset.size() > kMaxRuleset) return Fail("the ruleset is larger than 1 MiB");
-    }
-    nft_ctx_buffer_error(ctx);
-    if (nft_run_cmd_from_buffer(ctx, ruleset.c_str()) != 0) {
-      std::string why = nft_ctx_get_error_buffer(ctx);
-      while (!why.empty() && why.back() == '\n') why.pop_back();
-      for (auto& c : why)
-        if (c == '\n') c = ' ';
-      return Fail("install the ruleset: " + why);
-    }
-    nft_ctx_unbuffer_error(ctx);
-    SkipAddressDetection();
-    if (std::string why; !MakePersistentTap(&why)) return Fail(why);
+  Input input;
+  bool applied = false;
+  std::string request;
+  for (Input::Got got; (got = input.Line(&request)) != Input::Got::kEnd;) {
+    if (got == Input::Got::kTooLong) return Fail("a request line longer than 64 bytes");
+    if (got == Input::Got::kCutShort) return Fail("the input ended inside a request line");
+    const bool apply = request.rfind("apply ", 0) == 0;
+    const bool in_order = apply ? !applied : applied && (request == "list" || request == "dropped");
+    if (!in_order) return Fail((applied ? "unexpected request: " : "apply comes first, not: ") + request.substr(0, 64));
+    std::string answer;
+    if (std::string why = Serve(request, input, &answer); !why.empty()) return Fail(why);
+    applied = true;
+    if (!Answer(answer)) return Fail(std::string("write the answer: ") + strerror(errno));
   }
-  if (!List(ctx, mode != "dropped", &out, &err)) return Fail("list the ruleset: " + err);
-  if (mode == "dropped")
-    printf("%llu\n", DroppedPackets(out));
-  else
-    fputs(out.c_str(), stdout);
-  nft_ctx_free(ctx);
-  return fflush(stdout) == 0 ? 0 : Fail("write the listing");
+  return 0;
 }

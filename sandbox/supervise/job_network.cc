@@ -17,12 +17,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <mutex>
 
 #include "sandbox/common/fault_hooks.h"
 #include "sandbox/common/helper_path.h"
 #include "sandbox/common/install_paths.h"
-#include "sandbox/common/subprocess.h"
 #include "sandbox/common/trust_file.h"
 #include "sandbox/egress/job_ruleset.h"
 #include "sandbox/supervise/namespaces.h"
@@ -92,26 +92,137 @@ void Reap(pid_t pid, std::chrono::milliseconds grace) {
   _exit(127);
 }
 
-// Runs oarbank-netfilter MODE in the job's namespaces with `input` on its
-// stdin; its stdout, or an Error with its stderr line.
-Expected<std::string> RunHelper(const std::string& helper, const char* mode, int userns, int netns,
-                                const std::string& input, Clock::time_point deadline) {
-  SubprocessSpec spec;
-  spec.argv = {helper, mode};
-  spec.env = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin"};
-  spec.input = input;
-  spec.fds = {{userns, 3}, {netns, 4}};
-  CaptureLimits limits;
-  limits.deadline = deadline;
-  limits.max_bytes = kMaxHelperOutput;
-  const CapturedRun run = RunCaptured(spec, limits);
-  if (!run.started) return Error{"nftables", run.error};
-  if (run.timed_out) return Error{"nftables", helper + " " + mode + ": no answer in time"};
-  const int code = run.ExitCode();
-  if (code == 127 && run.err.empty()) return Error{"nftables", "cannot execute " + helper};
-  if (code != 0) return Error{"nftables", run.err.empty() ? helper + " " + mode + " failed" : OneLine(run.err)};
-  return run.out;
+}  // namespace
+
+// oarbank-netfilter, started once per job in the job's namespaces and asked
+// over one stream socket (netfilter_main.cc has the requests and answers):
+// a socket, not a pipe, so a helper that is gone cannot take the agent
+// with it by SIGPIPE. Its stderr goes to a memfd, whose line an Error
+// carries. It ends when the socket closes (End), or is killed at a
+// deadline; either way it is reaped here.
+class NetfilterSession {
+ public:
+  NetfilterSession() = default;
+  ~NetfilterSession() { End(); }
+  NetfilterSession(const NetfilterSession&) = delete;
+  NetfilterSession& operator=(const NetfilterSession&) = delete;
+
+  std::optional<Error> Start(const std::string& helper, int userns, int netns);
+  // The answer to `request` (its line, and for apply the ruleset after it),
+  // or an Error; after an Error the helper is gone.
+  Expected<std::string> Ask(const std::string& request, const std::string& body, Clock::time_point deadline);
+  // Closes its input (it exits) and reaps it; idempotent.
+  void End();
+
+ private:
+  // Kills and reaps it; the Error names why, with its stderr line if any.
+  Error Failed(const std::string& request, const std::string& why);
+  bool Await(short events, Clock::time_point deadline);
+  std::string helper_;
+  pid_t pid_ = -1;
+  UniqueFd socket_, log_;
+};
+
+std::optional<Error> NetfilterSession::Start(const std::string& helper, int userns, int netns) {
+  helper_ = helper;
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
+    return Error{"nftables", std::string("socketpair: ") + strerror(errno)};
+  socket_.Reset(pair[0]);
+  const UniqueFd theirs(pair[1]);
+  log_.Reset(static_cast<int>(syscall(SYS_memfd_create, "oarbank-netfilter-log", MFD_CLOEXEC)));
+  if (!log_.valid()) return Error{"nftables", std::string("memfd_create: ") + strerror(errno)};
+  std::string path = helper;
+  char* const argv[] = {path.data(), nullptr};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setsid();  // not in the agent's process group: a terminal's ^C is the agent's to handle
+    ExecWithFds(path.c_str(), argv, {{theirs.get(), 0}, {theirs.get(), 1}, {log_.get(), 2}, {userns, 3}, {netns, 4}},
+                4);
+  }
+  if (pid < 0) return Error{"nftables", std::string("fork: ") + strerror(errno)};
+  pid_ = pid;
+  return std::nullopt;
 }
+
+bool NetfilterSession::Await(short events, Clock::time_point deadline) {
+  pollfd p{socket_.get(), events, 0};
+  int got;
+  do got = poll(&p, 1, MillisLeft(deadline));
+  while (got < 0 && errno == EINTR);
+  return got > 0;
+}
+
+Error NetfilterSession::Failed(const std::string& request, const std::string& why) {
+  int status = -1;
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    while (waitpid(pid_, &status, __WALL) < 0 && errno == EINTR) {
+    }
+  }
+  pid_ = -1;
+  socket_.Reset();
+  std::string err;
+  if (log_.valid()) {
+    char buf[2048] = {};
+    const ssize_t r = pread(log_.get(), buf, sizeof buf - 1, 0);
+    if (r > 0) err.assign(buf, static_cast<size_t>(r));
+  }
+  if (!err.empty()) return Error{"nftables", OneLine(err)};
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return Error{"nftables", "cannot execute " + helper_};
+  return Error{"nftables", helper_ + " " + request + ": " + why};
+}
+
+Expected<std::string> NetfilterSession::Ask(const std::string& request, const std::string& body,
+                                            Clock::time_point deadline) {
+  const std::string word = request.substr(0, request.find(' '));
+  if (pid_ <= 0) return Error{"nftables", helper_ + " " + word + ": not running"};
+  const std::string out = request + "\n" + body;
+  for (size_t sent = 0; sent < out.size();) {
+    const ssize_t n = send(socket_.get(), out.data() + sent, out.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+      if (!Await(POLLOUT, deadline)) return Failed(word, "no answer in time");
+    } else {
+      return Failed(word, "ended");
+    }
+  }
+  // "ok N\n", then N bytes.
+  std::string in;
+  size_t header = 0, size = 0;
+  for (;;) {
+    if (const size_t nl = in.find('\n'); header == 0 && nl != std::string::npos) {
+      const std::string_view line(in.data(), nl);
+      const char* digits = line.data() + std::min<size_t>(3, nl);
+      const auto [end, ec] = std::from_chars(digits, line.data() + nl, size);
+      if (!line.starts_with("ok ") || ec != std::errc() || end != line.data() + nl || size > kMaxHelperOutput)
+        return Failed(word, "an answer that is not one: " + OneLine(std::string(line)));
+      header = nl + 1;
+    }
+    if (header != 0 && in.size() >= header + size) break;
+    if (header == 0 && in.size() > 32) return Failed(word, "an answer that is not one");
+    char buf[16384];
+    const ssize_t n = recv(socket_.get(), buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) {
+      in.append(buf, static_cast<size_t>(n));
+    } else if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+      if (!Await(POLLIN, deadline)) return Failed(word, "no answer in time");
+    } else {
+      return Failed(word, n == 0 ? "ended without an answer" : std::string("recv: ") + strerror(errno));
+    }
+  }
+  if (in.size() != header + size) return Failed(word, "more than its answer");
+  return in.substr(header);
+}
+
+void NetfilterSession::End() {
+  socket_.Reset();
+  if (pid_ > 0) Reap(pid_, std::chrono::milliseconds(2000));
+  pid_ = -1;
+}
+
+namespace {
 
 // A file the supervisor runs with its own privilege must be one only root
 // (or the agent's uid) could have written.
@@ -146,7 +257,10 @@ std::optional<Error> JobNetwork::InstallRules(const std::string& helper, const J
     for (const char* all : {"0.0.0.0/0", "::/0"}) inputs.test_public.push_back(egress::ParseCidr(all).value());
   // Test-only: the host's own addresses are not in the ruleset.
   if (FaultSkipStep("job-ruleset-host-addresses")) inputs.host_addresses.clear();
-  auto listing = RunHelper(helper, "apply", userns_.get(), netns_.get(), RulesetText(inputs), step);
+  netfilter_ = std::make_unique<NetfilterSession>();
+  if (auto e = netfilter_->Start(helper, userns_.get(), netns_.get())) return e;
+  const std::string ruleset = RulesetText(inputs);
+  auto listing = netfilter_->Ask("apply " + std::to_string(ruleset.size()), ruleset, step);
   if (!listing.ok()) return listing.error();
   if (listing.value().find("table inet oarbank") == std::string::npos)
     return Error{"nftables", "the ruleset read back after installing it has no table inet oarbank"};
@@ -244,20 +358,22 @@ std::string JobNetwork::Verify() {
     stack_ = -1;
     return "the user-mode stack ended";
   }
-  auto listing = RunHelper(NetfilterHelperPath(), "list", userns_.get(), netns_.get(), "", Clock::now() + kStepTimeout);
+  if (!netfilter_) return "read the ruleset back: the helper is not running";
+  auto listing = netfilter_->Ask("list", "", Clock::now() + kStepTimeout);
   if (!listing.ok()) return "read the ruleset back: " + listing.error().what;
   if (listing.value() != listing_) return "the ruleset read back differs from the one installed";
   return "";
 }
 
 long long JobNetwork::Dropped() {
-  if (!userns_.valid() || !netns_.valid()) return -1;
-  auto text = RunHelper(NetfilterHelperPath(), "dropped", userns_.get(), netns_.get(), "", Clock::now() + kStepTimeout);
+  if (!netfilter_) return -1;
+  auto text = netfilter_->Ask("dropped", "", Clock::now() + kStepTimeout);
   if (!text.ok()) return -1;
   return strtoll(text.value().c_str(), nullptr, 10);
 }
 
 void JobNetwork::Stop() {
+  netfilter_.reset();
   exit_w_.Reset();
   if (stack_ > 0) Reap(stack_, std::chrono::milliseconds(2000));
   stack_ = -1;

@@ -6,23 +6,30 @@
 //   init (pid 1 of the job, in the job's fresh user and network namespaces)
 //     tells the supervisor its namespaces exist and waits for "go"
 //   supervisor (JobNetwork::Start)
-//     opens /proc/<init>/ns/{user,net}; runs oarbank-netfilter (libnftables,
-//     netfilter_main.cc) in them to install RulesetText (job_ruleset.h): out
-//     only to public addresses and the stack's resolver, in only replies,
-//     and to make tap0 persistent, so the stack's exit does not wait on the
-//     kernel unregistering it (the namespace's teardown does, asynchronously);
+//     opens /proc/<init>/ns/{user,net}; starts oarbank-netfilter
+//     (libnftables, netfilter_main.cc) in them, once for the whole job, and
+//     has it install RulesetText (job_ruleset.h): out only to public
+//     addresses and the stack's resolver, in only replies, and make tap0
+//     persistent, so the stack's exit does not wait on the kernel
+//     unregistering it (the namespace's teardown does, asynchronously);
 //     then starts slirp4netns on that namespace (tap0 10.0.2.100/24,
 //     resolver 10.0.2.3 and fd00::3, --disable-host-loopback: the gateway
 //     10.0.2.2 is not the host's loopback, and the ruleset drops it anyway);
 //     then "go": init forks the launcher.
 //   gate (JobNetwork::Verify)
-//     waits (at most 3 s) for the stack's IPv6 address, which follows its
-//     router advertisement while the launcher sets itself up, then reads
-//     the ruleset back from outside and refuses the job unless it is
-//     exactly the one installed and the stack still runs.
-//   end (JobNetwork::Stop)
-//     reads the drop counters, closes the stack's exit fd (slirp4netns
-//     exits; it also does when the supervisor dies), reaps it.
+//     has the helper wait (at most 3 s) for the stack's IPv6 address, which
+//     follows its router advertisement while the launcher sets itself up,
+//     then read the ruleset back from the kernel, and refuses the job
+//     unless it is exactly the one installed and the stack still runs.
+//   end (JobNetwork::Dropped, Stop)
+//     has the helper read the drop counters, ends it, closes the stack's
+//     exit fd (slirp4netns exits; it also does when the supervisor dies),
+//     reaps both.
+//
+// The helper waits between those requests, while the module runs, holding
+// its request socket and its log and nothing else (no netlink socket, no
+// namespace descriptor); it is in the supervisor's pid namespace, where
+// nothing in the job can name it.
 //
 // The job holds no capability in its namespaces, seccomp refuses netlink
 // sockets and new namespaces: it cannot change the rules.
@@ -95,6 +102,8 @@ std::string NetfilterHelperPathFor(const std::string& program);
 // battery attestation binds for the egress-any classes.
 void NameJobNetworkParts(HostFacts::JobNetworkFacts& facts, const std::string& program = "/proc/self/exe");
 
+class NetfilterSession;  // job_network.cc
+
 class JobNetwork {
  public:
   // `init` is alive, its id maps are written and it waits for "go". An
@@ -121,6 +130,8 @@ class JobNetwork {
                                     std::chrono::steady_clock::time_point step);
   std::optional<Error> StartStack(std::chrono::steady_clock::time_point step);
   UniqueFd userns_, netns_;
+  // oarbank-netfilter, from the ruleset's install to the drop counters.
+  std::unique_ptr<NetfilterSession> netfilter_;
   UniqueFd exit_w_;  // slirp4netns --exit-fd: it exits when this closes
   pid_t stack_ = -1;
   std::string listing_;  // the ruleset as read back right after it was installed

@@ -15,10 +15,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "sandbox/egress/job_ruleset.h"
 #include "sandbox/supervise/job_network.h"
@@ -163,6 +168,82 @@ TEST_P(SupervisorEgressAnyTest, NothingOfTheHostIsReachableThroughTheStack) {
   usleep(50000);
   EXPECT_TRUE(Accepted(decoy));
   close(decoy);
+}
+
+// This process's children running the helper (comm is cut at 15 bytes).
+std::vector<pid_t> HelperChildren() {
+  std::vector<pid_t> found;
+  for (const auto& d : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = d.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(d.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t open = text.find('('), close = text.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    std::istringstream rest(text.substr(close + 2));
+    std::string state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == getpid() && state != "Z" && text.substr(open + 1, close - open - 1) == "oarbank-netfilt")
+      found.push_back(std::stoi(name));
+  }
+  return found;
+}
+
+// What each descriptor of `pid` is ("0 socket:[...]"), in fd order.
+std::vector<std::string> Descriptors(pid_t pid) {
+  std::vector<std::string> fds;
+  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    char target[256] = {};
+    const ssize_t n = readlink(e.path().c_str(), target, sizeof target - 1);
+    fds.push_back(e.path().filename().string() + " " + (n > 0 ? std::string(target, static_cast<size_t>(n)) : "?"));
+  }
+  std::sort(fds.begin(), fds.end());
+  return fds;
+}
+
+// One oarbank-netfilter per job, from the ruleset's install to the drop
+// counters after the job; while the module runs it holds its session and
+// its log and nothing else: no netlink socket (each request opens and
+// closes its own), no namespace descriptor. After the job it is gone.
+TEST(SupervisorEgressAnyHelper, OneHelperPerJobHoldingOnlyItsSessionWhileTheModuleRuns) {
+  if (getuid() != 0) GTEST_SKIP() << "the job's network as the tests run it needs a root supervisor";
+  const JobNetworkProbe& probe = ProbeJobNetwork();
+  ASSERT_TRUE(probe.ok) << "egress-any is not enforceable here: " << probe.missing << ": " << probe.detail;
+  TempTree tree;
+  const std::string started = tree.Path("work/started");
+  cage::Spec spec;
+  spec.argv = {"/bin/sh", "-c", "echo > " + started + "; exec sleep 1"};
+  spec.worktree = tree.Path("bundle");
+  spec.scratch = tree.Path("work");
+  spec.egress_any = true;
+  std::atomic<bool> done{false};
+  std::set<pid_t> helpers;
+  std::vector<std::string> while_running;
+  std::thread watcher([&] {
+    while (!done) {
+      const std::vector<pid_t> now = HelperChildren();
+      helpers.insert(now.begin(), now.end());
+      if (while_running.empty() && !now.empty() && access(started.c_str(), F_OK) == 0)
+        while_running = Descriptors(now.front());
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  const cage::Result r = cage::Run(spec, UnprovenOptions());
+  done = true;
+  watcher.join();
+  ASSERT_EQ(r.fault, cage::Fault::kNone) << r.reason << r.stderr_text;
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_GE(r.container.net_dropped, 0) << "the drop counters were read after the job";
+  ASSERT_EQ(helpers.size(), 1u) << "one helper for the job's install, read-back and counters";
+  ASSERT_EQ(while_running.size(), 3u) << ::testing::PrintToString(while_running);
+  EXPECT_EQ(while_running[0].substr(0, 9), "0 socket:") << while_running[0];
+  EXPECT_EQ(while_running[1], "1" + while_running[0].substr(1)) << "stdin and stdout are one socket";
+  EXPECT_EQ(while_running[2].substr(0, 8), "2 /memfd") << while_running[2];
+  EXPECT_TRUE(HelperChildren().empty()) << "the helper outlived the job";
+  EXPECT_NE(kill(*helpers.begin(), 0), 0) << "the helper was not reaped";
 }
 
 INSTANTIATE_TEST_SUITE_P(AsRootAndNobody, SupervisorEgressAnyTest, ::testing::Values(uid_t{0}, kNobody),
