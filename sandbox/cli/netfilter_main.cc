@@ -271,11 +271,13 @@ int main(int argc, char**) {
   bool applied = false;
   std::string request;
   for (Input::Got got; (got = input.Line(&request)) != Input::Got::kEnd;) {
-    if (got == Input::Got::kTooLong) return Fail("a request line longer than 64 bytes");
+    if (got == Input::Got::kTooLong)
+      return Fail("a request line longer than " + std::to_string(kMaxRequestLine) + " bytes");
     if (got == Input::Got::kCutShort) return Fail("the input ended inside a request line");
     const bool apply = request.rfind("apply ", 0) == 0;
     const bool in_order = apply ? !applied : applied && (request == "list" || request == "dropped");
-    if (!in_order) return Fail((applied ? "unexpected request: " : "apply comes first, not: ") + request.substr(0, 64));
+    if (!in_order)
+      return Fail((applied ? "unexpected request: " : "apply comes first, not: ") + request.substr(0, kMaxRequestLine));
     std::string answer;
     if (std::string why = Serve(request, input, &answer); !why.empty()) return Fail(why);
     applied = true;

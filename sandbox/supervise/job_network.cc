@@ -47,6 +47,13 @@ std::string OneLine(std::string s) {
   return s;
 }
 
+// What a helper wrote to its log (a memfd), as one line; "" if nothing.
+std::string LogLine(int log) {
+  char buf[2048] = {};
+  const ssize_t r = log >= 0 ? pread(log, buf, sizeof buf - 1, 0) : -1;
+  return r > 0 ? OneLine(std::string(buf, static_cast<size_t>(r))) : "";
+}
+
 // Kills and reaps `pid`, waiting at most `grace` for it to end by itself:
 // woken by its pidfd the moment it ends (every job waits here for the
 // stack and the helper, which a fixed sleep would round up), or, on a
@@ -171,13 +178,7 @@ Error NetfilterSession::Failed(const std::string& request, const std::string& wh
   }
   pid_ = -1;
   socket_.Reset();
-  std::string err;
-  if (log_.valid()) {
-    char buf[2048] = {};
-    const ssize_t r = pread(log_.get(), buf, sizeof buf - 1, 0);
-    if (r > 0) err.assign(buf, static_cast<size_t>(r));
-  }
-  if (!err.empty()) return Error{"nftables", OneLine(err)};
+  if (std::string err = LogLine(log_.get()); !err.empty()) return Error{"nftables", err};
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return Error{"nftables", "cannot execute " + helper_};
   return Error{"nftables", helper_ + " " + request + ": " + why};
 }
@@ -331,11 +332,7 @@ std::optional<Error> JobNetwork::StartStack(Clock::time_point step) {
   if (got > 0 && read(ready_r.get(), &byte, 1) == 1) return std::nullopt;
   Stop();
   std::string why = got == 0 ? "not ready in time" : "ended before it was ready";
-  if (log.valid()) {
-    char buf[2048] = {};
-    const ssize_t r = pread(log.get(), buf, sizeof buf - 1, 0);
-    if (r > 0) why += ": " + OneLine(std::string(buf, static_cast<size_t>(r)));
-  }
+  if (std::string line = LogLine(log.get()); !line.empty()) why += ": " + line;
   return Error{"slirp4netns", "the user-mode stack " + std::string(kJobStackPath) + ": " + why};
 }
 
