@@ -123,13 +123,21 @@ Expected<TrustedDir> OpenTrustedDir(const std::string& dir, bool create_last) {
   return TrustedDir{resolved.empty() ? "/" : resolved, std::move(fd)};
 }
 
-Expected<std::optional<std::string>> ReadTrustedFile(const std::string& path) {
+namespace {
+
+// The trust file at `path`, open for reading, with its size; nullopt when it
+// does not exist (its directories must still pass).
+struct OpenedTrustFile {
+  UniqueFd fd;
+  size_t size = 0;
+};
+Expected<std::optional<OpenedTrustFile>> OpenTrustedFile(const std::string& path) {
   auto [dir, name] = SplitPath(path);
   if (name.empty() || name == "." || name == "..") return Refuse(path, "is not a file name");
   auto trusted = OpenTrustedDir(dir);
   if (!trusted.ok()) {
     // A directory that does not exist holds no file: the same as a missing file.
-    if (trusted.error().what == "no such directory") return std::optional<std::string>{};
+    if (trusted.error().what == "no such directory") return std::optional<OpenedTrustFile>{};
     return Refuse(path, "not trusted: " + trusted.error().what);
   }
   // What is there decides first: a symlink, a FIFO, a socket (which cannot
@@ -140,13 +148,30 @@ Expected<std::optional<std::string>> ReadTrustedFile(const std::string& path) {
   UniqueFd fd(
       openat(trusted.value().fd.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (!fd.valid()) {
-    if (errno == ENOENT) return std::optional<std::string>{};
+    if (errno == ENOENT) return std::optional<OpenedTrustFile>{};
     if (errno == ELOOP) return Refuse(path, "not trusted: " + path + " is a symbolic link");
     return Refuse(path, "cannot open: " + ErrnoText(errno));
   }
   if (fstat(fd.get(), &st) != 0) return Refuse(path, "cannot stat: " + ErrnoText(errno));
   if (auto why = CheckFile(path, st); !why.empty()) return Refuse(path, "not trusted: " + why);
-  if (static_cast<size_t>(st.st_size) > kTrustFileMaxBytes)
+  return std::optional<OpenedTrustFile>(OpenedTrustFile{std::move(fd), static_cast<size_t>(st.st_size)});
+}
+
+}  // namespace
+
+Expected<bool> CheckTrustedFile(const std::string& path) {
+  auto opened = OpenTrustedFile(path);
+  if (!opened.ok()) return opened.error();
+  return opened.value().has_value();
+}
+
+Expected<std::optional<std::string>> ReadTrustedFile(const std::string& path) {
+  auto opened = OpenTrustedFile(path);
+  if (!opened.ok()) return opened.error();
+  if (!opened.value()) return std::optional<std::string>{};
+  OpenedTrustFile file = *std::move(opened).value();
+  const UniqueFd& fd = file.fd;
+  if (file.size > kTrustFileMaxBytes)
     return Refuse(path, "is larger than " + std::to_string(kTrustFileMaxBytes) + " bytes");
   std::string text;
   char chunk[16384];

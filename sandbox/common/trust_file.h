@@ -54,6 +54,12 @@ Expected<TrustedDir> OpenTrustedDir(const std::string& dir, bool create_last = f
 // (its directories must still pass). The error is one line naming the path.
 Expected<std::optional<std::string>> ReadTrustedFile(const std::string& path);
 
+// Whether the file at `path` exists and passes the same checks as
+// ReadTrustedFile, without reading it: for a program the agent runs with its
+// own privilege (a helper, the job's network stack), where what matters is
+// who could have written it, not what it says.
+Expected<bool> CheckTrustedFile(const std::string& path);
+
 // Writes `text` to `path` atomically with `mode` (see above). The parent
 // directory must pass the walk (it is created when missing, if its own
 // parent passes). Returns the error, or nothing.

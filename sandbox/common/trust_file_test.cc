@@ -98,6 +98,31 @@ TEST_F(TrustFileTest, ADirectoryOfAnotherUidOrWritableByOthersIsRefused) {
   EXPECT_NE(What(root_ + "/open/a.json").find("/open is writable by others"), std::string::npos);
 }
 
+// CheckTrustedFile (the helper's and the stack's check, which does not
+// read the program) judges every case as ReadTrustedFile does.
+TEST_F(TrustFileTest, CheckingWithoutReadingGivesTheReadsVerdict) {
+  const std::string trusted = Write("trusted", "x");
+  const std::string theirs = Write("theirs", "x");
+  ASSERT_EQ(chown(theirs.c_str(), kNobody, kNobody), 0);
+  const std::string open = Write("open", "x", 0666);
+  ASSERT_EQ(symlink(trusted.c_str(), (root_ + "/link").c_str()), 0);
+  ASSERT_EQ(link(Write("linked", "x").c_str(), (root_ + "/hard").c_str()), 0);
+  ASSERT_EQ(mkfifo((root_ + "/fifo").c_str(), 0644), 0);
+  std::filesystem::create_directory(root_ + "/opendir");
+  chmod((root_ + "/opendir").c_str(), 0777);
+  Write("opendir/x", "x");
+  for (const std::string name :
+       {"trusted", "none", "no-such-dir/none", "theirs", "open", "link", "hard", "fifo", "opendir/x"}) {
+    const std::string path = root_ + "/" + name;
+    auto checked = CheckTrustedFile(path);
+    const std::string verdict = checked.ok() ? (checked.value() ? "read:x" : "missing") : checked.error().what;
+    EXPECT_EQ(verdict, What(path)) << name;
+    const bool absent = name == "none" || name == "no-such-dir/none";
+    EXPECT_EQ(verdict, name == "trusted" ? "read:x" : absent ? "missing" : verdict) << name;
+    if (name != "trusted" && !absent) EXPECT_NE(verdict.find("not trusted: " + root_), std::string::npos) << verdict;
+  }
+}
+
 TEST_F(TrustFileTest, ARootOwnedStickyDirectoryIsSafeForRootsFiles) {
   std::filesystem::create_directory(root_ + "/sticky");
   chmod((root_ + "/sticky").c_str(), 01777);

@@ -237,9 +237,9 @@ namespace {
 // A file the supervisor runs with its own privilege must be one only root
 // (or the agent's uid) could have written.
 std::optional<std::string> Untrusted(const std::string& path) {
-  auto read = ReadTrustedFile(path);
-  if (!read.ok()) return read.error().what;
-  if (!read.value()) return path + " is not installed";
+  auto trusted = CheckTrustedFile(path);
+  if (!trusted.ok()) return trusted.error().what;
+  if (!trusted.value()) return path + " is not installed";
   return std::nullopt;
 }
 
