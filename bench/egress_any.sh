@@ -6,7 +6,7 @@
 # own network namespace (direct) and from inside an egress-any job (through
 # the stack), to the same server (harness/egress_upstream.py).
 #
-#   bench/egress_any.sh [--bytes N] [--samples N]
+#   bench/egress_any.sh [--bytes N] [--samples N] [--starts N]
 #
 # Needs root: it builds two network namespaces joined by a veth pair, with
 # addresses in 198.18.0.0/15 only (198.19.250.2 is declared public to the
@@ -16,10 +16,12 @@ cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "bench/egress_any.sh: needs root (network namespaces)" >&2; exit 64; fi
 bytes=$((256 << 20))
 samples=200
+starts=21
 while [ $# -gt 0 ]; do
   case "$1" in
     --bytes) bytes="$2"; shift 2 ;;
     --samples) samples="$2"; shift 2 ;;
+    --starts) starts="$2"; shift 2 ;;
     *) echo "bench/egress_any.sh: unknown option $1" >&2; exit 64 ;;
   esac
 done
@@ -41,26 +43,30 @@ client=(/usr/bin/python3 "$work/client.py" 198.19.250.2 5001 5002 "$bytes" "$sam
 direct="$(ip netns exec "$up" "${client[@]}")"
 job="$(ip netns exec "$up" "$agent" run --json --unproven --egress-test-public-range 198.19.250.0/24 \
   "$work/policy.json" -- "${client[@]}")"
-# The start-up cost: /bin/true as an egress-any job against a net-none job.
+# The start-up cost: /bin/true as an egress-any job against a net-none job,
+# in turns (one of each per round, so drift falls on both alike), the
+# median of each over --starts rounds.
 printf '{"contract": 1, "role": "runner", "bundle": "%s", "net": {"mode": "none"}}\n' "$work" >"$work/none.json"
-times() {
-  for _ in 1 2 3 4 5; do
-    ip netns exec "$up" "$agent" run --json --unproven --egress-test-public-range 198.19.250.0/24 "$1" -- /bin/true
-  done | python3 -c '
+for _ in $(seq "$starts"); do
+  for policy in policy none; do
+    printf '%s ' "$policy"
+    ip netns exec "$up" "$agent" run --json --unproven --egress-test-public-range 198.19.250.0/24 \
+      "$work/$policy.json" -- /bin/true | tr -d '\n'
+    echo
+  done
+done >"$work/starts"
+read -r start_any start_none < <(python3 - "$work/starts" <<'PY'
 import json, statistics, sys
-text, d, seconds = sys.stdin.read(), json.JSONDecoder(), []
-i = 0
-while i < len(text.rstrip()):
-    obj, i = d.raw_decode(text, i)
+seconds = {"policy": [], "none": []}
+for line in open(sys.argv[1]):
+    which, _, text = line.partition(" ")
+    obj = json.loads(text)
     assert obj["exit_code"] == 0, obj
-    seconds.append(obj["seconds"])
-    while i < len(text) and text[i].isspace():
-        i += 1
-print(round(1000 * statistics.median(seconds), 1))'
-}
-start_any="$(times "$work/policy.json")"
-start_none="$(times "$work/none.json")"
-python3 - "$direct" "$job" "$start_any" "$start_none" <<'PY'
+    seconds[which].append(obj["seconds"])
+print(*(round(1000 * statistics.median(seconds[w]), 1) for w in ("policy", "none")))
+PY
+)
+python3 - "$direct" "$job" "$start_any" "$start_none" "$starts" <<'PY'
 import json, sys
 direct = json.loads(sys.argv[1])
 result = json.loads(sys.argv[2])
@@ -70,6 +76,7 @@ print(f"throughput, one TCP transfer (best of 3): direct {direct['mib_per_s']} M
       f"egress-any {job['mib_per_s']} MiB/s: {job['mib_per_s'] / direct['mib_per_s']:.2f}x direct")
 print(f"first byte over a fresh connection (median of {job['samples']}): direct {direct['connect_ms_median']} ms, "
       f"egress-any {job['connect_ms_median']} ms: +{job['connect_ms_median'] - direct['connect_ms_median']:.3f} ms")
-print(f"a job of /bin/true (median of 5): egress-any {sys.argv[3]} ms, net none {sys.argv[4]} ms: "
-      f"+{float(sys.argv[3]) - float(sys.argv[4]):.1f} ms for the stack and the ruleset")
+print(f"a job of /bin/true (median of {sys.argv[5]} in turns): egress-any {sys.argv[3]} ms, net none {sys.argv[4]} ms: "
+      f"+{float(sys.argv[3]) - float(sys.argv[4]):.1f} ms for the stack and the ruleset, "
+      f"{float(sys.argv[3]) / float(sys.argv[4]):.1f}x net none")
 PY

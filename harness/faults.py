@@ -73,10 +73,12 @@ def cells():
     hang = "#!/bin/bash\ntouch @INJECTED@\nexec -a fault-@MARK@ /bin/sleep 600\n"
     # oarbank-netfilter answers one job's requests over its stdin and stdout
     # (netfilter_main.cc), apply first: failing or hanging at once is apply
-    # failing or never answering. At the gate's read-back (list) the
-    # wrapper is a proxy that passes apply to the real helper, then fails,
-    # answers an empty ruleset or answers something that is no answer.
-    helper_at_list = (
+    # failing or never answering (while the stack starts). At the listing
+    # taken right after the install (rules) or at the gate's read-back
+    # (list) the wrapper is a proxy that passes what comes before to the
+    # real helper, then fails, answers an empty ruleset or answers
+    # something that is no answer.
+    helper_script = (
         "#!/bin/bash\nexec -a fault-@MARK@ /usr/bin/python3 -c '\n"
         "import os, subprocess, sys\n"
         "real, injected, action = sys.argv[1:4]\n"
@@ -86,10 +88,10 @@ def cells():
         "    helper.kill(); helper.wait(); sys.exit(code)\n"
         "for line in src:\n"
         "    body = src.read(int(line.split()[1])) if line.startswith(b\"apply \") else b\"\"\n"
-        "    if line.strip() == b\"list\":\n"
+        "    if line.strip() == b\"@WORD@\":\n"
         "        open(injected, \"w\").close()\n"
         "        if action == \"fail\":\n"
-        "            sys.stderr.write(\"fault: netfilter list fails\\n\"); sys.stderr.flush(); end(1)\n"
+        "            sys.stderr.write(\"fault: netfilter @WORD@ fails\\n\"); sys.stderr.flush(); end(1)\n"
         "        fake = b\"table inet oarbank {\\n}\\n\"\n"
         "        dst.write(b\"nonsense\\n\" if action == \"garble\" else b\"ok %d\\n\" % len(fake) + fake)\n"
         "        dst.flush(); continue\n"
@@ -99,6 +101,10 @@ def cells():
         "    dst.write(head + helper.stdout.read(int(head.split()[1]))); dst.flush()\n"
         "end(0)\n"
         "' @REAL@ @INJECTED@ @ACTION@\n")
+
+    def helper_at(word, action):
+        return helper_script.replace("@WORD@", word).replace("@ACTION@", action)
+
     out = [
         Cell("slirp4netns", "start", "exits 1 at once", egress, wrap=(STACK, fail_at_start.replace("@WHAT@", "stack"))),
         Cell("slirp4netns", "ready", "never says ready", egress, wrap=(STACK, hang)),
@@ -106,11 +112,11 @@ def cells():
         Cell("oarbank-netfilter", "apply", "exits 1", egress,
              wrap=(HELPER, fail_at_start.replace("@WHAT@", "netfilter apply"))),
         Cell("oarbank-netfilter", "apply", "never answers", egress, wrap=(HELPER, hang)),
-        Cell("oarbank-netfilter", "gate", "exits 1", egress, wrap=(HELPER, helper_at_list.replace("@ACTION@", "fail"))),
-        Cell("oarbank-netfilter", "gate", "lists an empty ruleset", egress,
-             wrap=(HELPER, helper_at_list.replace("@ACTION@", "lie"))),
-        Cell("oarbank-netfilter", "gate", "answers nonsense", egress,
-             wrap=(HELPER, helper_at_list.replace("@ACTION@", "garble"))),
+        Cell("oarbank-netfilter", "rules", "exits 1", egress, wrap=(HELPER, helper_at("rules", "fail"))),
+        Cell("oarbank-netfilter", "rules", "lists an empty ruleset", egress, wrap=(HELPER, helper_at("rules", "lie"))),
+        Cell("oarbank-netfilter", "gate", "exits 1", egress, wrap=(HELPER, helper_at("list", "fail"))),
+        Cell("oarbank-netfilter", "gate", "lists an empty ruleset", egress, wrap=(HELPER, helper_at("list", "lie"))),
+        Cell("oarbank-netfilter", "gate", "answers nonsense", egress, wrap=(HELPER, helper_at("list", "garble"))),
         Cell("oarbank-netfilter", "job", "SIGKILLed mid-job", egress, kill_child="oarbank-netfilt"),
         Cell("/proc", "start", "an empty tmpfs over /proc", shell="mount -t tmpfs oarbank-fault /proc"),
         Cell("/proc", "start", "egress-any, /proc hidden", egress, shell="mount -t tmpfs oarbank-fault /proc"),

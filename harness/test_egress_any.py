@@ -753,20 +753,27 @@ def _netfilter_session(requests):
 
 def test_the_netfilter_helper_answers_in_order_and_refuses_anything_else():
     """The agent's helper takes one job's requests on one socket: apply
-    (first, once), then list and dropped, each answered "ok N" and N bytes;
-    the end of its input ends it (0). A request out of order, a size that is
+    (first, once, answered once installed), then rules, list and dropped,
+    each answered "ok N" and N bytes; the end of its input ends it (0). A request out of order, a size that is
     none or too large, or a ruleset nftables refuses ends it with 1 and one
     line naming what was wrong; so does an overlong or unfinished request
     line."""
     ruleset = b"table inet oarbank {\n\tchain out {\n\t\ttype filter hook output priority 0; policy accept;\n" \
-              b"\t\tcounter packets 0 bytes 0 drop\n\t}\n}\n"
+              b"\t\tcounter packets 5 bytes 300 drop\n\t}\n}\n"
     apply = b"apply %d\n" % len(ruleset) + ruleset
-    answers, code, err = _netfilter_session(apply + b"dropped\n")
+    # Sent at once, as the agent pipelines them: apply's empty answer, the
+    # ruleset it installed, then its counters (its one drop rule, which
+    # starts at 5: only a ruleset the kernel holds answers that).
+    answers, code, err = _netfilter_session(apply + b"rules\ndropped\n")
     assert code == 0, err
     head, _, rest = answers.partition(b"\n")
+    assert head == b"ok 0", answers
+    head, _, rest = rest.partition(b"\n")
     assert head.startswith(b"ok ") and b"table inet oarbank" in rest[:int(head[3:])], answers
-    assert answers.endswith(b"ok 2\n0\n"), answers
+    assert b"packets 5" not in rest[:int(head[3:])], "rules lists no counters"
+    assert rest[int(head[3:]):] == b"ok 2\n5\n", answers
     for requests, why in [(b"list\n", "apply comes first, not: list"),
+                          (b"rules\n", "apply comes first, not: rules"),
                           (b"dropped\n", "apply comes first, not: dropped"),
                           (b"apply x\n", "apply: not a size: x"),
                           (b"apply 2000000\n", "the ruleset is larger than 1 MiB"),

@@ -8,29 +8,28 @@
 // requests on stdin, one at a time, on stdout (both one stream socket):
 //
 //   apply N  (first, once; N bytes of ruleset follow the line) installs the
-//            ruleset in one transaction, makes the stack's tap0
-//            (persistent, see MakePersistentTap), then answers the ruleset
-//            as the kernel now holds it (no counters)
+//            ruleset in one transaction and answers nothing
+//   rules    answers the ruleset as the kernel holds it (no counters): what
+//            the gate's read-back must find again
 //   list     waits (at most 3 s) for the stack's IPv6 address on tap0, then
-//            answers the ruleset as the kernel holds it (no counters): the
-//            gate's read-back, so the module starts with IPv6 configured
+//            answers as rules: the gate's read-back, so the module starts
+//            with IPv6 configured
 //            (IPv4 is before the stack says it is ready; IPv6 follows its
 //            router advertisement) and the wait overlaps the launcher's
 //            own set-up instead of delaying its fork
 //   dropped  answers the sum of the packets the ruleset's counters dropped
 //
-// A request is one line ("apply 1234", "list", "dropped"); an answer is
-// "ok N" and a newline, then N bytes. Each request gets a libnftables
+// A request is one line ("apply 1234", "rules", "list", "dropped"); an answer is
+// "ok N" and a newline, then N bytes. The supervisor may send a request
+// before the last one's answer has come back. Each request gets a libnftables
 // context of its own, freed before the answer: between requests (while the
 // job runs) the helper holds no netlink socket, only fds 0 to 2. A request
 // it refuses or fails ends it with exit 1 and one line on stderr; the end
 // of its input ends it with exit 0. One process for the job's three
 // requests, not one each: most of a run of it is the dynamic loader's.
 #include <errno.h>
-#include <fcntl.h>
 #include <ifaddrs.h>
 #include <linux/ethtool.h>
-#include <linux/if_tun.h>
 #include <linux/sockios.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -84,17 +83,6 @@ unsigned long long DroppedPackets(const std::string& listing) {
   return total;
 }
 
-// Duplicate address detection would hold the stack's IPv6 address back for
-// a second; the namespace holds nobody else. Best effort: IPv4 works without.
-void SkipAddressDetection() {
-  for (const char* path : {"/proc/sys/net/ipv6/conf/default/accept_dad", "/proc/sys/net/ipv6/conf/all/accept_dad"}) {
-    const int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    (void)!write(fd, "0\n", 2);
-    close(fd);
-  }
-}
-
 bool HasGlobalIpv6(const char* interface) {
   ifaddrs* list = nullptr;
   if (getifaddrs(&list) != 0) return false;
@@ -132,37 +120,14 @@ void SettleLinkState(const char* interface) {
 
 // Waits at most 3 s for the interface's global IPv6 address, which follows
 // the stack's router advertisement once the interface is up (checked every
-// 20 ms; it is usually there at the first look).
+// 2 ms: it is usually there at the first look, or within a few ms).
 bool AwaitGlobalIpv6(const char* interface) {
-  for (int i = 0; i < 150; ++i) {
+  for (int i = 0; i < 1500; ++i) {
     SettleLinkState(interface);
     if (HasGlobalIpv6(interface)) return true;
-    usleep(20000);
+    usleep(2000);
   }
   return HasGlobalIpv6(interface);
-}
-
-// Makes the stack's tap0 beforehand and persistent (the stack attaches to
-// it; a tap device of this name and flags is what it asks for). A tap that
-// ends with its last descriptor is unregistered in that close, which waits
-// for an RCU barrier (about 15 ms here) in the stack's exit and so in every
-// egress-any job's end; a persistent one goes with the job's network
-// namespace instead, which the kernel tears down asynchronously once the
-// job and the supervisor have let go of it. Nothing in the job can attach to
-// it: its /dev has no net/tun, and a tap takes one attachment, the stack's.
-bool MakePersistentTap(std::string* why) {
-  const int fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    *why = std::string("open /dev/net/tun: ") + strerror(errno);
-    return false;
-  }
-  ifreq req{};
-  snprintf(req.ifr_name, sizeof req.ifr_name, "tap0");
-  req.ifr_flags = IFF_TAP | IFF_NO_PI;
-  const bool ok = ioctl(fd, TUNSETIFF, &req) == 0 && ioctl(fd, TUNSETPERSIST, 1) == 0;
-  if (!ok) *why = std::string("make tap0: ") + strerror(errno);
-  close(fd);
-  return ok;
 }
 
 // Requests come in on fd 0, read through this buffer: a request line, then
@@ -245,12 +210,8 @@ std::string Serve(const std::string& request, Input& input, std::string* answer)
       why = "install the ruleset: " + why;
     }
     nft_ctx_unbuffer_error(ctx);
-    if (why.empty()) {
-      SkipAddressDetection();
-      MakePersistentTap(&why);
-    }
   }
-  if (why.empty() && !List(ctx, request != "dropped", &out, &err)) why = "list the ruleset: " + err;
+  if (!apply && !List(ctx, request != "dropped", &out, &err)) why = "list the ruleset: " + err;
   nft_ctx_free(ctx);
   if (why.empty()) *answer = request == "dropped" ? std::to_string(DroppedPackets(out)) + "\n" : out;
   return why;
@@ -275,7 +236,8 @@ int main(int argc, char**) {
       return Fail("a request line longer than " + std::to_string(kMaxRequestLine) + " bytes");
     if (got == Input::Got::kCutShort) return Fail("the input ended inside a request line");
     const bool apply = request.rfind("apply ", 0) == 0;
-    const bool in_order = apply ? !applied : applied && (request == "list" || request == "dropped");
+    const bool in_order =
+        apply ? !applied : applied && (request == "rules" || request == "list" || request == "dropped");
     if (!in_order)
       return Fail((applied ? "unexpected request: " : "apply comes first, not: ") + request.substr(0, kMaxRequestLine));
     std::string answer;

@@ -3,11 +3,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/if_tun.h>
+#include <net/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -124,9 +127,20 @@ class NetfilterSession {
   NetfilterSession& operator=(const NetfilterSession&) = delete;
 
   std::optional<Error> Start(const std::string& helper, int userns, int netns);
-  // The answer to `request` (its line, and for apply the ruleset after it),
-  // or an Error; after an Error the helper is gone.
-  Expected<std::string> Ask(const std::string& request, const std::string& body, Clock::time_point deadline);
+  // Sends `request` (its line, and for apply the ruleset after it); the
+  // answers come back in the order of the requests, each to one Receive.
+  std::optional<Error> Send(const std::string& request, const std::string& body, Clock::time_point deadline);
+  // The answer to the oldest request not yet received, or an Error; after
+  // an Error the helper is gone.
+  Expected<std::string> Receive(Clock::time_point deadline);
+  // Sends `request` and returns its answer; answers still due to earlier
+  // requests are read and dropped first.
+  Expected<std::string> Ask(const std::string& request, const std::string& body, Clock::time_point deadline) {
+    if (auto e = Send(request, body, deadline)) return *e;
+    while (asked_.size() > 1)
+      if (auto earlier = Receive(deadline); !earlier.ok()) return earlier.error();
+    return Receive(deadline);
+  }
   // Closes its input (it exits) and reaps it; idempotent.
   void End();
 
@@ -137,6 +151,8 @@ class NetfilterSession {
   std::string helper_;
   pid_t pid_ = -1;
   UniqueFd socket_, log_;
+  std::vector<std::string> asked_;  // the requests' words, oldest first, not yet answered
+  std::string in_;                  // what came back and is not yet an answer received
 };
 
 std::optional<Error> NetfilterSession::Start(const std::string& helper, int userns, int netns) {
@@ -183,7 +199,7 @@ Error NetfilterSession::Failed(const std::string& request, const std::string& wh
   return Error{"nftables", helper_ + " " + request + ": " + why};
 }
 
-Expected<std::string> NetfilterSession::Ask(const std::string& request, const std::string& body,
+std::optional<Error> NetfilterSession::Send(const std::string& request, const std::string& body,
                                             Clock::time_point deadline) {
   const std::string word = request.substr(0, request.find(' '));
   if (pid_ <= 0) return Error{"nftables", helper_ + " " + word + ": not running"};
@@ -198,32 +214,42 @@ Expected<std::string> NetfilterSession::Ask(const std::string& request, const st
       return Failed(word, "ended");
     }
   }
-  // "ok N\n", then N bytes.
-  std::string in;
+  asked_.push_back(word);
+  return std::nullopt;
+}
+
+Expected<std::string> NetfilterSession::Receive(Clock::time_point deadline) {
+  if (asked_.empty()) return Error{"nftables", helper_ + ": no request to answer"};
+  const std::string word = asked_.front();
+  if (pid_ <= 0) return Error{"nftables", helper_ + " " + word + ": not running"};
+  // "ok N\n", then N bytes; what follows is the next request's.
   size_t header = 0, size = 0;
   for (;;) {
-    if (const size_t nl = in.find('\n'); header == 0 && nl != std::string::npos) {
-      const std::string_view line(in.data(), nl);
+    if (const size_t nl = in_.find('\n'); header == 0 && nl != std::string::npos) {
+      const std::string_view line(in_.data(), nl);
       const char* digits = line.data() + std::min<size_t>(3, nl);
       const auto [end, ec] = std::from_chars(digits, line.data() + nl, size);
       if (!line.starts_with("ok ") || ec != std::errc() || end != line.data() + nl || size > kMaxHelperOutput)
         return Failed(word, "an answer that is not one: " + OneLine(std::string(line)));
       header = nl + 1;
     }
-    if (header != 0 && in.size() >= header + size) break;
-    if (header == 0 && in.size() > 32) return Failed(word, "an answer that is not one");
+    if (header != 0 && in_.size() >= header + size) break;
+    if (header == 0 && in_.size() > 32) return Failed(word, "an answer that is not one");
     char buf[16384];
     const ssize_t n = recv(socket_.get(), buf, sizeof buf, MSG_DONTWAIT);
     if (n > 0) {
-      in.append(buf, static_cast<size_t>(n));
+      in_.append(buf, static_cast<size_t>(n));
     } else if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
       if (!Await(POLLIN, deadline)) return Failed(word, "no answer in time");
     } else {
       return Failed(word, n == 0 ? "ended without an answer" : std::string("recv: ") + strerror(errno));
     }
   }
-  if (in.size() != header + size) return Failed(word, "more than its answer");
-  return in.substr(header);
+  asked_.erase(asked_.begin());
+  if (asked_.empty() && in_.size() != header + size) return Failed(word, "more than its answer");
+  std::string answer = in_.substr(header, size);
+  in_.erase(0, header + size);
+  return answer;
 }
 
 void NetfilterSession::End() {
@@ -256,8 +282,11 @@ void NameJobNetworkParts(HostFacts::JobNetworkFacts& facts, const std::string& p
   facts.helper_path = NetfilterHelperPathFor(program);
 }
 
-std::optional<Error> JobNetwork::InstallRules(const std::string& helper, const JobNetworkSettings& settings,
-                                              Clock::time_point step) {
+std::optional<Error> JobNetwork::StartRules(const std::string& helper, const JobNetworkSettings& settings,
+                                            Clock::time_point step) {
+  netfilter_ = std::make_unique<NetfilterSession>();
+  if (auto e = netfilter_->Start(helper, userns_.get(), netns_.get())) return e;
+  // The ruleset is written while the helper starts.
   RulesetInputs inputs;
   inputs.test_public = settings.test_public;
   inputs.host_addresses = HostAddresses();
@@ -267,26 +296,71 @@ std::optional<Error> JobNetwork::InstallRules(const std::string& helper, const J
     for (const char* all : {"0.0.0.0/0", "::/0"}) inputs.test_public.push_back(egress::ParseCidr(all).value());
   // Test-only: the host's own addresses are not in the ruleset.
   if (FaultSkipStep("job-ruleset-host-addresses")) inputs.host_addresses.clear();
-  netfilter_ = std::make_unique<NetfilterSession>();
-  if (auto e = netfilter_->Start(helper, userns_.get(), netns_.get())) return e;
   const std::string ruleset = RulesetText(inputs);
-  auto listing = netfilter_->Ask("apply " + std::to_string(ruleset.size()), ruleset, step);
-  if (!listing.ok()) return listing.error();
-  if (listing.value().find("table inet oarbank") == std::string::npos)
-    return Error{"nftables", "the ruleset read back after installing it has no table inet oarbank"};
-  listing_ = listing.value();
+  if (auto e = netfilter_->Send("apply " + std::to_string(ruleset.size()), ruleset, step)) return e;
+  // Then the ruleset as the kernel holds it, the one the gate's read-back
+  // must find again: listed while the stack starts or init forks the
+  // launcher, and received by the gate (Verify).
+  return netfilter_->Send("rules", "", step);
+}
+
+std::optional<Error> JobNetwork::MakeTap() {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // In a forked child of a possibly multi-threaded process: system calls only.
+    if (setns(userns_.get(), CLONE_NEWUSER) != 0) _exit(10);
+    if (setns(netns_.get(), CLONE_NEWNET) != 0) _exit(11);
+    // Duplicate address detection would hold the stack's IPv6 address back
+    // for a second; the namespace holds nobody else. Best effort: IPv4
+    // works without. Set before tap0 exists, which copies `default`.
+    for (const char* path : {"/proc/sys/net/ipv6/conf/default/accept_dad", "/proc/sys/net/ipv6/conf/all/accept_dad"}) {
+      const int fd = open(path, O_WRONLY | O_CLOEXEC);
+      if (fd < 0) continue;
+      (void)!write(fd, "0\n", 2);
+      close(fd);
+    }
+    const int tun = open(kTunDevicePath, O_RDWR | O_CLOEXEC);
+    if (tun < 0) _exit(12);
+    ifreq req{};
+    memcpy(req.ifr_name, "tap0", 5);
+    req.ifr_flags = IFF_TAP | IFF_NO_PI;
+    if (ioctl(tun, TUNSETIFF, &req) != 0) _exit(13);
+    if (ioctl(tun, TUNSETPERSIST, 1) != 0) _exit(14);
+    _exit(0);
+  }
+  if (pid < 0) return Error{"slirp4netns", std::string("fork: ") + strerror(errno)};
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return std::nullopt;
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  const char* step = code == 10   ? "join the job's user namespace"
+                     : code == 11 ? "join the job's network namespace"
+                     : code == 12 ? "open /dev/net/tun"
+                     : code == 13 ? "create tap0 (TUNSETIFF)"
+                     : code == 14 ? "make tap0 persistent (TUNSETPERSIST)"
+                                  : "killed";
+  return Error{"slirp4netns", std::string("the stack's tap device: ") + step + " failed"};
+}
+
+std::optional<Error> JobNetwork::AwaitRules(Clock::time_point step) {
+  auto installed = netfilter_->Receive(step);
+  if (!installed.ok()) return installed.error();
+  if (!installed.value().empty()) return Error{"nftables", "the helper's apply: an answer where none was due"};
   return std::nullopt;
 }
 
-std::optional<Error> JobNetwork::StartStack(Clock::time_point step) {
+std::optional<Error> JobNetwork::StartStack() {
   // It tells when tap0 is configured (ready), and exits when exit_w_ closes.
   int ready[2], exit_pipe[2];
   if (pipe2(ready, O_CLOEXEC) != 0) return Error{"slirp4netns", std::string("pipe: ") + strerror(errno)};
-  UniqueFd ready_r(ready[0]), ready_w(ready[1]);
+  stack_ready_.Reset(ready[0]);
+  UniqueFd ready_w(ready[1]);
   if (pipe2(exit_pipe, O_CLOEXEC) != 0) return Error{"slirp4netns", std::string("pipe: ") + strerror(errno)};
   UniqueFd exit_r(exit_pipe[0]);
   exit_w_.Reset(exit_pipe[1]);
-  const UniqueFd log(static_cast<int>(syscall(SYS_memfd_create, "slirp4netns-log", MFD_CLOEXEC)));
+  stack_log_.Reset(static_cast<int>(syscall(SYS_memfd_create, "slirp4netns-log", MFD_CLOEXEC)));
+  const UniqueFd& log = stack_log_;
   const UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
   // Fixed fd numbers in the stack: 3 ready, 4 exit, 5 user, 6 net.
   std::vector<std::string> args = {
@@ -324,15 +398,21 @@ std::optional<Error> JobNetwork::StartStack(Clock::time_point step) {
   exit_r.Reset();
   if (pid < 0) return Error{"slirp4netns", std::string("fork: ") + strerror(fork_err)};
   stack_ = pid;
-  pollfd p{ready_r.get(), POLLIN, 0};
+  return std::nullopt;
+}
+
+std::optional<Error> JobNetwork::AwaitStack(Clock::time_point step) {
+  pollfd p{stack_ready_.get(), POLLIN, 0};
   int got;
   do got = poll(&p, 1, MillisLeft(step));
   while (got < 0 && errno == EINTR);
   char byte = 0;
-  if (got > 0 && read(ready_r.get(), &byte, 1) == 1) return std::nullopt;
+  const bool ready = got > 0 && read(stack_ready_.get(), &byte, 1) == 1;
+  stack_ready_.Reset();
+  if (ready) return std::nullopt;
   Stop();
   std::string why = got == 0 ? "not ready in time" : "ended before it was ready";
-  if (std::string line = LogLine(log.get()); !line.empty()) why += ": " + line;
+  if (std::string line = LogLine(stack_log_.get()); !line.empty()) why += ": " + line;
   return Error{"slirp4netns", "the user-mode stack " + std::string(kJobStackPath) + ": " + why};
 }
 
@@ -349,8 +429,16 @@ Expected<std::unique_ptr<JobNetwork>> JobNetwork::Start(pid_t init, const JobNet
   if (!net->userns_.valid() || !net->netns_.valid())
     return Error{"network namespace", "open " + ns + "{user,net}: " + strerror(errno)};
   const auto step = std::min(deadline, Clock::now() + kStepTimeout);
-  if (auto e = net->InstallRules(helper, settings, step)) return *e;
-  if (auto e = net->StartStack(step)) return *e;
+  // The stack starts while the helper starts and installs the ruleset (each
+  // has a CPU of its own where there are two). Nothing of the job's runs
+  // before both are in place: init waits for "go" and is all there is in
+  // the namespace, and the gate reads the ruleset back before the module's
+  // exec.
+  if (auto e = net->MakeTap()) return *e;
+  if (auto e = net->StartStack()) return *e;
+  if (auto e = net->StartRules(helper, settings, step)) return *e;
+  if (auto e = net->AwaitStack(step)) return *e;
+  if (auto e = net->AwaitRules(step)) return *e;
   // IPv4 is configured; IPv6 follows the stack's router advertisement,
   // which the gate's read-back waits for (Verify).
   return net;
@@ -365,17 +453,31 @@ std::string JobNetwork::Verify() {
     return "the user-mode stack ended";
   }
   if (!netfilter_) return "read the ruleset back: the helper is not running";
-  auto listing = netfilter_->Ask("list", "", Clock::now() + kStepTimeout);
+  const auto deadline = Clock::now() + kStepTimeout;
+  if (listing_.empty()) {
+    auto first = netfilter_->Receive(deadline);
+    if (!first.ok()) return "read the ruleset back: " + first.error().what;
+    if (first.value().find("table inet oarbank") == std::string::npos)
+      return "the ruleset read back after installing it has no table inet oarbank";
+    listing_ = first.value();
+  }
+  auto listing = netfilter_->Ask("list", "", deadline);
   if (!listing.ok()) return "read the ruleset back: " + listing.error().what;
   if (listing.value() != listing_) return "the ruleset read back differs from the one installed";
   return "";
 }
 
-long long JobNetwork::Dropped() {
-  if (!netfilter_) return -1;
-  auto text = netfilter_->Ask("dropped", "", Clock::now() + kStepTimeout);
-  if (!text.ok()) return -1;
-  return strtoll(text.value().c_str(), nullptr, 10);
+long long JobNetwork::End() {
+  // The stack exits (its exit fd closes) while the helper reads the drop
+  // counters; nothing of the job's is left to send a packet.
+  exit_w_.Reset();
+  long long dropped = -1;
+  if (netfilter_) {
+    if (auto text = netfilter_->Ask("dropped", "", Clock::now() + kStepTimeout); text.ok())
+      dropped = strtoll(text.value().c_str(), nullptr, 10);
+  }
+  Stop();
+  return dropped;
 }
 
 void JobNetwork::Stop() {

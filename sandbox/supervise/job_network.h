@@ -9,22 +9,26 @@
 //     opens /proc/<init>/ns/{user,net}; starts oarbank-netfilter
 //     (libnftables, netfilter_main.cc) in them, once for the whole job, and
 //     has it install RulesetText (job_ruleset.h): out only to public
-//     addresses and the stack's resolver, in only replies, and make tap0
-//     persistent, so the stack's exit does not wait on the kernel
-//     unregistering it (the namespace's teardown does, asynchronously);
-//     then starts slirp4netns on that namespace (tap0 10.0.2.100/24,
-//     resolver 10.0.2.3 and fd00::3, --disable-host-loopback: the gateway
-//     10.0.2.2 is not the host's loopback, and the ruleset drops it anyway);
-//     then "go": init forks the launcher.
+//     addresses and the stack's resolver, in only replies; meanwhile makes
+//     tap0 persistent, so the stack's exit does not wait on the kernel
+//     unregistering it (the namespace's teardown does, asynchronously),
+//     and starts slirp4netns on that namespace while the ruleset goes in
+//     (tap0 10.0.2.100/24, resolver 10.0.2.3 and fd00::3,
+//     --disable-host-loopback: the gateway 10.0.2.2 is not the host's
+//     loopback, and the ruleset drops it anyway); once the stack is ready
+//     and the ruleset installed and read back, "go": init forks the
+//     launcher. Until then nothing of the job's runs: init waits, and is
+//     all there is in the namespace.
 //   gate (JobNetwork::Verify)
 //     has the helper wait (at most 3 s) for the stack's IPv6 address, which
 //     follows its router advertisement while the launcher sets itself up,
 //     then read the ruleset back from the kernel, and refuses the job
-//     unless it is exactly the one installed and the stack still runs.
-//   end (JobNetwork::Dropped, Stop)
-//     has the helper read the drop counters, ends it, closes the stack's
-//     exit fd (slirp4netns exits; it also does when the supervisor dies),
-//     reaps both.
+//     unless it is exactly the one listed right after the install and the
+//     stack still runs.
+//   end (JobNetwork::End)
+//     closes the stack's exit fd (slirp4netns exits; it also does when the
+//     supervisor dies) while the helper reads the drop counters, ends the
+//     helper, reaps both.
 //
 // The helper waits between those requests, while the module runs, holding
 // its request socket and its log and nothing else (no netlink socket, no
@@ -117,24 +121,44 @@ class JobNetwork {
   // "" when the kernel holds exactly the ruleset installed and the stack
   // runs; otherwise why not. Waits for the stack's IPv6 address first.
   std::string Verify();
-  // Packets the ruleset dropped so far (-1: unreadable).
-  long long Dropped();
-  // Stops the stack and reaps it; idempotent.
+  // Ends the job's network once the job is gone: the packets the ruleset
+  // dropped (-1: unreadable), the stack and the helper stopped and reaped.
+  long long End();
+  // Stops the stack and the helper and reaps them; idempotent.
   void Stop();
 
  private:
   JobNetwork() = default;
-  // Start's stages: the rules first (there is never a moment with a way out
-  // and no rules), then the stack on that namespace.
-  std::optional<Error> InstallRules(const std::string& helper, const JobNetworkSettings& settings,
-                                    std::chrono::steady_clock::time_point step);
-  std::optional<Error> StartStack(std::chrono::steady_clock::time_point step);
+  // Start's stages, in this order: tap0 made; the stack started on the
+  // namespace; the helper started and asked to install the ruleset and then
+  // list it (the gate, Verify, receives the listing); the stack awaited
+  // until it is ready, while the ruleset goes in; the ruleset's install
+  // awaited. The job's init is released only after all of them.
+  //
+  // MakeTap makes the stack's tap0, persistent, in a forked child that
+  // joins the job's user and network namespaces (the stack attaches to it:
+  // a tap device of this name and flags is what it asks for). A tap that
+  // ends with its last descriptor is unregistered in that close, which
+  // waits for an RCU barrier (about 15 ms here) in the stack's exit and so
+  // in every egress-any job's end; a persistent one goes with the job's
+  // network namespace instead, which the kernel tears down asynchronously
+  // once the job and the supervisor have let go of it. Nothing in the job
+  // can attach to it: its /dev has no net/tun, and a tap takes one
+  // attachment, the stack's.
+  std::optional<Error> MakeTap();
+  std::optional<Error> StartStack();
+  std::optional<Error> StartRules(const std::string& helper, const JobNetworkSettings& settings,
+                                  std::chrono::steady_clock::time_point step);
+  std::optional<Error> AwaitStack(std::chrono::steady_clock::time_point step);
+  std::optional<Error> AwaitRules(std::chrono::steady_clock::time_point step);
   UniqueFd userns_, netns_;
   // oarbank-netfilter, from the ruleset's install to the drop counters.
   std::unique_ptr<NetfilterSession> netfilter_;
-  UniqueFd exit_w_;  // slirp4netns --exit-fd: it exits when this closes
+  UniqueFd exit_w_;       // slirp4netns --exit-fd: it exits when this closes
+  UniqueFd stack_ready_;  // slirp4netns --ready-fd, until it is ready
+  UniqueFd stack_log_;    // its stderr (a memfd)
   pid_t stack_ = -1;
-  std::string listing_;  // the ruleset as read back right after it was installed
+  std::string listing_;  // the ruleset as first read back after it was installed
 };
 
 }  // namespace oarbank

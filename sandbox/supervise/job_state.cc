@@ -133,8 +133,7 @@ void Job::State::OnJobNetwork() {
 
 void Job::State::StopNetwork() {
   if (!network) return;
-  result.container.net_dropped = network->Dropped();
-  network->Stop();
+  result.container.net_dropped = network->End();
   network.reset();
 }
 
