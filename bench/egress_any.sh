@@ -72,11 +72,16 @@ direct = json.loads(sys.argv[1])
 result = json.loads(sys.argv[2])
 assert result["exit_code"] == 0, result
 job = json.loads(result["stdout"])
+any_ms, none_ms, starts = float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+throughput = job["mib_per_s"] / direct["mib_per_s"]
+start = any_ms / none_ms
 print(f"throughput, one TCP transfer (best of 3): direct {direct['mib_per_s']} MiB/s, "
-      f"egress-any {job['mib_per_s']} MiB/s: {job['mib_per_s'] / direct['mib_per_s']:.2f}x direct")
+      f"egress-any {job['mib_per_s']} MiB/s: {throughput:.2f}x direct")
 print(f"first byte over a fresh connection (median of {job['samples']}): direct {direct['connect_ms_median']} ms, "
       f"egress-any {job['connect_ms_median']} ms: +{job['connect_ms_median'] - direct['connect_ms_median']:.3f} ms")
-print(f"a job of /bin/true (median of {sys.argv[5]} in turns): egress-any {sys.argv[3]} ms, net none {sys.argv[4]} ms: "
-      f"+{float(sys.argv[3]) - float(sys.argv[4]):.1f} ms for the stack and the ruleset, "
-      f"{float(sys.argv[3]) / float(sys.argv[4]):.1f}x net none")
+print(f"a job of /bin/true (the job's seconds in run's report, median of {starts} in turns): egress-any {any_ms} ms, "
+      f"net none {none_ms} ms: +{any_ms - none_ms:.1f} ms for the stack and the ruleset, {start:.1f}x net none")
+for ok, what in ((throughput >= 0.5, f"throughput {throughput:.2f}x direct (target >= 0.5x)"),
+                 (start <= 3, f"a job's start {start:.1f}x net none (target <= 3x)")):
+    print(f"{'PASS' if ok else 'MISS'}  {what}")
 PY
