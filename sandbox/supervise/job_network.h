@@ -6,19 +6,18 @@
 //   init (pid 1 of the job, in the job's fresh user and network namespaces)
 //     tells the supervisor its namespaces exist and waits for "go"
 //   supervisor (JobNetwork::Start)
-//     opens /proc/<init>/ns/{user,net}; starts oarbank-netfilter
-//     (libnftables, netfilter_main.cc) in them, once for the whole job, and
-//     has it install RulesetText (job_ruleset.h): out only to public
-//     addresses and the stack's resolver, in only replies; meanwhile makes
-//     tap0 persistent, so the stack's exit does not wait on the kernel
-//     unregistering it (the namespace's teardown does, asynchronously),
-//     and starts slirp4netns on that namespace while the ruleset goes in
-//     (tap0 10.0.2.100/24, resolver 10.0.2.3 and fd00::3,
+//     opens /proc/<init>/ns/{user,net}; makes tap0 there, persistent, so
+//     the stack's exit does not wait on the kernel unregistering it (the
+//     namespace's teardown does, asynchronously); starts slirp4netns on
+//     that namespace (tap0 10.0.2.100/24, resolver 10.0.2.3 and fd00::3,
 //     --disable-host-loopback: the gateway 10.0.2.2 is not the host's
-//     loopback, and the ruleset drops it anyway); once the stack is ready
-//     and the ruleset installed and read back, "go": init forks the
-//     launcher. Until then nothing of the job's runs: init waits, and is
-//     all there is in the namespace.
+//     loopback, and the ruleset drops it anyway) and, while it starts,
+//     oarbank-netfilter (libnftables, netfilter_main.cc) in the namespaces,
+//     once for the whole job, to install RulesetText (job_ruleset.h): out
+//     only to public addresses and the stack's resolver, in only replies,
+//     and list it; once the stack is ready and the ruleset installed, "go":
+//     init forks the launcher. Until then nothing of the job's runs: init
+//     waits, and is all there is in the namespace.
 //   gate (JobNetwork::Verify)
 //     has the helper wait (at most 3 s) for the stack's IPv6 address, which
 //     follows its router advertisement while the launcher sets itself up,
