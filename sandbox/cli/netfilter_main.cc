@@ -19,13 +19,13 @@
 //            own set-up instead of delaying its fork
 //   dropped  answers the sum of the packets the ruleset's counters dropped
 //
-// A request is one line ("apply 1234", "rules", "list", "dropped"); an answer is
-// "ok N" and a newline, then N bytes. The supervisor may send a request
-// before the last one's answer has come back. Each request gets a libnftables
-// context of its own, freed before the answer: between requests (while the
-// job runs) the helper holds no netlink socket, only fds 0 to 2. A request
-// it refuses or fails ends it with exit 1 and one line on stderr; the end
-// of its input ends it with exit 0. One process for the job's three
+// A request is one line ("apply 1234", "rules", "list", "dropped"); an
+// answer is "ok N" and a newline, then N bytes. The supervisor may send a
+// request before the last one's answer has come back. Each request gets a
+// libnftables context of its own, freed before the answer: between requests
+// (while the job runs) the helper holds no netlink socket, only fds 0 to 2.
+// A request it refuses or fails ends it with exit 1 and one line on stderr;
+// the end of its input ends it with exit 0. One process for the job's
 // requests, not one each: most of a run of it is the dynamic loader's.
 #include <errno.h>
 #include <ifaddrs.h>
