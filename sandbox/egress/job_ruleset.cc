@@ -68,6 +68,41 @@ bool RulesAdmit(const std::vector<DestinationRule>& rules, const IpAddress& addr
   return address.v4;
 }
 
+std::vector<DestinationGroup> GroupDestinationRules(const std::vector<DestinationRule>& rules) {
+  std::vector<DestinationGroup> groups;
+  for (const bool v4 : {true, false}) {
+    const size_t first = groups.size();
+    for (const auto& rule : rules) {
+      if (rule.cidr.base.v4 != v4) continue;
+      if (groups.size() == first || groups.back().accept != rule.accept) groups.push_back({v4, rule.accept, {}});
+      groups.back().cidrs.push_back(rule.cidr);
+    }
+  }
+  // A block inside another of the same group (or equal to an earlier one)
+  // changes nothing the group matches.
+  for (auto& group : groups) {
+    std::vector<Cidr> kept;
+    for (size_t i = 0; i < group.cidrs.size(); ++i) {
+      const Cidr& c = group.cidrs[i];
+      bool inside = false;
+      for (size_t j = 0; j < group.cidrs.size() && !inside; ++j) {
+        const Cidr& o = group.cidrs[j];
+        inside = j != i && egress::InCidr(c.base, o) && (c.prefix > o.prefix || (c.prefix == o.prefix && j < i));
+      }
+      if (!inside) kept.push_back(c);
+    }
+    group.cidrs = std::move(kept);
+  }
+  return groups;
+}
+
+bool GroupsAdmit(const std::vector<DestinationGroup>& groups, const IpAddress& address) {
+  for (const auto& group : groups)
+    for (const auto& cidr : group.cidrs)
+      if (egress::InCidr(address, cidr)) return group.accept;
+  return address.v4;
+}
+
 std::string RulesetText(const RulesetInputs& in) {
   std::string t;
   t += "table inet oarbank {\n";
@@ -82,9 +117,12 @@ std::string RulesetText(const RulesetInputs& in) {
   t += std::string("    ip6 daddr ") + kJobStackDns6 + " tcp dport 53 accept\n";
   // Neighbour discovery with the stack: on-link only (hop limit 255).
   t += "    icmpv6 type { nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert } ip6 hoplimit 255 accept\n";
-  for (const auto& rule : DestinationRules(in)) {
-    t += std::string("    ") + (rule.cidr.base.v4 ? "ip" : "ip6") + " daddr " + rule.cidr.ToString() +
-         (rule.accept ? " accept" : std::string(" ") + kJobRulesetRefusal) + "\n";
+  for (const auto& group : GroupDestinationRules(DestinationRules(in))) {
+    std::string blocks;
+    for (const auto& cidr : group.cidrs) blocks += (blocks.empty() ? "" : ", ") + cidr.ToString();
+    if (group.cidrs.size() > 1) blocks = "{ " + blocks + " }";
+    t += std::string("    ") + (group.v4 ? "ip" : "ip6") + " daddr " + blocks +
+         (group.accept ? " accept" : std::string(" ") + kJobRulesetRefusal) + "\n";
   }
   t += "  }\n";
   // Every name query goes to the stack's resolver, whatever server the

@@ -36,6 +36,24 @@ struct DestinationRule {
 std::vector<DestinationRule> DestinationRules(const RulesetInputs& in);
 bool RulesAdmit(const std::vector<DestinationRule>& rules, const egress::IpAddress& address);
 
+// The destination rules as the ruleset writes them. An IPv4 rule never
+// matches an IPv6 packet, so each family's rules keep their order apart
+// from the other's; within a family each run of neighbours with the same
+// verdict becomes one rule on an anonymous set of their blocks (a block
+// inside another of its group is left out: the set holds no overlap).
+// libnftables parses and evaluates, and the kernel lists, one rule on a set
+// of fourteen blocks for far less than fourteen rules: the install and
+// every listing of the ruleset (the gate's read-back, the drop counters)
+// are on an egress-any job's path. `GroupsAdmit` evaluates the groups as
+// the kernel does, which is how the tests hold them equal to the list.
+struct DestinationGroup {
+  bool v4 = true;
+  bool accept = false;
+  std::vector<egress::Cidr> cidrs;
+};
+std::vector<DestinationGroup> GroupDestinationRules(const std::vector<DestinationRule>& rules);
+bool GroupsAdmit(const std::vector<DestinationGroup>& groups, const egress::IpAddress& address);
+
 // What the output chain does with a destination that is not public: the
 // packet never leaves, it is counted, and the sender is told at once
 // rather than left to time out (chain `refuse`, kJobRulesetRefuseChain): a

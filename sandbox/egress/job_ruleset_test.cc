@@ -87,6 +87,7 @@ const char* kEdges[] = {
 void ExpectSameAsProxy(const RulesetInputs& in, const IpAddress& a) {
   const auto rules = DestinationRules(in);
   EXPECT_EQ(RulesAdmit(rules, a), !egress::NonPublicReason(a, in.test_public).has_value()) << a.ToString();
+  EXPECT_EQ(GroupsAdmit(GroupDestinationRules(rules), a), RulesAdmit(rules, a)) << a.ToString();
 }
 
 TEST(JobRuleset, RefusesExactlyWhatTheProxyRefusesAtTheEdges) {
@@ -115,6 +116,62 @@ RC_GTEST_PROP(JobRuleset, RefusesExactlyWhatTheProxyRefuses, ()) {
   RC_ASSERT(RulesAdmit(DestinationRules(in), a) == !egress::NonPublicReason(a, in.test_public).has_value());
 }
 
+// The groups the ruleset writes admit exactly what the ordered list
+// admits, with host addresses public, private, inside the test range and
+// IPv6 among the rules (a host address inside a refused block is a block
+// inside another of its group).
+RC_GTEST_PROP(JobRuleset, TheGroupsAdmitWhatTheListAdmits, ()) {
+  IpAddress a;
+  a.v4 = *rc::gen::arbitrary<bool>();
+  static const char* prefixes[] = {"::", "::ffff:0:0", "64:ff9b::", "2001::", "2002::", "fc00::", "fe80::", "ff00::"};
+  const IpAddress base = a.v4 ? IpAddress{} : Ip(prefixes[*rc::gen::inRange<size_t>(0, std::size(prefixes))]);
+  const auto bytes = *rc::gen::container<std::vector<uint8_t>>(16, rc::gen::arbitrary<uint8_t>());
+  const int keep = a.v4 ? 0 : (*rc::gen::arbitrary<bool>() ? 12 : 4);
+  for (size_t i = 0; i < 16; ++i) a.bytes[i] = static_cast<int>(i) < keep ? base.bytes[i] : bytes[i];
+  if (a.v4)
+    for (size_t i = 4; i < 16; ++i) a.bytes[i] = 0;
+  RulesetInputs in;
+  if (*rc::gen::arbitrary<bool>()) in.test_public = {egress::ParseTestPublicRange("198.18.0.0/15").value()};
+  static const char* hosts[] = {"10.0.2.100", "198.18.0.1", "8.8.4.4", "127.0.0.1", "2606:4700::1", "fe80::1", "::1"};
+  for (const char* host : hosts)
+    if (*rc::gen::arbitrary<bool>()) in.host_addresses.push_back(Ip(host));
+  const auto rules = DestinationRules(in);
+  RC_ASSERT(GroupsAdmit(GroupDestinationRules(rules), a) == RulesAdmit(rules, a));
+}
+
+// Each family's groups alternate their verdicts (a run of one verdict is
+// one group), and no block of a group lies inside another of it (nft's
+// interval sets take no overlap).
+TEST(JobRuleset, GroupsAlternateAndHoldNoNestedBlock) {
+  RulesetInputs in;
+  in.test_public = {egress::ParseTestPublicRange("198.18.0.0/15").value()};
+  in.host_addresses = {Ip("10.0.2.100"), Ip("198.18.0.1"), Ip("fe80::1")};
+  const auto groups = GroupDestinationRules(DestinationRules(in));
+  ASSERT_FALSE(groups.empty());
+  EXPECT_TRUE(groups.front().v4);
+  EXPECT_FALSE(groups.back().v4);
+  size_t blocks = 0;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    if (i > 0 && groups[i].v4 == groups[i - 1].v4) EXPECT_NE(groups[i].accept, groups[i - 1].accept) << i;
+    if (i > 0 && groups[i].v4) EXPECT_TRUE(groups[i - 1].v4) << "an IPv4 group after an IPv6 one: " << i;
+    for (const auto& c : groups[i].cidrs) {
+      ++blocks;
+      EXPECT_EQ(c.base.v4, groups[i].v4);
+      for (const auto& o : groups[i].cidrs)
+        if (&o != &c)
+          EXPECT_FALSE(egress::InCidr(c.base, o) && c.prefix >= o.prefix) << c.ToString() << " in " << o.ToString();
+    }
+  }
+  // 10.0.2.100 lies inside 10.0.0.0/8, refused by the same group.
+  EXPECT_LT(blocks, DestinationRules(in).size());
+  EXPECT_LT(groups.size(), 12u);
+  // The same block twice is kept once.
+  const auto ten = egress::ParseCidr("10.0.0.0/8").value();
+  const auto twice = GroupDestinationRules({{ten, false, "a"}, {ten, false, "b"}});
+  ASSERT_EQ(twice.size(), 1u);
+  EXPECT_EQ(twice[0].cidrs.size(), 1u);
+}
+
 TEST(JobRuleset, TheHostsOwnAddressesAreDroppedEvenWhenPublicOrDeclaredSo) {
   RulesetInputs in;
   in.test_public = {egress::ParseTestPublicRange("198.18.0.0/15").value()};
@@ -132,9 +189,12 @@ TEST(JobRuleset, TextHasEveryRuleTheResolverAndNoInbound) {
   RulesetInputs in;
   in.host_addresses = {Ip("192.168.5.5")};
   const std::string text = RulesetText(in);
-  for (const auto& rule : DestinationRules(in)) {
-    const std::string line = std::string(rule.cidr.base.v4 ? "ip" : "ip6") + " daddr " + rule.cidr.ToString() +
-                             (rule.accept ? std::string(" accept") : std::string(" ") + kJobRulesetRefusal);
+  for (const auto& group : GroupDestinationRules(DestinationRules(in))) {
+    std::string blocks;
+    for (const auto& cidr : group.cidrs) blocks += (blocks.empty() ? "" : ", ") + cidr.ToString();
+    const std::string line = std::string(group.v4 ? "ip" : "ip6") + " daddr " +
+                             (group.cidrs.size() > 1 ? "{ " + blocks + " }" : blocks) +
+                             (group.accept ? std::string(" accept") : std::string(" ") + kJobRulesetRefusal);
     EXPECT_NE(text.find(line + "\n"), std::string::npos) << line;
   }
   EXPECT_NE(text.find("ip daddr 10.0.2.3 udp dport 53 accept"), std::string::npos);
@@ -146,7 +206,8 @@ TEST(JobRuleset, TextHasEveryRuleTheResolverAndNoInbound) {
   EXPECT_NE(text.find("ip daddr != 127.0.0.0/8 udp dport 53 dnat ip to 10.0.2.3"), std::string::npos);
   EXPECT_NE(text.find("ip6 daddr != ::1 tcp dport 53 dnat ip6 to fd00::3"), std::string::npos);
   // The resolver is accepted before the private block that holds it is dropped.
-  EXPECT_LT(text.find("ip daddr 10.0.2.3 udp dport 53 accept"), text.find("ip daddr 10.0.0.0/8 counter reject"));
+  ASSERT_NE(text.find(" 10.0.0.0/8"), std::string::npos);
+  EXPECT_LT(text.find("ip daddr 10.0.2.3 udp dport 53 accept"), text.find(" 10.0.0.0/8"));
 }
 
 }  // namespace
