@@ -440,6 +440,31 @@ def test_an_unprivileged_agent_facing_a_root_only_tun_device_refuses_in_one_line
     assert not marker.exists()
 
 
+@pytest.mark.skipif(not os.access("/usr/bin/strace", os.X_OK), reason="needs strace (Debian: strace) to fail a step")
+@pytest.mark.parametrize("inject,step", [
+    ("setns:error=EPERM:when=1", "join the job's user namespace"),
+    ("setns:error=EPERM:when=2", "join the job's network namespace"),
+    ("ioctl:error=EBUSY:when=1", "create tap0 (TUNSETIFF)"),
+    ("ioctl:error=EPERM:when=2", "make tap0 persistent (TUNSETPERSIST)"),
+])
+def test_each_failing_step_of_the_stacks_tap_refuses_in_one_line_naming_it(world, inject, step):
+    """The supervisor makes the stack's tap0 in a child of its own that joins
+    the job's namespaces; strace fails one of that child's system calls (its
+    count is the child's own: the supervisor makes no setns and no ioctl of
+    its own before). The job is refused with 70 and one line naming the
+    step, nothing of the job's runs and no stack is left."""
+    marker = world["work"] / "ran_tap"
+    cmd = ["strace", "-f", "-o", "/dev/null", "-e", "trace=" + inject.split(":")[0], "-e", "inject=" + inject,
+           AGENT, "run", "--unproven", str(world["policy"]), "--", "/usr/bin/touch", str(marker)]
+    r = subprocess.run(["ip", "netns", "exec", UP, *cmd], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 70, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "net.egress-any" in lines[0] and f"the stack's tap device: {step} failed" in lines[0], r.stderr
+    assert not marker.exists()
+    assert stacks_in_up() == []
+
+
 def stacks_in_up():
     up = os.stat(f"/run/netns/{UP}").st_ino
     out = []

@@ -304,12 +304,24 @@ std::optional<Error> JobNetwork::StartRules(const std::string& helper, const Job
   return netfilter_->Send("rules", "", step);
 }
 
+namespace {
+
+// MakeTap's steps in the child, in order; the child exits with
+// kTapStepBase + the step that failed, which names it in the refusal.
+enum TapStep { kTapJoinUser, kTapJoinNet, kTapOpenTun, kTapCreate, kTapPersist, kTapSteps };
+constexpr const char* kTapStepNames[kTapSteps] = {"join the job's user namespace", "join the job's network namespace",
+                                                  "open /dev/net/tun", "create tap0 (TUNSETIFF)",
+                                                  "make tap0 persistent (TUNSETPERSIST)"};
+constexpr int kTapStepBase = 10;
+
+}  // namespace
+
 std::optional<Error> JobNetwork::MakeTap() {
   const pid_t pid = fork();
   if (pid == 0) {
     // In a forked child of a possibly multi-threaded process: system calls only.
-    if (setns(userns_.get(), CLONE_NEWUSER) != 0) _exit(10);
-    if (setns(netns_.get(), CLONE_NEWNET) != 0) _exit(11);
+    if (setns(userns_.get(), CLONE_NEWUSER) != 0) _exit(kTapStepBase + kTapJoinUser);
+    if (setns(netns_.get(), CLONE_NEWNET) != 0) _exit(kTapStepBase + kTapJoinNet);
     // Duplicate address detection would hold the stack's IPv6 address back
     // for a second; the namespace holds nobody else. Best effort: IPv4
     // works without. Set before tap0 exists, which copies `default`.
@@ -320,12 +332,12 @@ std::optional<Error> JobNetwork::MakeTap() {
       close(fd);
     }
     const int tun = open(kTunDevicePath, O_RDWR | O_CLOEXEC);
-    if (tun < 0) _exit(12);
+    if (tun < 0) _exit(kTapStepBase + kTapOpenTun);
     ifreq req{};
     memcpy(req.ifr_name, "tap0", 5);
     req.ifr_flags = IFF_TAP | IFF_NO_PI;
-    if (ioctl(tun, TUNSETIFF, &req) != 0) _exit(13);
-    if (ioctl(tun, TUNSETPERSIST, 1) != 0) _exit(14);
+    if (ioctl(tun, TUNSETIFF, &req) != 0) _exit(kTapStepBase + kTapCreate);
+    if (ioctl(tun, TUNSETPERSIST, 1) != 0) _exit(kTapStepBase + kTapPersist);
     _exit(0);
   }
   if (pid < 0) return Error{"slirp4netns", std::string("fork: ") + strerror(errno)};
@@ -333,14 +345,10 @@ std::optional<Error> JobNetwork::MakeTap() {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return std::nullopt;
-  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  const char* step = code == 10   ? "join the job's user namespace"
-                     : code == 11 ? "join the job's network namespace"
-                     : code == 12 ? "open /dev/net/tun"
-                     : code == 13 ? "create tap0 (TUNSETIFF)"
-                     : code == 14 ? "make tap0 persistent (TUNSETPERSIST)"
-                                  : "killed";
-  return Error{"slirp4netns", std::string("the stack's tap device: ") + step + " failed"};
+  const int step = WIFEXITED(status) ? WEXITSTATUS(status) - kTapStepBase : -1;
+  if (step < 0 || step >= kTapSteps)
+    return Error{"slirp4netns", "the stack's tap device: the child making it was killed"};
+  return Error{"slirp4netns", std::string("the stack's tap device: ") + kTapStepNames[step] + " failed"};
 }
 
 std::optional<Error> JobNetwork::AwaitRules(Clock::time_point step) {
