@@ -779,10 +779,10 @@ def _netfilter_session(requests):
 def test_the_netfilter_helper_answers_in_order_and_refuses_anything_else():
     """The agent's helper takes one job's requests on one socket: apply
     (first, once, answered once installed), then rules, list and dropped,
-    each answered "ok N" and N bytes; the end of its input ends it (0). A request out of order, a size that is
-    none or too large, or a ruleset nftables refuses ends it with 1 and one
-    line naming what was wrong; so does an overlong or unfinished request
-    line."""
+    each answered "ok N" and N bytes; the end of its input ends it (0). A
+    request out of order, a size that is none or too large, or a ruleset
+    nftables refuses ends it with 1 and one line naming what was wrong; so
+    does an overlong or unfinished request line."""
     ruleset = b"table inet oarbank {\n\tchain out {\n\t\ttype filter hook output priority 0; policy accept;\n" \
               b"\t\tcounter packets 5 bytes 300 drop\n\t}\n}\n"
     apply = b"apply %d\n" % len(ruleset) + ruleset

@@ -169,14 +169,13 @@ Expected<std::optional<std::string>> ReadTrustedFile(const std::string& path) {
   auto opened = OpenTrustedFile(path);
   if (!opened.ok()) return opened.error();
   if (!opened.value()) return std::optional<std::string>{};
-  OpenedTrustFile file = *std::move(opened).value();
-  const UniqueFd& fd = file.fd;
+  const OpenedTrustFile file = *std::move(opened).value();
   if (file.size > kTrustFileMaxBytes)
     return Refuse(path, "is larger than " + std::to_string(kTrustFileMaxBytes) + " bytes");
   std::string text;
   char chunk[16384];
   for (;;) {
-    const ssize_t n = read(fd.get(), chunk, sizeof chunk);
+    const ssize_t n = read(file.fd.get(), chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return Refuse(path, "cannot read: " + ErrnoText(errno));
     if (n == 0) break;

@@ -368,7 +368,6 @@ std::optional<Error> JobNetwork::StartStack() {
   UniqueFd exit_r(exit_pipe[0]);
   exit_w_.Reset(exit_pipe[1]);
   stack_log_.Reset(static_cast<int>(syscall(SYS_memfd_create, "slirp4netns-log", MFD_CLOEXEC)));
-  const UniqueFd& log = stack_log_;
   const UniqueFd devnull(open("/dev/null", O_RDWR | O_CLOEXEC));
   // Fixed fd numbers in the stack: 3 ready, 4 exit, 5 user, 6 net.
   std::vector<std::string> args = {
@@ -394,7 +393,7 @@ std::optional<Error> JobNetwork::StartStack() {
     ExecWithFds(kJobStackPath, argv.data(),
                 {{devnull.get(), 0},
                  {devnull.get(), 1},
-                 {log.valid() ? log.get() : devnull.get(), 2},
+                 {stack_log_.valid() ? stack_log_.get() : devnull.get(), 2},
                  {ready_w.get(), 3},
                  {exit_r.get(), 4},
                  {userns_.get(), 5},
