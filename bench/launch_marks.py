@@ -34,13 +34,24 @@ MARKS = [
     ("init", "oarbank::cage::(anonymous namespace)::InitMain", "init runs"),
     ("init-reported", "oarbank::cage::Job::State::OnInitReported", "the agent hears of init"),
     ("id-maps", "oarbank::WriteIdMapsFromParent", "the keeper writes init's id maps"),
+    ("network", "oarbank::JobNetwork::Start", "egress-any: the job's network (trust checks, init's namespaces)"),
+    ("tap", "oarbank::JobNetwork::MakeTap", "egress-any: tap0 is made"),
+    ("stack", "oarbank::JobNetwork::StartStack", "egress-any: the stack is started"),
+    ("rules", "oarbank::JobNetwork::StartRules", "egress-any: the helper is started, the ruleset sent"),
+    ("await-stack", "oarbank::JobNetwork::AwaitStack", "egress-any: the agent waits for the stack's ready"),
+    ("await-rules", "oarbank::JobNetwork::AwaitRules", "egress-any: the stack is ready; the agent waits for the install"),
+    ("read-back", "oarbank::JobNetwork::Verify[abi:cxx11]", "egress-any: the gate reads the ruleset back"),
+    ("net-end", "oarbank::JobNetwork::End", "egress-any: the drop counters are read, the stack told to exit"),
     ("confine", "oarbank::ConfineSelf", "the launcher confines itself"),
     ("mount-namespace", "oarbank::EnterMountNamespace", "the launcher's mount namespace"),
     ("gate", "oarbank::VerifyConfined", "the agent's gate reads the launcher back"),
     ("finish", "oarbank::cage::Job::State::Finish", "the agent waits for the job's end"),
     ("leaf-removed", "oarbank::CgroupLeaf::Remove", "the keeper removes the leaf"),
 ]
-KERNEL_MARKS = ["agent-exec", "module-exec", "module-exit", "agent-exit"]
+KERNEL_MARKS = ["agent-exec", "stack-exec", "helper-exec", "module-exec", "module-exit", "agent-exit"]
+# An egress-any job's two programs, by the name the kernel gives their
+# process at exec (15 characters at most); any other exec is the module's.
+EXEC_MARKS = {"slirp4netns": "stack-exec", "oarbank-netfilter"[:15]: "helper-exec"}
 
 
 def load_segments(binary):
@@ -97,8 +108,9 @@ def launches(text, agent_comm="oarbank-agent"):
         if current is None:
             continue
         if event == "sched:sched_process_exec":
-            mark = "module-exec"
-            current.setdefault("module", pid)
+            mark = EXEC_MARKS.get(comm, "module-exec")
+            if mark == "module-exec":
+                current.setdefault("module", pid)
         elif event == "sched:sched_process_exit" and pid == current.get("module") and pid != current["pid"]:
             mark = "module-exit"
         elif event == "sched:sched_process_exit" and pid == current["pid"]:
@@ -122,7 +134,8 @@ def report(text):
     rows = [(statistics.median(v), mark, len(v)) for mark, v in seen.items() if len(v) * 2 >= len(runs)]
     rows.sort()
     what = {mark: text for mark, _, text in MARKS}
-    what.update({"agent-exec": "the agent's exec", "module-exec": "the module's exec",
+    what.update({"agent-exec": "the agent's exec", "stack-exec": "egress-any: the stack's exec",
+                 "helper-exec": "egress-any: the helper's exec", "module-exec": "the module's exec",
                  "module-exit": "the module's exit", "agent-exit": "the agent's exit"})
     out = [f"{len(runs)} launches; each mark: the median ms since the agent's exec (launches where it fired)",
            f"{'mark':<17} {'since exec':>10} {'step':>7} {'n':>5}  what starts there"]

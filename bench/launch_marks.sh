@@ -2,7 +2,10 @@
 # bench/launch_marks.sh: clock marks inside a launch of `oarbank-agent run`
 # and `oarbank-agent sandbox-exec` on /bin/true: where the agent's start-up,
 # its host probe and plan, the keeper, init, the launcher, the gate and the
-# teardown each begin.
+# teardown each begin; then `run` of the same job under egress-any, where
+# the job's network's steps (tap0, the stack, the helper's install, the
+# gate's read-back, the drop counters) and the two programs' execs are
+# marked too (left out, saying so, where slirp4netns is not installed).
 #
 #   bench/launch_marks.sh
 #
@@ -69,3 +72,10 @@ marks() {  # NAME ARGV...
 echo "bench: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), as uid $(id -u), $RUNS launches each"
 marks run "$AGENT" run --unproven "$TMP/policy.json" -- /bin/true
 marks sandbox-exec "$AGENT" sandbox-exec "$TMP/policy.json" -- /bin/true
+if [[ -x /usr/bin/slirp4netns ]]; then
+  sed 's/"mode": "none"/"mode": "egress-any"/' "$TMP/policy.json" >"$TMP/egress-any.json"
+  marks run-egress-any "$AGENT" run --unproven "$TMP/egress-any.json" -- /bin/true
+else
+  echo
+  echo "== run-egress-any: left out (no /usr/bin/slirp4netns)"
+fi

@@ -1,7 +1,8 @@
 """bench/launch_marks.py: every mark it lists is a function of the built
 agent (a renamed function would drop its mark without a word), and its
 report turns perf's events into one timeline per launch: first hits only,
-medians since the agent's exec, events before the first launch and marks
+medians since the agent's exec, an egress-any job's stack and helper execs
+told from the module's, events before the first launch and marks
 seen in fewer than half the launches left out. Fed perf-script text
 written here."""
 import importlib.util
@@ -45,6 +46,8 @@ def launch(lines, t0, agent, keeper, module, stray):
         f"   oarbank-agent {agent} {at(0.3)}: g:main: ",
         f"   oarbank-agent {agent} {at(1.0)}: g:probe_host: ",
         f"   oarbank-agent {keeper} {at(2.0)}: g:keeper: ",
+        f"   slirp4netns {module + 1} {at(2.2)}: sched:sched_process_exec: ",  # egress-any's two programs,
+        f"   oarbank-netfilt {module + 2} {at(2.3)}: sched:sched_process_exec: ",  # not the module
         f"   oarbank-agent {agent} {at(2.5)}: g:gate: ",
         f"   oarbank-agent {agent} {at(2.7)}: g:gate: ",  # a second hit: not a mark of its own
         f"   true {module} {at(3.0)}: sched:sched_process_exec: ",
@@ -71,7 +74,9 @@ def test_the_report_is_one_timeline_of_first_hits(tmp_path):
         ["main", "0.300", "0.300", "3"],
         ["probe-host", "1.000", "0.700", "3"],
         ["keeper", "2.000", "1.000", "3"],
-        ["gate", "2.500", "0.500", "3"],
+        ["stack-exec", "2.200", "0.200", "3"],
+        ["helper-exec", "2.300", "0.100", "3"],
+        ["gate", "2.500", "0.200", "3"],
         ["module-exec", "3.000", "0.500", "3"],
         ["module-exit", "3.500", "0.500", "3"],
         ["agent-exit", "4.000", "0.500", "3"],
