@@ -100,10 +100,11 @@ TEST(JobRuleset, RefusesExactlyWhatTheProxyRefusesAtTheEdges) {
   EXPECT_FALSE(RulesAdmit(DestinationRules(test), Ip("198.18.0.2")));
 }
 
-RC_GTEST_PROP(JobRuleset, RefusesExactlyWhatTheProxyRefuses, ()) {
+// An address of either family: random bytes under a prefix the tables
+// care about, or none (inside a rapidcheck property).
+IpAddress RandomAddress() {
   IpAddress a;
   a.v4 = *rc::gen::arbitrary<bool>();
-  // Random bytes under a prefix the tables care about, or none.
   static const char* prefixes[] = {"::", "::ffff:0:0", "64:ff9b::", "2001::", "2002::", "fc00::", "fe80::", "ff00::"};
   const IpAddress base = a.v4 ? IpAddress{} : Ip(prefixes[*rc::gen::inRange<size_t>(0, std::size(prefixes))]);
   const auto bytes = *rc::gen::container<std::vector<uint8_t>>(16, rc::gen::arbitrary<uint8_t>());
@@ -111,6 +112,11 @@ RC_GTEST_PROP(JobRuleset, RefusesExactlyWhatTheProxyRefuses, ()) {
   for (size_t i = 0; i < 16; ++i) a.bytes[i] = static_cast<int>(i) < keep ? base.bytes[i] : bytes[i];
   if (a.v4)
     for (size_t i = 4; i < 16; ++i) a.bytes[i] = 0;
+  return a;
+}
+
+RC_GTEST_PROP(JobRuleset, RefusesExactlyWhatTheProxyRefuses, ()) {
+  const IpAddress a = RandomAddress();
   RulesetInputs in;
   if (*rc::gen::arbitrary<bool>()) in.test_public = {egress::ParseTestPublicRange("198.19.0.0/16").value()};
   RC_ASSERT(RulesAdmit(DestinationRules(in), a) == !egress::NonPublicReason(a, in.test_public).has_value());
@@ -121,15 +127,7 @@ RC_GTEST_PROP(JobRuleset, RefusesExactlyWhatTheProxyRefuses, ()) {
 // IPv6 among the rules (a host address inside a refused block is a block
 // inside another of its group).
 RC_GTEST_PROP(JobRuleset, TheGroupsAdmitWhatTheListAdmits, ()) {
-  IpAddress a;
-  a.v4 = *rc::gen::arbitrary<bool>();
-  static const char* prefixes[] = {"::", "::ffff:0:0", "64:ff9b::", "2001::", "2002::", "fc00::", "fe80::", "ff00::"};
-  const IpAddress base = a.v4 ? IpAddress{} : Ip(prefixes[*rc::gen::inRange<size_t>(0, std::size(prefixes))]);
-  const auto bytes = *rc::gen::container<std::vector<uint8_t>>(16, rc::gen::arbitrary<uint8_t>());
-  const int keep = a.v4 ? 0 : (*rc::gen::arbitrary<bool>() ? 12 : 4);
-  for (size_t i = 0; i < 16; ++i) a.bytes[i] = static_cast<int>(i) < keep ? base.bytes[i] : bytes[i];
-  if (a.v4)
-    for (size_t i = 4; i < 16; ++i) a.bytes[i] = 0;
+  const IpAddress a = RandomAddress();
   RulesetInputs in;
   if (*rc::gen::arbitrary<bool>()) in.test_public = {egress::ParseTestPublicRange("198.18.0.0/15").value()};
   static const char* hosts[] = {"10.0.2.100", "198.18.0.1", "8.8.4.4", "127.0.0.1", "2606:4700::1", "fe80::1", "::1"};
@@ -152,14 +150,18 @@ TEST(JobRuleset, GroupsAlternateAndHoldNoNestedBlock) {
   EXPECT_FALSE(groups.back().v4);
   size_t blocks = 0;
   for (size_t i = 0; i < groups.size(); ++i) {
-    if (i > 0 && groups[i].v4 == groups[i - 1].v4) EXPECT_NE(groups[i].accept, groups[i - 1].accept) << i;
-    if (i > 0 && groups[i].v4) EXPECT_TRUE(groups[i - 1].v4) << "an IPv4 group after an IPv6 one: " << i;
+    if (i > 0) {
+      const bool same_family = groups[i].v4 == groups[i - 1].v4;
+      EXPECT_TRUE(!same_family || groups[i].accept != groups[i - 1].accept) << "two groups of one verdict: " << i;
+      EXPECT_TRUE(!groups[i].v4 || groups[i - 1].v4) << "an IPv4 group after an IPv6 one: " << i;
+    }
     for (const auto& c : groups[i].cidrs) {
       ++blocks;
       EXPECT_EQ(c.base.v4, groups[i].v4);
-      for (const auto& o : groups[i].cidrs)
-        if (&o != &c)
-          EXPECT_FALSE(egress::InCidr(c.base, o) && c.prefix >= o.prefix) << c.ToString() << " in " << o.ToString();
+      for (const auto& o : groups[i].cidrs) {
+        const bool nested = &o != &c && egress::InCidr(c.base, o) && c.prefix >= o.prefix;
+        EXPECT_FALSE(nested) << c.ToString() << " in " << o.ToString();
+      }
     }
   }
   // 10.0.2.100 lies inside 10.0.0.0/8, refused by the same group.
