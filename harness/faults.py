@@ -73,11 +73,11 @@ def cells():
     hang = "#!/bin/bash\ntouch @INJECTED@\nexec -a fault-@MARK@ /bin/sleep 600\n"
     # oarbank-netfilter answers one job's requests over its stdin and stdout
     # (netfilter_main.cc), apply first: failing or hanging at once is apply
-    # failing or never answering (while the stack starts). At the listing
-    # taken right after the install (rules) or at the gate's read-back
-    # (list) the wrapper is a proxy that passes what comes before to the
-    # real helper, then fails, answers an empty ruleset or answers
-    # something that is no answer.
+    # failing or never answering (while the stack starts). At the install's
+    # answer (apply) or at the gate's read-back (generation) the wrapper is
+    # a proxy that passes what comes before to the real helper, then fails,
+    # answers another generation than the kernel's (the real helper's
+    # answer plus one) or answers something that is no answer.
     helper_script = (
         "#!/bin/bash\nexec -a fault-@MARK@ /usr/bin/python3 -c '\n"
         "import os, subprocess, sys\n"
@@ -88,17 +88,21 @@ def cells():
         "    helper.kill(); helper.wait(); sys.exit(code)\n"
         "for line in src:\n"
         "    body = src.read(int(line.split()[1])) if line.startswith(b\"apply \") else b\"\"\n"
-        "    if line.strip() == b\"@WORD@\":\n"
+        "    hit = line.split()[0] == b\"@WORD@\"\n"
+        "    if hit:\n"
         "        open(injected, \"w\").close()\n"
         "        if action == \"fail\":\n"
         "            sys.stderr.write(\"fault: netfilter @WORD@ fails\\n\"); sys.stderr.flush(); end(1)\n"
-        "        fake = b\"table inet oarbank {\\n}\\n\"\n"
-        "        dst.write(b\"nonsense\\n\" if action == \"garble\" else b\"ok %d\\n\" % len(fake) + fake)\n"
-        "        dst.flush(); continue\n"
+        "        if action == \"garble\":\n"
+        "            dst.write(b\"nonsense\\n\"); dst.flush(); continue\n"
         "    helper.stdin.write(line + body); helper.stdin.flush()\n"
         "    head = helper.stdout.readline()\n"
         "    if not head: end(1)\n"
-        "    dst.write(head + helper.stdout.read(int(head.split()[1]))); dst.flush()\n"
+        "    answer = helper.stdout.read(int(head.split()[1]))\n"
+        "    if hit:\n"
+        "        answer = b\"%d\\n\" % (int(answer) + 1)\n"
+        "        head = b\"ok %d\\n\" % len(answer)\n"
+        "    dst.write(head + answer); dst.flush()\n"
         "end(0)\n"
         "' @REAL@ @INJECTED@ @ACTION@\n")
 
@@ -112,11 +116,13 @@ def cells():
         Cell("oarbank-netfilter", "apply", "exits 1", egress,
              wrap=(HELPER, fail_at_start.replace("@WHAT@", "netfilter apply"))),
         Cell("oarbank-netfilter", "apply", "never answers", egress, wrap=(HELPER, hang)),
-        Cell("oarbank-netfilter", "rules", "exits 1", egress, wrap=(HELPER, helper_at("rules", "fail"))),
-        Cell("oarbank-netfilter", "rules", "lists an empty ruleset", egress, wrap=(HELPER, helper_at("rules", "lie"))),
-        Cell("oarbank-netfilter", "gate", "exits 1", egress, wrap=(HELPER, helper_at("list", "fail"))),
-        Cell("oarbank-netfilter", "gate", "lists an empty ruleset", egress, wrap=(HELPER, helper_at("list", "lie"))),
-        Cell("oarbank-netfilter", "gate", "answers nonsense", egress, wrap=(HELPER, helper_at("list", "garble"))),
+        Cell("oarbank-netfilter", "apply", "answers another generation", egress,
+             wrap=(HELPER, helper_at("apply", "lie"))),
+        Cell("oarbank-netfilter", "apply", "answers nonsense", egress, wrap=(HELPER, helper_at("apply", "garble"))),
+        Cell("oarbank-netfilter", "gate", "exits 1", egress, wrap=(HELPER, helper_at("generation", "fail"))),
+        Cell("oarbank-netfilter", "gate", "answers another generation", egress,
+             wrap=(HELPER, helper_at("generation", "lie"))),
+        Cell("oarbank-netfilter", "gate", "answers nonsense", egress, wrap=(HELPER, helper_at("generation", "garble"))),
         Cell("oarbank-netfilter", "job", "SIGKILLed mid-job", egress, kill_child="oarbank-netfilt"),
         Cell("/proc", "start", "an empty tmpfs over /proc", shell="mount -t tmpfs oarbank-fault /proc"),
         Cell("/proc", "start", "egress-any, /proc hidden", egress, shell="mount -t tmpfs oarbank-fault /proc"),

@@ -22,6 +22,7 @@ import ipaddress
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import tempfile
@@ -501,39 +502,91 @@ def test_no_stack_outlives_the_job_nor_a_killed_agent(world):
 
 
 
+def _paused_job(world, point, name, job):
+    """`run` of `job` through the faulty agent, paused at `point`; the
+    agent's process and the job's init once it is there."""
+    pause = world["work"] / f"pause-{name}"
+    pause.unlink(missing_ok=True)
+    env = dict(os.environ, OARBANK_FAULT_PAUSE=point, OARBANK_FAULT_PAUSE_FILE=str(pause))
+    cmd = ["ip", "netns", "exec", UP, FAULTY, "run", "--unproven", str(world["policy"]), "--", *job]
+    agent = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while time.time() < deadline and not pause.exists():
+        time.sleep(0.02)
+    if not pause.exists():
+        agent.kill()
+        out, err = agent.communicate()
+        pytest.fail(f"the agent never reached {point}: {out}{err}")
+    return agent, int(pause.read_text().split()[2]), pathlib.Path(str(pause) + ".go")
+
+
+def _nft_in(init, *args):
+    return subprocess.run(["nsenter", "-t", str(init), "-U", "-n", "--preserve-credentials", "nft", *args],
+                          capture_output=True, text=True, timeout=10)
+
+
 @pytest.mark.skipif(not os.path.exists(FAULTY), reason="no oarbank-agent-faulty (OARBANK_TEST_HOOKS=OFF)")
-@pytest.mark.parametrize("tamper", [["flush", "ruleset"],
-                                    ["insert", "rule", "inet", "oarbank", "output", "accept"]],
-                         ids=["flush", "accept-all"])
+@pytest.mark.parametrize("tamper", [[["flush", "ruleset"]],
+                                    [["insert", "rule", "inet", "oarbank", "output", "accept"]],
+                                    [["add", "table", "ip", "x"], ["delete", "table", "ip", "x"]]],
+                         ids=["flush", "accept-all", "changed-and-undone"])
 def test_the_gate_refuses_a_ruleset_changed_after_it_was_installed(world, tamper):
-    """The ruleset is read back from outside at the gate: changed between
+    """The gate reads the namespace's nftables generation, which the kernel
+    moves on with every change committed to its ruleset: changed between
     its installation and the gate (by whoever could: here root, from
-    outside), the job is refused with 70 and the module never runs."""
+    outside), even by a change undone since, the job is refused with 70 and
+    the module never runs."""
     marker = world["work"] / "work" / "tampered-ran"
     marker.unlink(missing_ok=True)
-    pause = world["work"] / f"pause-{tamper[0]}"
-    env = dict(os.environ, OARBANK_FAULT_PAUSE="supervisor-init-reported", OARBANK_FAULT_PAUSE_FILE=str(pause))
-    cmd = ["ip", "netns", "exec", UP, FAULTY, "run", "--unproven", str(world["policy"]), "--", "/usr/bin/touch",
-           str(marker)]
-    agent = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    agent, init, go = _paused_job(world, "supervisor-init-reported", tamper[0][0],
+                                  ["/usr/bin/touch", str(marker)])
     try:
-        deadline = time.time() + 30
-        while time.time() < deadline and not pause.exists():
-            time.sleep(0.02)
-        assert pause.exists(), "the agent never reached the gate"
-        init = int(pause.read_text().split()[2])
-        r = subprocess.run(["nsenter", "-t", str(init), "-U", "-n", "--preserve-credentials", "nft", *tamper],
-                           capture_output=True, text=True, timeout=10)
-        assert r.returncode == 0, r.stderr
-        pathlib.Path(str(pause) + ".go").touch()
+        for change in tamper:
+            r = _nft_in(init, *change)
+            assert r.returncode == 0, r.stderr
+        go.touch()
         out, err = agent.communicate(timeout=30)
     finally:
         if agent.poll() is None:
             agent.kill()
             agent.wait()
     assert agent.returncode == 70, out + err
-    assert "gate: the job's network: the ruleset read back differs from the one installed" in err, err
+    assert re.search(r"gate: the job's network: the ruleset changed after it was installed "
+                     r"\(nftables generation (\d+) at its install, (\d+) now\)", err), err
+    assert len(err.strip().splitlines()) == 1, err
     assert not marker.exists()
+
+
+@pytest.mark.skipif(not os.path.exists(FAULTY), reason="no oarbank-agent-faulty (OARBANK_TEST_HOOKS=OFF)")
+def test_a_table_added_before_the_install_is_gone_when_the_job_runs(world):
+    """Whatever the job's namespace held before the ruleset went in goes in
+    the same transaction: a NAT chain added there first (after the
+    ruleset's filter, it could turn a public destination the filter let
+    through into a private one) is not there once the job runs, and the
+    job runs."""
+    started = world["work"] / "work" / "early-started"
+    started.unlink(missing_ok=True)
+    agent, init, go = _paused_job(world, "supervisor-before-job-network", "early",
+                                  ["/bin/sh", "-c", f"touch {started}; sleep 3"])
+    try:
+        r = _nft_in(init, "add table ip early { chain late { type nat hook output priority 100; policy accept; "
+                          "ip daddr 198.18.0.0/15 dnat to 10.0.2.2; }; }")
+        assert r.returncode == 0, r.stderr
+        assert "table ip early" in _nft_in(init, "list", "tables").stdout
+        go.touch()
+        deadline = time.time() + 20
+        while time.time() < deadline and not started.exists() and agent.poll() is None:
+            time.sleep(0.02)
+        assert started.exists(), "the job never started"
+        tables = _nft_in(init, "list", "tables")
+        assert tables.returncode == 0, tables.stderr
+        assert tables.stdout.split("\n")[:-1] == ["table inet oarbank"], tables.stdout
+        out, err = agent.communicate(timeout=30)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+    assert agent.returncode == 0, out + err
 
 
 def test_the_stack_leaves_the_hosts_shared_mounts_alone(world):
@@ -748,9 +801,11 @@ def test_an_allowlist_jobs_container_sees_only_the_jobs_proxy(world, image_store
     assert job.returncode == 0
 
 
-def _netfilter_session(requests):
+def _netfilter_session(requests, wrap=(), during=None):
     """oarbank-netfilter in a fresh user and network namespace, fed
-    `requests` (bytes) at once; its answers, exit status and stderr."""
+    `requests` (bytes) at once; its answers, exit status and stderr. `wrap`
+    goes before the helper's command line; `during(pid)` runs once the
+    requests are sent, with a pid whose namespaces are the helper's."""
     import socket
     helper = os.path.join(BUILD, "sandbox", "oarbank-netfilter")
     holder = subprocess.Popen(["unshare", "-Urn", "sleep", "60"])
@@ -761,11 +816,13 @@ def _netfilter_session(requests):
             time.sleep(0.01)
         ours, theirs = socket.socketpair()
         with ours, theirs:
-            proc = subprocess.Popen(["sh", "-c", f'exec {helper} 3<{ns}/user 4<{ns}/net'], stdin=theirs,
-                                    stdout=theirs, stderr=subprocess.PIPE)
+            proc = subprocess.Popen(["sh", "-c", f'exec "$@" {helper} 3<{ns}/user 4<{ns}/net', "sh", *wrap],
+                                    stdin=theirs, stdout=theirs, stderr=subprocess.PIPE)
             theirs.close()
             ours.sendall(requests)
             ours.shutdown(socket.SHUT_WR)
+            if during:
+                during(holder.pid)
             answers = b""
             while chunk := ours.recv(65536):
                 answers += chunk
@@ -778,27 +835,28 @@ def _netfilter_session(requests):
 
 def test_the_netfilter_helper_answers_in_order_and_refuses_anything_else():
     """The agent's helper takes one job's requests on one socket: apply
-    (first, once, answered once installed), then rules, list and dropped,
-    each answered "ok N" and N bytes; the end of its input ends it (0). A
-    request out of order, a size that is none or too large, or a ruleset
-    nftables refuses ends it with 1 and one line naming what was wrong; so
-    does an overlong or unfinished request line."""
-    ruleset = b"table inet oarbank {\n\tchain out {\n\t\ttype filter hook output priority 0; policy accept;\n" \
-              b"\t\tcounter packets 5 bytes 300 drop\n\t}\n}\n"
+    (first, once, answered with the namespace's nftables generation once
+    installed), then generation and dropped, each answered "ok N" and N
+    bytes; the end of its input ends it (0). A request out of order, a size
+    that is none or too large, or a ruleset nftables refuses ends it with 1
+    and one line naming what was wrong; so does an overlong or unfinished
+    request line."""
+    ruleset = b"table inet oarbank {\n\tcounter dropped {\n\t\tpackets 5 bytes 300\n\t}\n" \
+              b"\tchain out {\n\t\ttype filter hook output priority 0; policy accept;\n" \
+              b"\t\tcounter name \"dropped\" drop\n\t}\n}\n"
     apply = b"apply %d\n" % len(ruleset) + ruleset
-    # Sent at once, as the agent pipelines them: apply's empty answer, the
-    # ruleset it installed, then its counters (its one drop rule, which
-    # starts at 5: only a ruleset the kernel holds answers that).
-    answers, code, err = _netfilter_session(apply + b"rules\ndropped\n")
+    # Sent at once, as the agent pipelines them: the generation the install
+    # made (a fresh namespace's first change), the same generation again
+    # (nothing changed since; no tap0 here, so no wait for its IPv6
+    # address), then the named counter `dropped` (which starts at 5: only
+    # a ruleset the kernel holds answers that).
+    answers, code, err = _netfilter_session(apply + b"generation\ndropped\n")
     assert code == 0, err
-    head, _, rest = answers.partition(b"\n")
-    assert head == b"ok 0", answers
-    head, _, rest = rest.partition(b"\n")
-    assert head.startswith(b"ok ") and b"table inet oarbank" in rest[:int(head[3:])], answers
-    assert b"packets 5" not in rest[:int(head[3:])], "rules lists no counters"
-    assert rest[int(head[3:]):] == b"ok 2\n5\n", answers
-    for requests, why in [(b"list\n", "apply comes first, not: list"),
-                          (b"rules\n", "apply comes first, not: rules"),
+    parts = answers.split(b"\n")
+    assert parts[0] == b"ok %d" % (len(parts[1]) + 1) and parts[1].isdigit() and int(parts[1]) > 0, answers
+    assert parts[2:4] == parts[0:2], "generation answers the install's: " + repr(answers)
+    assert parts[4:] == [b"ok 2", b"5", b""], answers
+    for requests, why in [(b"generation\n", "apply comes first, not: generation"),
                           (b"dropped\n", "apply comes first, not: dropped"),
                           (b"apply x\n", "apply: not a size: x"),
                           (b"apply 2000000\n", "the ruleset is larger than 1 MiB"),
@@ -807,7 +865,8 @@ def test_the_netfilter_helper_answers_in_order_and_refuses_anything_else():
                           (apply + b"flush ruleset\n", "unexpected request: flush ruleset"),
                           (b"apply 9\nnot rules", "install the ruleset: Error:"),
                           (b"x" * 100, "a request line longer than 64 bytes"),
-                          (b"list", "the input ended inside a request line")]:
+                          (apply + b"rules\n", "unexpected request: rules"),
+                          (b"dropped", "the input ended inside a request line")]:
         answers, code, err = _netfilter_session(requests)
         assert code == 1 and len(err.strip().splitlines()) == 1 and why in err, (requests, code, err)
         if requests.startswith(apply):  # its answer, and nothing after it
@@ -815,6 +874,29 @@ def test_the_netfilter_helper_answers_in_order_and_refuses_anything_else():
             assert head.startswith(b"ok ") and len(rest) == int(head[3:]), answers
         else:
             assert answers == b"", answers
+
+
+@pytest.mark.skipif(not os.access("/usr/bin/strace", os.X_OK), reason="needs strace (Debian: strace) to hold the install")
+def test_the_netfilter_helper_refuses_an_install_another_change_was_committed_with():
+    """The install's generation is the gate's reference only if the install
+    was the one change the kernel counted: strace holds the helper for a
+    second right after libnftables sends its transaction, while a table is
+    added from outside; the helper ends with 1 and one line saying so, and
+    answers nothing."""
+    ruleset = b"table inet oarbank {\n}\n"
+    def commit_beside(pid):
+        time.sleep(0.4)
+        r = subprocess.run(["nsenter", "-t", str(pid), "-U", "-n", "--preserve-credentials", "nft", "add", "table",
+                            "ip", "beside"], capture_output=True, text=True, timeout=10)
+        assert r.returncode == 0, r.stderr
+    answers, code, err = _netfilter_session(
+        b"apply %d\n" % len(ruleset) + ruleset,
+        wrap=("strace", "-o", "/dev/null", "-e", "trace=sendmsg", "-e", "inject=sendmsg:delay_exit=1000000"),
+        during=commit_beside)
+    assert code == 1 and answers == b"", (code, answers, err)
+    assert len(err.strip().splitlines()) == 1 and re.search(
+        r"install the ruleset: the nftables generation went from (\d+) to (\d+) across it: another change was "
+        r"committed with it", err), err
 
 
 def _children(pid):

@@ -80,7 +80,7 @@ need=(qemu-system-x86 cpio busybox-static zstd lz4 xz-utils binutils musl-tools
       cmake ninja-build g++ pkg-config libseccomp-dev nlohmann-json3-dev libcli11-dev python3-pytest)
 [[ -n "$arm64_guests" ]] && need+=(qemu-system-arm gcc-aarch64-linux-gnu g++-aarch64-linux-gnu file)
 [[ -n "$workload_guests" ]] && need+=(python3 tmux)
-[[ -n "$egress_any_guests" ]] && need+=(slirp4netns iproute2 kmod libnftables-dev)
+[[ -n "$egress_any_guests" ]] && need+=(slirp4netns iproute2 kmod libnftables-dev libmnl-dev)
 missing=()
 for p in "${need[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -16,7 +16,7 @@ packages=(
   libc-ares-dev tinyproxy squid
   scdoc man-db git bc
   build-essential debhelper dpkg-dev lintian fakeroot  # scripts/package-test.sh
-  libnftables-dev slirp4netns nftables
+  libnftables-dev libmnl-dev slirp4netns nftables
   passt  # bench/stacks.sh: pasta against slirp4netns
   autoconf automake nodejs sqlite3 zstd python3-venv tmux  # harness/test_agent_workloads.py
 )

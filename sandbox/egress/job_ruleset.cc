@@ -104,7 +104,11 @@ bool GroupsAdmit(const std::vector<DestinationGroup>& groups, const IpAddress& a
 }
 
 std::string RulesetText(const RulesetInputs& in) {
-  std::string t;
+  // Whatever the namespace held before goes in the same transaction: the
+  // job's network has this ruleset and nothing else (another table's
+  // late-priority NAT could otherwise rewrite a destination this one let
+  // through).
+  std::string t = "flush ruleset\n";
   t += "table inet oarbank {\n";
   t += kJobRulesetRefuseChain;
   t += "  chain output {\n";
@@ -141,7 +145,7 @@ std::string RulesetText(const RulesetInputs& in) {
   t += "    iif \"lo\" accept\n";
   t += "    ct state established,related accept\n";
   t += "    icmpv6 type { nd-router-advert, nd-neighbor-solicit, nd-neighbor-advert } ip6 hoplimit 255 accept\n";
-  t += "    counter drop\n";
+  t += "    counter name \"dropped\" drop\n";
   t += "  }\n";
   t += "}\n";
   return t;

@@ -43,8 +43,7 @@ bool RulesAdmit(const std::vector<DestinationRule>& rules, const egress::IpAddre
 // inside another of its group is left out: the set holds no overlap).
 // libnftables parses and evaluates, and the kernel lists, one rule on a set
 // of fourteen blocks for far less than fourteen rules: the install and
-// every listing of the ruleset (the gate's read-back, the drop counters)
-// are on an egress-any job's path. `GroupsAdmit` evaluates the groups as
+// the listing of the drop counters are on an egress-any job's path. `GroupsAdmit` evaluates the groups as
 // the kernel does, which is how the tests hold them equal to the list.
 struct DestinationGroup {
   bool v4 = true;
@@ -61,15 +60,22 @@ bool GroupsAdmit(const std::vector<DestinationGroup>& groups, const egress::IpAd
 // to the socket and read as soon as connect lets go of it, where an ICMP
 // error arriving while connect still sends the SYN would be set aside until
 // the SYN is sent again, a second later), anything else with an ICMP
-// admin-prohibited (EPERM from sendto).
-inline constexpr char kJobRulesetRefusal[] = "counter goto refuse";
+// admin-prohibited (EPERM from sendto). Every refusal, and every inbound
+// packet dropped, counts on the table's one named counter, `dropped`,
+// which the supervisor reads after the job as one object, without listing
+// the ruleset.
+inline constexpr char kJobRulesetRefusal[] = "goto refuse";
 inline constexpr char kJobRulesetRefuseChain[] =
+    "  counter dropped {\n"
+    "  }\n"
     "  chain refuse {\n"
+    "    counter name \"dropped\"\n"
     "    meta l4proto tcp reject with tcp reset\n"
     "    reject with icmpx admin-prohibited\n"
     "  }\n";
 
-// The ruleset in nft's syntax: table inet oarbank, chains output and input.
+// The ruleset in nft's syntax: a flush of whatever the namespace holds, then
+// table inet oarbank, chains output and input.
 std::string RulesetText(const RulesetInputs& in);
 
 // The addresses of every interface of this process's network namespace.

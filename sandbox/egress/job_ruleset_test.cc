@@ -191,6 +191,8 @@ TEST(JobRuleset, TextHasEveryRuleTheResolverAndNoInbound) {
   RulesetInputs in;
   in.host_addresses = {Ip("192.168.5.5")};
   const std::string text = RulesetText(in);
+  // Nothing the namespace held before the install stays beside it.
+  EXPECT_EQ(text.rfind("flush ruleset\ntable inet oarbank {\n", 0), 0u) << text.substr(0, 80);
   for (const auto& group : GroupDestinationRules(DestinationRules(in))) {
     std::string blocks;
     for (const auto& cidr : group.cidrs) blocks += (blocks.empty() ? "" : ", ") + cidr.ToString();

@@ -50,6 +50,17 @@ std::string OneLine(std::string s) {
   return s;
 }
 
+// A generation as the helper answers it: its decimal number (0 < n < 2^32)
+// and a newline, nothing else.
+std::optional<uint32_t> ParseGeneration(const std::string& answer) {
+  if (answer.size() < 2 || answer.back() != '\n') return std::nullopt;
+  uint32_t gen = 0;
+  const char* end = answer.data() + answer.size() - 1;
+  const auto [at, ec] = std::from_chars(answer.data(), end, gen);
+  if (ec != std::errc() || at != end || gen == 0 || answer[0] == '0') return std::nullopt;
+  return gen;
+}
+
 // What a helper wrote to its log (a memfd), as one line; "" if nothing.
 std::string LogLine(int log) {
   char buf[2048] = {};
@@ -297,11 +308,7 @@ std::optional<Error> JobNetwork::StartRules(const std::string& helper, const Job
   // Test-only: the host's own addresses are not in the ruleset.
   if (FaultSkipStep("job-ruleset-host-addresses")) inputs.host_addresses.clear();
   const std::string ruleset = RulesetText(inputs);
-  if (auto e = netfilter_->Send("apply " + std::to_string(ruleset.size()), ruleset, step)) return e;
-  // Then the ruleset as the kernel holds it, the one the gate's read-back
-  // must find again: listed while the stack starts or init forks the
-  // launcher, and received by the gate (Verify).
-  return netfilter_->Send("rules", "", step);
+  return netfilter_->Send("apply " + std::to_string(ruleset.size()), ruleset, step);
 }
 
 namespace {
@@ -354,7 +361,9 @@ std::optional<Error> JobNetwork::MakeTap() {
 std::optional<Error> JobNetwork::AwaitRules(Clock::time_point step) {
   auto installed = netfilter_->Receive(step);
   if (!installed.ok()) return installed.error();
-  if (!installed.value().empty()) return Error{"nftables", "the helper's apply: an answer where none was due"};
+  auto gen = ParseGeneration(installed.value());
+  if (!gen) return Error{"nftables", "the helper's apply: not a generation: " + OneLine(installed.value())};
+  generation_ = *gen;
   return std::nullopt;
 }
 
@@ -460,17 +469,13 @@ std::string JobNetwork::Verify() {
     return "the user-mode stack ended";
   }
   if (!netfilter_) return "read the ruleset back: the helper is not running";
-  const auto deadline = Clock::now() + kStepTimeout;
-  if (listing_.empty()) {
-    auto first = netfilter_->Receive(deadline);
-    if (!first.ok()) return "read the ruleset back: " + first.error().what;
-    if (first.value().find("table inet oarbank") == std::string::npos)
-      return "the ruleset read back after installing it has no table inet oarbank";
-    listing_ = first.value();
-  }
-  auto listing = netfilter_->Ask("list", "", deadline);
-  if (!listing.ok()) return "read the ruleset back: " + listing.error().what;
-  if (listing.value() != listing_) return "the ruleset read back differs from the one installed";
+  auto answer = netfilter_->Ask("generation", "", Clock::now() + kStepTimeout);
+  if (!answer.ok()) return "read the ruleset back: " + answer.error().what;
+  const auto now = ParseGeneration(answer.value());
+  if (!now) return "read the ruleset back: not a generation: " + OneLine(answer.value());
+  if (*now != generation_)
+    return "the ruleset changed after it was installed (nftables generation " + std::to_string(generation_) +
+           " at its install, " + std::to_string(*now) + " now)";
   return "";
 }
 

@@ -15,15 +15,19 @@
 //     oarbank-netfilter (libnftables, netfilter_main.cc) in the namespaces,
 //     once for the whole job, to install RulesetText (job_ruleset.h): out
 //     only to public addresses and the stack's resolver, in only replies,
-//     and list it; once the stack is ready and the ruleset installed, "go":
-//     init forks the launcher. Until then nothing of the job's runs: init
-//     waits, and is all there is in the namespace.
+//     whatever the namespace held before (it begins with a flush), in one
+//     transaction; the helper answers the namespace's nftables generation
+//     after it, and refuses unless that install is the one change the
+//     kernel counted across it. Once the stack is ready and the ruleset
+//     installed, "go": init forks the launcher. Until then nothing of the
+//     job's runs: init waits, and is all there is in the namespace.
 //   gate (JobNetwork::Verify)
 //     has the helper wait (at most 3 s) for the stack's IPv6 address, which
 //     follows its router advertisement while the launcher sets itself up,
-//     then read the ruleset back from the kernel, and refuses the job
-//     unless it is exactly the one listed right after the install and the
-//     stack still runs.
+//     then read the generation again, and refuses the job unless it is the
+//     install's (the kernel moves it on with every change committed to the
+//     namespace's ruleset, even one undone since: nothing has changed the
+//     ruleset since it was installed) and the stack still runs.
 //   end (JobNetwork::End)
 //     closes the stack's exit fd (slirp4netns exits; it also does when the
 //     supervisor dies) while the helper reads the drop counters, ends the
@@ -50,6 +54,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -129,10 +134,11 @@ class JobNetwork {
  private:
   JobNetwork() = default;
   // Start's stages, in this order: tap0 made; the stack started on the
-  // namespace; the helper started and asked to install the ruleset and then
-  // list it (the gate, Verify, receives the listing); the stack awaited
-  // until it is ready, while the ruleset goes in; the ruleset's install
-  // awaited. The job's init is released only after all of them.
+  // namespace; the helper started and asked to install the ruleset; the
+  // stack awaited until it is ready, while the ruleset goes in; the
+  // ruleset's install awaited, with the generation it made (which the gate,
+  // Verify, must find again). The job's init is released only after all
+  // of them.
   //
   // MakeTap makes the stack's tap0, persistent, in a forked child that
   // joins the job's user and network namespaces (the stack attaches to it:
@@ -157,7 +163,7 @@ class JobNetwork {
   UniqueFd stack_ready_;  // slirp4netns --ready-fd, until it is ready
   UniqueFd stack_log_;    // its stderr (a memfd)
   pid_t stack_ = -1;
-  std::string listing_;  // the ruleset as first read back after it was installed
+  uint32_t generation_ = 0;  // the namespace's nftables generation right after the install
 };
 
 }  // namespace oarbank

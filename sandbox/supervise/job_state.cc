@@ -122,6 +122,7 @@ void Job::State::OnJobNetwork() {
   if (n != 1 || c != 'N') return net.Reset();  // init ended; the status pipe says why
   while (init <= 0 && status.valid() && !aborted) AwaitStatus();
   if (init <= 0) return Refuse("network: the job's init never reported");
+  FaultPause("supervisor-before-job-network", keeper, init);
   auto started = JobNetwork::Start(init, network_settings, start + kSetupDeadline);
   if (!started.ok())
     return Refuse("sandbox: CAPABILITY_NOT_ENFORCED: net.egress-any (" + started.error().where + ": " +

@@ -173,7 +173,11 @@ TEST_P(SupervisorEgressAnyTest, NothingOfTheHostIsReachableThroughTheStack) {
 // This process's children running the helper (comm is cut at 15 bytes).
 std::vector<pid_t> HelperChildren() {
   std::vector<pid_t> found;
-  for (const auto& d : std::filesystem::directory_iterator("/proc")) {
+  // Advanced with an error code, not ++: a process may end while it is read.
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    const auto& d = *it;
     const std::string name = d.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream stat(d.path() / "stat");
@@ -195,7 +199,9 @@ std::vector<std::string> Descriptors(pid_t pid) {
   std::vector<std::string> fds;
   const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    const auto& e = *it;
     char target[256] = {};
     const ssize_t n = readlink(e.path().c_str(), target, sizeof target - 1);
     fds.push_back(e.path().filename().string() + " " + (n > 0 ? std::string(target, static_cast<size_t>(n)) : "?"));
