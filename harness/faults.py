@@ -72,20 +72,38 @@ def cells():
     fail_at_start = "#!/bin/sh\ntouch @INJECTED@\necho 'fault: @WHAT@ fails' >&2\nexit 1\n"
     hang = "#!/bin/bash\ntouch @INJECTED@\nexec -a fault-@MARK@ /bin/sleep 600\n"
     # oarbank-netfilter answers one job's requests over its stdin and stdout
-    # (netfilter_main.cc), apply first: failing or hanging at once is apply
-    # failing or never answering (while the stack starts). At the install's
-    # answer (apply) or at the gate's read-back (generation) the wrapper is
-    # a proxy that passes what comes before to the real helper, then fails,
-    # answers another generation than the kernel's (the real helper's
-    # answer plus one) or answers something that is no answer.
+    # (netfilter_main.cc), the namespaces first: failing or hanging at once
+    # is failing or never answering before the stack starts. At the
+    # install's answer (apply) or at the gate's read-back (generation) the
+    # wrapper is a proxy that hands the namespaces to the real helper and
+    # passes what comes before to it, then fails, answers another
+    # generation than the kernel's (the real helper's answer plus one) or
+    # answers something that is no answer.
     helper_script = (
         "#!/bin/bash\nexec -a fault-@MARK@ /usr/bin/python3 -c '\n"
-        "import os, subprocess, sys\n"
+        "import os, socket, subprocess, sys\n"
         "real, injected, action = sys.argv[1:4]\n"
-        "helper = subprocess.Popen([real], stdin=subprocess.PIPE, stdout=subprocess.PIPE, pass_fds=(3, 4))\n"
-        "src, dst = os.fdopen(0, \"rb\"), os.fdopen(1, \"wb\")\n"
+        "ours, theirs = socket.socketpair()\n"
+        "helper = subprocess.Popen([real], stdin=theirs, stdout=theirs)\n"
+        "theirs.close()\n"
         "def end(code):\n"
         "    helper.kill(); helper.wait(); sys.exit(code)\n"
+        "agent = socket.socket(fileno=0)\n"
+        "first, fds, _, _ = socket.recv_fds(agent, 11, 2)\n"
+        "agent.detach()\n"
+        "if not first: end(0)\n"
+        "socket.send_fds(ours, [first], fds)\n"
+        "src, dst = os.fdopen(0, \"rb\"), os.fdopen(1, \"wb\")\n"
+        "to_helper, from_helper = ours.makefile(\"wb\"), ours.makefile(\"rb\")\n"
+        "def relay(hit):\n"
+        "    head = from_helper.readline()\n"
+        "    if not head: end(1)\n"
+        "    answer = from_helper.read(int(head.split()[1]))\n"
+        "    if hit:\n"
+        "        answer = b\"%d\\n\" % (int(answer) + 1)\n"
+        "        head = b\"ok %d\\n\" % len(answer)\n"
+        "    dst.write(head + answer); dst.flush()\n"
+        "relay(False)\n"
         "for line in src:\n"
         "    body = src.read(int(line.split()[1])) if line.startswith(b\"apply \") else b\"\"\n"
         "    hit = line.split()[0] == b\"@WORD@\"\n"
@@ -95,14 +113,8 @@ def cells():
         "            sys.stderr.write(\"fault: netfilter @WORD@ fails\\n\"); sys.stderr.flush(); end(1)\n"
         "        if action == \"garble\":\n"
         "            dst.write(b\"nonsense\\n\"); dst.flush(); continue\n"
-        "    helper.stdin.write(line + body); helper.stdin.flush()\n"
-        "    head = helper.stdout.readline()\n"
-        "    if not head: end(1)\n"
-        "    answer = helper.stdout.read(int(head.split()[1]))\n"
-        "    if hit:\n"
-        "        answer = b\"%d\\n\" % (int(answer) + 1)\n"
-        "        head = b\"ok %d\\n\" % len(answer)\n"
-        "    dst.write(head + answer); dst.flush()\n"
+        "    to_helper.write(line + body); to_helper.flush()\n"
+        "    relay(hit)\n"
         "end(0)\n"
         "' @REAL@ @INJECTED@ @ACTION@\n")
 
@@ -113,9 +125,9 @@ def cells():
         Cell("slirp4netns", "start", "exits 1 at once", egress, wrap=(STACK, fail_at_start.replace("@WHAT@", "stack"))),
         Cell("slirp4netns", "ready", "never says ready", egress, wrap=(STACK, hang)),
         Cell("slirp4netns", "job", "SIGKILLed mid-job", egress, kill_child="slirp4netns"),
-        Cell("oarbank-netfilter", "apply", "exits 1", egress,
-             wrap=(HELPER, fail_at_start.replace("@WHAT@", "netfilter apply"))),
-        Cell("oarbank-netfilter", "apply", "never answers", egress, wrap=(HELPER, hang)),
+        Cell("oarbank-netfilter", "start", "exits 1 at once", egress,
+             wrap=(HELPER, fail_at_start.replace("@WHAT@", "netfilter"))),
+        Cell("oarbank-netfilter", "start", "never answers", egress, wrap=(HELPER, hang)),
         Cell("oarbank-netfilter", "apply", "answers another generation", egress,
              wrap=(HELPER, helper_at("apply", "lie"))),
         Cell("oarbank-netfilter", "apply", "answers nonsense", egress, wrap=(HELPER, helper_at("apply", "garble"))),

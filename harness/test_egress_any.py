@@ -24,6 +24,7 @@ import os
 import pathlib
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
 import time
@@ -443,17 +444,17 @@ def test_an_unprivileged_agent_facing_a_root_only_tun_device_refuses_in_one_line
 
 @pytest.mark.skipif(not os.access("/usr/bin/strace", os.X_OK), reason="needs strace (Debian: strace) to fail a step")
 @pytest.mark.parametrize("inject,step", [
-    ("setns:error=EPERM:when=1", "join the job's user namespace"),
-    ("setns:error=EPERM:when=2", "join the job's network namespace"),
-    ("ioctl:error=EBUSY:when=1", "create tap0 (TUNSETIFF)"),
-    ("ioctl:error=EPERM:when=2", "make tap0 persistent (TUNSETPERSIST)"),
+    ("setns:error=EPERM:when=1", "join the job's user namespace (setns): Operation not permitted"),
+    ("setns:error=EPERM:when=2", "join the job's network namespace (setns): Operation not permitted"),
+    ("ioctl:error=EBUSY:when=1", "the stack's tap device: create tap0 (TUNSETIFF): Device or resource busy"),
+    ("ioctl:error=EPERM:when=2", "the stack's tap device: make tap0 persistent (TUNSETPERSIST): Operation not permitted"),
 ])
 def test_each_failing_step_of_the_stacks_tap_refuses_in_one_line_naming_it(world, inject, step):
-    """The supervisor makes the stack's tap0 in a child of its own that joins
-    the job's namespaces; strace fails one of that child's system calls (its
-    count is the child's own: the supervisor makes no setns and no ioctl of
-    its own before). The job is refused with 70 and one line naming the
-    step, nothing of the job's runs and no stack is left."""
+    """The helper joins the job's namespaces and makes the stack's tap0
+    there before the stack starts; strace fails one of its system calls
+    (its count is the helper's own: it makes no setns and no ioctl before
+    these). The job is refused with 70 and one line naming the step, nothing
+    of the job's runs and no stack is left."""
     marker = world["work"] / "ran_tap"
     cmd = ["strace", "-f", "-o", "/dev/null", "-e", "trace=" + inject.split(":")[0], "-e", "inject=" + inject,
            AGENT, "run", "--unproven", str(world["policy"]), "--", "/usr/bin/touch", str(marker)]
@@ -461,7 +462,7 @@ def test_each_failing_step_of_the_stacks_tap_refuses_in_one_line_naming_it(world
     assert r.returncode == 70, r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
-    assert "net.egress-any" in lines[0] and f"the stack's tap device: {step} failed" in lines[0], r.stderr
+    assert "net.egress-any (nftables: oarbank-netfilter: " + step in lines[0], r.stderr
     assert not marker.exists()
     assert stacks_in_up() == []
 
@@ -801,11 +802,14 @@ def test_an_allowlist_jobs_container_sees_only_the_jobs_proxy(world, image_store
     assert job.returncode == 0
 
 
-def _netfilter_session(requests, wrap=(), during=None):
-    """oarbank-netfilter in a fresh user and network namespace, fed
-    `requests` (bytes) at once; its answers, exit status and stderr. `wrap`
-    goes before the helper's command line; `during(pid)` runs once the
-    requests are sent, with a pid whose namespaces are the helper's."""
+def _netfilter_session(requests, wrap=(), during=None, namespaces=True):
+    """oarbank-netfilter fed `requests` (bytes) at once, after (where
+    `namespaces`) the first request, which hands it a fresh user and network
+    namespace as the agent does (a callable sends its own first request,
+    given the socket and the two namespaces' descriptors); its answers, exit
+    status and stderr.
+    `wrap` goes before the helper's command line; `during(pid)` runs once
+    the requests are sent, with a pid whose namespaces are the helper's."""
     import socket
     helper = os.path.join(BUILD, "sandbox", "oarbank-netfilter")
     holder = subprocess.Popen(["unshare", "-Urn", "sleep", "60"])
@@ -816,16 +820,23 @@ def _netfilter_session(requests, wrap=(), during=None):
             time.sleep(0.01)
         ours, theirs = socket.socketpair()
         with ours, theirs:
-            proc = subprocess.Popen(["sh", "-c", f'exec "$@" {helper} 3<{ns}/user 4<{ns}/net', "sh", *wrap],
-                                    stdin=theirs, stdout=theirs, stderr=subprocess.PIPE)
+            proc = subprocess.Popen([*wrap, helper], stdin=theirs, stdout=theirs, stderr=subprocess.PIPE)
             theirs.close()
+            with open(f"{ns}/user") as user, open(f"{ns}/net") as net:
+                if callable(namespaces):
+                    namespaces(ours, user.fileno(), net.fileno())
+                elif namespaces:
+                    socket.send_fds(ours, [b"namespaces\n"], [user.fileno(), net.fileno()])
             ours.sendall(requests)
             ours.shutdown(socket.SHUT_WR)
             if during:
                 during(holder.pid)
             answers = b""
-            while chunk := ours.recv(65536):
-                answers += chunk
+            try:
+                while chunk := ours.recv(65536):
+                    answers += chunk
+            except ConnectionResetError:  # it ended with requests unread
+                pass
             err = proc.stderr.read().decode()
             return answers, proc.wait(timeout=30), err
     finally:
@@ -834,8 +845,9 @@ def _netfilter_session(requests, wrap=(), during=None):
 
 
 def test_the_netfilter_helper_answers_in_order_and_refuses_anything_else():
-    """The agent's helper takes one job's requests on one socket: apply
-    (first, once, answered with the namespace's nftables generation once
+    """The agent's helper takes one job's requests on one socket: the
+    namespaces (first, answered once it has joined them and made tap0),
+    apply (once, answered with the namespace's nftables generation once
     installed), then generation and dropped, each answered "ok N" and N
     bytes; the end of its input ends it (0). A request out of order, a size
     that is none or too large, or a ruleset nftables refuses ends it with 1
@@ -852,7 +864,8 @@ def test_the_netfilter_helper_answers_in_order_and_refuses_anything_else():
     # a ruleset the kernel holds answers that).
     answers, code, err = _netfilter_session(apply + b"generation\ndropped\n")
     assert code == 0, err
-    parts = answers.split(b"\n")
+    assert answers.startswith(b"ok 0\n"), "the namespaces joined and tap0 made: " + repr(answers)
+    parts = answers[len(b"ok 0\n"):].split(b"\n")
     assert parts[0] == b"ok %d" % (len(parts[1]) + 1) and parts[1].isdigit() and int(parts[1]) > 0, answers
     assert parts[2:4] == parts[0:2], "generation answers the install's: " + repr(answers)
     assert parts[4:] == [b"ok 2", b"5", b""], answers
@@ -869,11 +882,39 @@ def test_the_netfilter_helper_answers_in_order_and_refuses_anything_else():
                           (b"dropped", "the input ended inside a request line")]:
         answers, code, err = _netfilter_session(requests)
         assert code == 1 and len(err.strip().splitlines()) == 1 and why in err, (requests, code, err)
+        assert answers.startswith(b"ok 0\n"), "the namespaces joined and tap0 made: " + repr(answers)
+        answers = answers[len(b"ok 0\n"):]
         if requests.startswith(apply):  # its answer, and nothing after it
             head, _, rest = answers.partition(b"\n")
             assert head.startswith(b"ok ") and len(rest) == int(head[3:]), answers
         else:
             assert answers == b"", answers
+
+
+@pytest.mark.parametrize("first,code,why", [
+    (lambda sock, user, net: None, 0, ""),
+    (lambda sock, user, net: sock.sendall(b"namesp"), 1, "the input ended inside the namespaces request"),
+    (lambda sock, user, net: sock.sendall(b"apply 10\n0123456789"), 1, "the namespaces come first, not: apply 10"),
+    (lambda sock, user, net: sock.sendall(b"namespaces\n"), 1, "the namespaces request carries 0 descriptors, not 2"),
+    (lambda sock, user, net: socket.send_fds(sock, [b"namespaces\n"], [user]), 1,
+     "the namespaces request carries 1 descriptors, not 2"),
+    (lambda sock, user, net: socket.send_fds(sock, [b"namespaces\n"], [user, net, user]), 1,
+     "the namespaces request carries more than 2 descriptors"),
+    (lambda sock, user, net: socket.send_fds(sock, [b"namespaces\n"], [net, user]), 1,
+     "join the job's user namespace (setns): Invalid argument"),
+], ids=["nothing", "cut-short", "apply-first", "no-fds", "one-fd", "three-fds", "swapped"])
+def test_the_netfilter_helper_joins_only_the_two_namespaces_it_is_handed_first(first, code, why):
+    """The helper is started before the job's namespaces exist; its first
+    request hands it their two descriptors, user then network. Anything
+    else first (another request, too few or too many descriptors, the wrong
+    kinds) ends it with 1 and one line; an input that ends before it is a
+    job ended before its namespaces were made: 0, nothing said."""
+    answers, rc, err = _netfilter_session(b"", namespaces=first)
+    assert rc == code and answers == b"", (rc, answers, err)
+    if why:
+        assert len(err.strip().splitlines()) == 1 and why in err, err
+    else:
+        assert err == "", err
 
 
 @pytest.mark.skipif(not os.access("/usr/bin/strace", os.X_OK), reason="needs strace (Debian: strace) to hold the install")
@@ -893,7 +934,7 @@ def test_the_netfilter_helper_refuses_an_install_another_change_was_committed_wi
         b"apply %d\n" % len(ruleset) + ruleset,
         wrap=("strace", "-o", "/dev/null", "-e", "trace=sendmsg", "-e", "inject=sendmsg:delay_exit=1000000"),
         during=commit_beside)
-    assert code == 1 and answers == b"", (code, answers, err)
+    assert code == 1 and answers == b"ok 0\n", "tap0 made, the install unanswered: " + repr((code, answers, err))
     assert len(err.strip().splitlines()) == 1 and re.search(
         r"install the ruleset: the nftables generation went from (\d+) to (\d+) across it: another change was "
         r"committed with it", err), err

@@ -2,12 +2,18 @@
 // ruleset: installed through libnftables (Debian's libnftables-dev), its
 // generation and drop counter read through libmnl (one netlink request
 // each, which libnftables has no call for). A program of its own because
-// libnftables is shared-only in Debian and the agent is linked statically. The supervisor runs it once per job with the
-// job's user namespace on fd 3 and its network namespace on fd 4 (job_network.h); it joins both (the supervisor's uid
-// owns the job's user namespace, so it holds every capability there), closes them, and answers the supervisor's
-// requests on stdin, one at a time, on stdout (both one stream socket):
+// libnftables is shared-only in Debian and the agent is linked statically.
+// The supervisor starts it once per job, before the job's namespaces exist
+// (its dynamic loading overlaps the job's clone), and it answers the
+// supervisor's requests on stdin, one at a time, on stdout (both one
+// stream socket):
 //
-//   apply N     (first, once; N bytes of ruleset follow the line) installs
+//   namespaces  (first, once) carries two descriptors, the job's user and
+//               network namespaces, which it joins (the supervisor's uid
+//               owns the job's user namespace, so it holds every
+//               capability there) and closes; it makes the stack's tap0
+//               there (MakeTap) and answers nothing once it is made
+//   apply N     (then, once; N bytes of ruleset follow the line) installs
 //               the ruleset in one transaction and answers the namespace's
 //               nftables generation after it: the kernel counts every
 //               committed change to the namespace's ruleset, so the
@@ -30,13 +36,16 @@
 // socket of its own, freed before the answer: between requests (while the
 // job runs) the helper holds no netlink socket, only fds 0 to 2. A request
 // it refuses or fails ends it with exit 1 and one line on stderr; the end
-// of its input ends it with exit 0. One process for the job's requests,
-// not one each: most of a run of it is the dynamic loader's.
+// of its input ends it with exit 0 (before the namespaces too: a job
+// refused before its namespaces were made). One process for the job's
+// requests, not one each: most of a run of it is the dynamic loader's.
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ifaddrs.h>
 #include <libmnl/libmnl.h>
 #include <linux/ethtool.h>
+#include <linux/if_tun.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/sockios.h>
@@ -60,8 +69,7 @@
 
 namespace {
 
-constexpr int kUserNamespaceFd = 3;
-constexpr int kNetNamespaceFd = 4;
+constexpr char kNamespacesLine[] = "namespaces\n";
 constexpr size_t kMaxRuleset = 1 << 20;
 constexpr size_t kMaxRequestLine = 64;
 
@@ -194,17 +202,125 @@ void SettleLinkState(const char* interface) {
   close(fd);
 }
 
+// Whether the interface exists and is up (the stack brings tap0 up once it
+// has attached to it and configured it).
+bool IsUp(const char* interface) {
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return true;  // cannot tell: wait as for one that is
+  ifreq req{};
+  snprintf(req.ifr_name, sizeof req.ifr_name, "%s", interface);
+  const bool up = ioctl(fd, SIOCGIFFLAGS, &req) == 0 && (req.ifr_flags & IFF_UP) != 0;
+  close(fd);
+  return up;
+}
+
 // Waits at most 3 s for the interface's global IPv6 address, which follows
 // the stack's router advertisement once the interface is up (checked every
 // 2 ms: it is usually there at the first look, or within a few ms).
 bool AwaitGlobalIpv6(const char* interface) {
-  if (if_nametoindex(interface) == 0) return false;  // no such interface: nothing to wait for
+  if (!IsUp(interface)) return false;  // the stack never brought it up: nothing to wait for
   for (int i = 0; i < 1500; ++i) {
     SettleLinkState(interface);
     if (HasGlobalIpv6(interface)) return true;
     usleep(2000);
   }
   return HasGlobalIpv6(interface);
+}
+
+enum class Joined { kYes, kNo, kEnded };
+
+// The first request, "namespaces", read alone (before any buffered read)
+// with the two descriptors it carries, the job's user and network
+// namespaces, which the helper joins and closes. kEnded: the input ended
+// first (the job ended before its namespaces were made).
+Joined JoinNamespaces(std::string* why) {
+  char line[sizeof kNamespacesLine - 1];
+  size_t got = 0;
+  int fds[2] = {-1, -1};
+  size_t nfds = 0;
+  while (got < sizeof line) {
+    iovec iov{line + got, sizeof line - got};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    const ssize_t n = recvmsg(0, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      *why = std::string("read the namespaces: ") + strerror(errno);
+      return Joined::kNo;
+    }
+    if (n == 0) {
+      if (got == 0 && nfds == 0) return Joined::kEnded;
+      *why = "the input ended inside the namespaces request";
+      return Joined::kNo;
+    }
+    // Descriptors past the buffer's two are closed by the kernel, which says so.
+    if (msg.msg_flags & MSG_CTRUNC) nfds = 3;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+        if (nfds < 2)
+          fds[nfds] = fd;
+        else
+          close(fd);
+        ++nfds;
+      }
+    }
+    got += static_cast<size_t>(n);
+  }
+  const std::string first(line, sizeof line);
+  if (first != kNamespacesLine) {
+    *why = "the namespaces come first, not: " + first.substr(0, first.find('\n'));
+    return Joined::kNo;
+  }
+  if (nfds != 2) {
+    *why = nfds > 2 ? "the namespaces request carries more than 2 descriptors"
+                    : "the namespaces request carries " + std::to_string(nfds) + " descriptors, not 2";
+    return Joined::kNo;
+  }
+  if (setns(fds[0], CLONE_NEWUSER) != 0)
+    *why = std::string("join the job's user namespace (setns): ") + strerror(errno);
+  else if (setns(fds[1], CLONE_NEWNET) != 0)
+    *why = std::string("join the job's network namespace (setns): ") + strerror(errno);
+  close(fds[0]);
+  close(fds[1]);
+  return why->empty() ? Joined::kYes : Joined::kNo;
+}
+
+// tap0, persistent, for the stack (which attaches to a tap device of this
+// name and flags), made once the namespaces are joined and before the stack
+// starts; "" or why not. Persistent: a tap that ends with its last
+// descriptor is unregistered in that close, behind an RCU barrier (about 15
+// ms), which would fall in the stack's exit and so in every job's end; a
+// persistent one goes with the namespace, asynchronously.
+std::string MakeTap() {
+  // Duplicate address detection would hold the stack's IPv6 address back
+  // for a second; the namespace holds nobody else. Best effort: IPv4 works
+  // without. Set before tap0 exists, which copies `default`.
+  for (const char* path : {"/proc/sys/net/ipv6/conf/default/accept_dad", "/proc/sys/net/ipv6/conf/all/accept_dad"}) {
+    const int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    (void)!write(fd, "0\n", 2);
+    close(fd);
+  }
+  const int tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+  if (tun < 0) return std::string("the stack's tap device: open /dev/net/tun: ") + strerror(errno);
+  ifreq req{};
+  memcpy(req.ifr_name, "tap0", 5);
+  req.ifr_flags = IFF_TAP | IFF_NO_PI;
+  std::string why;
+  if (ioctl(tun, TUNSETIFF, &req) != 0)
+    why = std::string("the stack's tap device: create tap0 (TUNSETIFF): ") + strerror(errno);
+  else if (ioctl(tun, TUNSETPERSIST, 1) != 0)
+    why = std::string("the stack's tap device: make tap0 persistent (TUNSETPERSIST): ") + strerror(errno);
+  close(tun);
+  return why;
 }
 
 // Requests come in on fd 0, read through this buffer: a request line, then
@@ -325,14 +441,15 @@ std::string Serve(const std::string& request, Input& input, std::string* answer)
 }  // namespace
 
 int main(int argc, char**) {
-  if (argc != 1)
-    return Fail("usage: oarbank-netfilter (fds 3, 4: the job's user and net namespaces; requests on stdin)");
-  if (setns(kUserNamespaceFd, CLONE_NEWUSER) != 0)
-    return Fail(std::string("setns(the job's user namespace): ") + strerror(errno));
-  if (setns(kNetNamespaceFd, CLONE_NEWNET) != 0)
-    return Fail(std::string("setns(the job's network namespace): ") + strerror(errno));
-  close(kUserNamespaceFd);
-  close(kNetNamespaceFd);
+  if (argc != 1) return Fail("usage: oarbank-netfilter (requests on stdin, the first one carrying the namespaces)");
+  std::string why;
+  switch (JoinNamespaces(&why)) {
+    case Joined::kYes: break;
+    case Joined::kEnded: return 0;
+    case Joined::kNo: return Fail(why);
+  }
+  if (std::string tap = MakeTap(); !tap.empty()) return Fail(tap);
+  if (!Answer("")) return Fail(std::string("write the answer: ") + strerror(errno));
   Input input;
   bool applied = false;
   std::string request;

@@ -137,7 +137,10 @@ class NetfilterSession {
   NetfilterSession(const NetfilterSession&) = delete;
   NetfilterSession& operator=(const NetfilterSession&) = delete;
 
-  std::optional<Error> Start(const std::string& helper, int userns, int netns);
+  // Starts the helper; it waits for the namespaces.
+  std::optional<Error> Start(const std::string& helper);
+  // Hands it the job's user and network namespaces: the first request.
+  std::optional<Error> SendNamespaces(int userns, int netns);
   // Sends `request` (its line, and for apply the ruleset after it); the
   // answers come back in the order of the requests, each to one Receive.
   std::optional<Error> Send(const std::string& request, const std::string& body, Clock::time_point deadline);
@@ -166,7 +169,7 @@ class NetfilterSession {
   std::string in_;                  // what came back and is not yet an answer received
 };
 
-std::optional<Error> NetfilterSession::Start(const std::string& helper, int userns, int netns) {
+std::optional<Error> NetfilterSession::Start(const std::string& helper) {
   helper_ = helper;
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0)
@@ -180,11 +183,36 @@ std::optional<Error> NetfilterSession::Start(const std::string& helper, int user
   const pid_t pid = fork();
   if (pid == 0) {
     setsid();  // not in the agent's process group: a terminal's ^C is the agent's to handle
-    ExecWithFds(path.c_str(), argv, {{theirs.get(), 0}, {theirs.get(), 1}, {log_.get(), 2}, {userns, 3}, {netns, 4}},
-                4);
+    ExecWithFds(path.c_str(), argv, {{theirs.get(), 0}, {theirs.get(), 1}, {log_.get(), 2}}, 2);
   }
   if (pid < 0) return Error{"nftables", std::string("fork: ") + strerror(errno)};
   pid_ = pid;
+  return std::nullopt;
+}
+
+std::optional<Error> NetfilterSession::SendNamespaces(int userns, int netns) {
+  if (pid_ <= 0) return Error{"nftables", helper_ + " namespaces: not running"};
+  static constexpr char kLine[] = "namespaces\n";
+  const int fds[2] = {userns, netns};
+  iovec iov{const_cast<char*>(kLine), sizeof kLine - 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof fds);
+  memcpy(CMSG_DATA(c), fds, sizeof fds);
+  // The first request: the socket is empty, the line fits at once.
+  ssize_t n;
+  do n = sendmsg(socket_.get(), &msg, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(iov.iov_len))
+    return Failed("namespaces", n < 0 ? std::string("sendmsg: ") + strerror(errno) : "sent in part");
+  asked_.push_back("namespaces");
   return std::nullopt;
 }
 
@@ -293,11 +321,16 @@ void NameJobNetworkParts(HostFacts::JobNetworkFacts& facts, const std::string& p
   facts.helper_path = NetfilterHelperPathFor(program);
 }
 
-std::optional<Error> JobNetwork::StartRules(const std::string& helper, const JobNetworkSettings& settings,
-                                            Clock::time_point step) {
-  netfilter_ = std::make_unique<NetfilterSession>();
-  if (auto e = netfilter_->Start(helper, userns_.get(), netns_.get())) return e;
-  // The ruleset is written while the helper starts.
+std::optional<Error> JobNetwork::MakeTap(Clock::time_point step) {
+  if (auto e = netfilter_->SendNamespaces(userns_.get(), netns_.get())) return e;
+  joined_ = true;
+  auto made = netfilter_->Receive(step);
+  if (!made.ok()) return made.error();
+  if (!made.value().empty()) return Error{"nftables", "the helper's namespaces: an answer where none was due"};
+  return std::nullopt;
+}
+
+std::optional<Error> JobNetwork::StartRules(const JobNetworkSettings& settings, Clock::time_point step) {
   RulesetInputs inputs;
   inputs.test_public = settings.test_public;
   inputs.host_addresses = HostAddresses();
@@ -309,53 +342,6 @@ std::optional<Error> JobNetwork::StartRules(const std::string& helper, const Job
   if (FaultSkipStep("job-ruleset-host-addresses")) inputs.host_addresses.clear();
   const std::string ruleset = RulesetText(inputs);
   return netfilter_->Send("apply " + std::to_string(ruleset.size()), ruleset, step);
-}
-
-namespace {
-
-// MakeTap's steps in the child, in order; the child exits with
-// kTapStepBase + the step that failed, which names it in the refusal.
-enum TapStep { kTapJoinUser, kTapJoinNet, kTapOpenTun, kTapCreate, kTapPersist, kTapSteps };
-constexpr const char* kTapStepNames[kTapSteps] = {"join the job's user namespace", "join the job's network namespace",
-                                                  "open /dev/net/tun", "create tap0 (TUNSETIFF)",
-                                                  "make tap0 persistent (TUNSETPERSIST)"};
-constexpr int kTapStepBase = 10;
-
-}  // namespace
-
-std::optional<Error> JobNetwork::MakeTap() {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    // In a forked child of a possibly multi-threaded process: system calls only.
-    if (setns(userns_.get(), CLONE_NEWUSER) != 0) _exit(kTapStepBase + kTapJoinUser);
-    if (setns(netns_.get(), CLONE_NEWNET) != 0) _exit(kTapStepBase + kTapJoinNet);
-    // Duplicate address detection would hold the stack's IPv6 address back
-    // for a second; the namespace holds nobody else. Best effort: IPv4
-    // works without. Set before tap0 exists, which copies `default`.
-    for (const char* path : {"/proc/sys/net/ipv6/conf/default/accept_dad", "/proc/sys/net/ipv6/conf/all/accept_dad"}) {
-      const int fd = open(path, O_WRONLY | O_CLOEXEC);
-      if (fd < 0) continue;
-      (void)!write(fd, "0\n", 2);
-      close(fd);
-    }
-    const int tun = open(kTunDevicePath, O_RDWR | O_CLOEXEC);
-    if (tun < 0) _exit(kTapStepBase + kTapOpenTun);
-    ifreq req{};
-    memcpy(req.ifr_name, "tap0", 5);
-    req.ifr_flags = IFF_TAP | IFF_NO_PI;
-    if (ioctl(tun, TUNSETIFF, &req) != 0) _exit(kTapStepBase + kTapCreate);
-    if (ioctl(tun, TUNSETPERSIST, 1) != 0) _exit(kTapStepBase + kTapPersist);
-    _exit(0);
-  }
-  if (pid < 0) return Error{"slirp4netns", std::string("fork: ") + strerror(errno)};
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return std::nullopt;
-  const int step = WIFEXITED(status) ? WEXITSTATUS(status) - kTapStepBase : -1;
-  if (step < 0 || step >= kTapSteps)
-    return Error{"slirp4netns", "the stack's tap device: the child making it was killed"};
-  return Error{"slirp4netns", std::string("the stack's tap device: ") + kTapStepNames[step] + " failed"};
 }
 
 std::optional<Error> JobNetwork::AwaitRules(Clock::time_point step) {
@@ -432,32 +418,38 @@ std::optional<Error> JobNetwork::AwaitStack(Clock::time_point step) {
   return Error{"slirp4netns", "the user-mode stack " + std::string(kJobStackPath) + ": " + why};
 }
 
-Expected<std::unique_ptr<JobNetwork>> JobNetwork::Start(pid_t init, const JobNetworkSettings& settings,
-                                                        Clock::time_point deadline) {
+Expected<std::unique_ptr<JobNetwork>> JobNetwork::Prepare() {
   const std::string helper = NetfilterHelperPath();
   if (auto why = Untrusted(helper)) return Error{"nftables", "the helper oarbank-netfilter: " + *why};
   if (auto why = Untrusted(kJobStackPath)) return Error{"slirp4netns", "the user-mode stack: " + *why};
   if (auto why = TunDeviceGap()) return Error{"slirp4netns", "the user-mode stack: " + *why};
   std::unique_ptr<JobNetwork> net(new JobNetwork());
+  net->netfilter_ = std::make_unique<NetfilterSession>();
+  if (auto e = net->netfilter_->Start(helper)) return *e;
+  return net;
+}
+
+std::optional<Error> JobNetwork::Start(pid_t init, const JobNetworkSettings& settings, Clock::time_point deadline) {
+  if (userns_.valid()) return Error{"network namespace", "the job's network was started already"};
   const std::string ns = "/proc/" + std::to_string(init) + "/ns/";
-  net->userns_.Reset(open((ns + "user").c_str(), O_RDONLY | O_CLOEXEC));
-  net->netns_.Reset(open((ns + "net").c_str(), O_RDONLY | O_CLOEXEC));
-  if (!net->userns_.valid() || !net->netns_.valid())
+  userns_.Reset(open((ns + "user").c_str(), O_RDONLY | O_CLOEXEC));
+  netns_.Reset(open((ns + "net").c_str(), O_RDONLY | O_CLOEXEC));
+  if (!userns_.valid() || !netns_.valid())
     return Error{"network namespace", "open " + ns + "{user,net}: " + strerror(errno)};
   const auto step = std::min(deadline, Clock::now() + kStepTimeout);
-  // The stack starts while the helper starts and installs the ruleset (each
-  // has a CPU of its own where there are two). Nothing of the job's runs
-  // before both are in place: init waits for "go" and is all there is in
-  // the namespace, and the gate reads the ruleset back before the module's
-  // exec.
-  if (auto e = net->MakeTap()) return *e;
-  if (auto e = net->StartStack()) return *e;
-  if (auto e = net->StartRules(helper, settings, step)) return *e;
-  if (auto e = net->AwaitStack(step)) return *e;
-  if (auto e = net->AwaitRules(step)) return *e;
+  // The stack starts while the helper (started already, loaded while the
+  // job's namespaces were made) installs the ruleset (each has a CPU of its
+  // own where there are two). Nothing of the job's runs before both are in
+  // place: init waits for "go" and is all there is in the namespace, and
+  // the gate reads the ruleset's generation back before the module's exec.
+  if (auto e = MakeTap(step)) return e;
+  if (auto e = StartStack()) return e;
+  if (auto e = StartRules(settings, step)) return e;
+  if (auto e = AwaitStack(step)) return e;
+  if (auto e = AwaitRules(step)) return e;
   // IPv4 is configured; IPv6 follows the stack's router advertisement,
   // which the gate's read-back waits for (Verify).
-  return net;
+  return std::nullopt;
 }
 
 JobNetwork::~JobNetwork() { Stop(); }
@@ -484,7 +476,7 @@ long long JobNetwork::End() {
   // counters; nothing of the job's is left to send a packet.
   exit_w_.Reset();
   long long dropped = -1;
-  if (netfilter_) {
+  if (netfilter_ && joined_) {
     if (auto text = netfilter_->Ask("dropped", "", Clock::now() + kStepTimeout); text.ok())
       dropped = strtoll(text.value().c_str(), nullptr, 10);
   }
@@ -544,6 +536,18 @@ JobNetworkProbe JobNetworkParts() {
   return parts;
 }
 
+namespace {
+
+// Prepare and Start at once, for a namespace pair that exists already.
+Expected<std::unique_ptr<JobNetwork>> StartJobNetwork(pid_t init) {
+  auto net = JobNetwork::Prepare();
+  if (!net.ok()) return net.error();
+  if (auto e = net.value()->Start(init, {}, Clock::now() + kStepTimeout)) return *e;
+  return net;
+}
+
+}  // namespace
+
 const JobNetworkProbe& ProbeJobNetwork() {
   static JobNetworkProbe probe;
   static std::once_flag once;
@@ -581,7 +585,7 @@ const JobNetworkProbe& ProbeJobNetwork() {
       if (int err = WriteIdMapsFromParent(child, PlanIdMaps(geteuid(), getegid(), std::nullopt, std::nullopt), &what)) {
         probe.missing = "user namespaces";
         probe.detail = std::string("write ") + what + ": " + strerror(err);
-      } else if (auto net = JobNetwork::Start(child, {}, Clock::now() + kStepTimeout); !net.ok()) {
+      } else if (auto net = StartJobNetwork(child); !net.ok()) {
         probe.missing = net.error().where == "slirp4netns" ? "the user-mode stack (slirp4netns)"
                         : net.error().where == "nftables"  ? "nftables (oarbank-netfilter)"
                                                            : net.error().where;

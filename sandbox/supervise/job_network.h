@@ -3,17 +3,20 @@
 // cage, filtered by an nftables ruleset installed before the launcher is
 // forked.
 //
+//   supervisor (JobNetwork::Prepare), right after it forks the keeper
+//     starts oarbank-netfilter (libnftables, netfilter_main.cc), once for
+//     the whole job, which loads while the keeper clones the job's init
 //   init (pid 1 of the job, in the job's fresh user and network namespaces)
 //     tells the supervisor its namespaces exist and waits for "go"
 //   supervisor (JobNetwork::Start)
-//     opens /proc/<init>/ns/{user,net}; makes tap0 there, persistent, so
-//     the stack's exit does not wait on the kernel unregistering it (the
-//     namespace's teardown does, asynchronously); starts slirp4netns on
-//     that namespace (tap0 10.0.2.100/24, resolver 10.0.2.3 and fd00::3,
+//     opens /proc/<init>/ns/{user,net} and hands both to the helper, which
+//     joins them and makes tap0 there, persistent, so the stack's exit
+//     does not wait on the kernel unregistering it (the namespace's
+//     teardown does, asynchronously); starts slirp4netns on that namespace
+//     (tap0 10.0.2.100/24, resolver 10.0.2.3 and fd00::3,
 //     --disable-host-loopback: the gateway 10.0.2.2 is not the host's
-//     loopback, and the ruleset drops it anyway) and, while it starts,
-//     oarbank-netfilter (libnftables, netfilter_main.cc) in the namespaces,
-//     once for the whole job, to install RulesetText (job_ruleset.h): out
+//     loopback, and the ruleset drops it anyway) and, while it starts, has
+//     the helper install RulesetText (job_ruleset.h): out
 //     only to public addresses and the stack's resolver, in only replies,
 //     whatever the namespace held before (it begins with a flush), in one
 //     transaction; the helper answers the namespace's nftables generation
@@ -114,10 +117,15 @@ class NetfilterSession;  // job_network.cc
 
 class JobNetwork {
  public:
-  // `init` is alive, its id maps are written and it waits for "go". An
-  // Error's `where` names the part that failed ("nftables", "slirp4netns").
-  static Expected<std::unique_ptr<JobNetwork>> Start(pid_t init, const JobNetworkSettings& settings,
-                                                     std::chrono::steady_clock::time_point deadline);
+  // Checks the stack, the helper and the tun device, and starts the helper,
+  // before the job's namespaces exist: its dynamic loading (about 1 ms)
+  // overlaps the job's clone instead of the stack's start. An Error's
+  // `where` names the part that failed ("nftables", "slirp4netns").
+  static Expected<std::unique_ptr<JobNetwork>> Prepare();
+  // `init` is alive, its id maps are written and it waits for "go": tap0,
+  // the stack and the ruleset, in Start's stages (below). Once only.
+  std::optional<Error> Start(pid_t init, const JobNetworkSettings& settings,
+                             std::chrono::steady_clock::time_point deadline);
   ~JobNetwork();
   JobNetwork(const JobNetwork&) = delete;
   JobNetwork& operator=(const JobNetwork&) = delete;
@@ -133,16 +141,17 @@ class JobNetwork {
 
  private:
   JobNetwork() = default;
-  // Start's stages, in this order: tap0 made; the stack started on the
-  // namespace; the helper started and asked to install the ruleset; the
-  // stack awaited until it is ready, while the ruleset goes in; the
-  // ruleset's install awaited, with the generation it made (which the gate,
-  // Verify, must find again). The job's init is released only after all
-  // of them.
+  // Start's stages, in this order: tap0 made by the helper (started by
+  // Prepare) in the namespaces it is handed; the stack started on the
+  // namespace; the helper asked to install the ruleset; the stack awaited
+  // until it is ready, while the ruleset goes in; the ruleset's install
+  // awaited, with the generation it made (which the gate, Verify, must find
+  // again). The job's init is released only after all of them.
   //
-  // MakeTap makes the stack's tap0, persistent, in a forked child that
-  // joins the job's user and network namespaces (the stack attaches to it:
-  // a tap device of this name and flags is what it asks for). A tap that
+  // MakeTap hands the helper the job's user and network namespaces, which
+  // it joins, and has it make the stack's tap0 there, persistent (the stack
+  // attaches to it: a tap device of this name and flags is what it asks
+  // for), before the stack starts. A tap that
   // ends with its last descriptor is unregistered in that close, which
   // waits for an RCU barrier (about 15 ms here) in the stack's exit and so
   // in every egress-any job's end; a persistent one goes with the job's
@@ -150,12 +159,12 @@ class JobNetwork {
   // once the job and the supervisor have let go of it. Nothing in the job
   // can attach to it: its /dev has no net/tun, and a tap takes one
   // attachment, the stack's.
-  std::optional<Error> MakeTap();
+  std::optional<Error> MakeTap(std::chrono::steady_clock::time_point step);
   std::optional<Error> StartStack();
-  std::optional<Error> StartRules(const std::string& helper, const JobNetworkSettings& settings,
-                                  std::chrono::steady_clock::time_point step);
+  std::optional<Error> StartRules(const JobNetworkSettings& settings, std::chrono::steady_clock::time_point step);
   std::optional<Error> AwaitStack(std::chrono::steady_clock::time_point step);
   std::optional<Error> AwaitRules(std::chrono::steady_clock::time_point step);
+  bool joined_ = false;  // the helper was handed the namespaces (it has a ruleset to count)
   UniqueFd userns_, netns_;
   // oarbank-netfilter, from the ruleset's install to the drop counters.
   std::unique_ptr<NetfilterSession> netfilter_;

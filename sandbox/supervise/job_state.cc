@@ -123,13 +123,20 @@ void Job::State::OnJobNetwork() {
   while (init <= 0 && status.valid() && !aborted) AwaitStatus();
   if (init <= 0) return Refuse("network: the job's init never reported");
   FaultPause("supervisor-before-job-network", keeper, init);
-  auto started = JobNetwork::Start(init, network_settings, start + kSetupDeadline);
-  if (!started.ok())
-    return Refuse("sandbox: CAPABILITY_NOT_ENFORCED: net.egress-any (" + started.error().where + ": " +
-                  started.error().what + ")");
-  network = std::move(started).value();
+  if (!network) return Refuse("network: the job's network was not prepared");
+  if (auto e = network->Start(init, network_settings, start + kSetupDeadline)) return RefuseJobNetwork(*e);
   if (send(net.get(), "G", 1, MSG_NOSIGNAL) != 1) return Refuse("network: release init" + ErrnoText(errno));
   net.Reset();
+}
+
+void Job::State::PrepareJobNetwork() {
+  auto prepared = JobNetwork::Prepare();
+  if (!prepared.ok()) return RefuseJobNetwork(prepared.error());
+  network = std::move(prepared).value();
+}
+
+void Job::State::RefuseJobNetwork(const Error& e) {
+  Refuse("sandbox: CAPABILITY_NOT_ENFORCED: net.egress-any (" + e.where + ": " + e.what + ")");
 }
 
 void Job::State::StopNetwork() {

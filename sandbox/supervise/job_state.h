@@ -126,9 +126,13 @@ struct Job::State {
 
   ~State() { StopProxy(); }
 
+  // The keeper is forked: the job network's helper starts (JobNetwork::Prepare).
+  void PrepareJobNetwork();
   // init's namespaces exist: rules, then the stack, then init may fork
   // the launcher.
   void OnJobNetwork();
+  // Refuses the job: egress-any cannot be enforced, `e` says which part.
+  void RefuseJobNetwork(const Error& e);
 
   // Packets dropped, then the stack stopped; after the job has ended.
   void StopNetwork();

@@ -365,6 +365,13 @@ void Launch(Job::State& s, const ChildPlan& cp, JobChannels& c) {
     s.Finish();
     return;
   }
+  if (s.job_network) {
+    s.PrepareJobNetwork();
+    if (s.result.fault == Fault::kRefused) {
+      s.Finish();
+      return;
+    }
+  }
   s.Pump([&s] { return s.phase != Phase::kAwaitReady && s.phase != Phase::kAwaitExec; });
   if (s.result.fault == Fault::kRefused || s.phase == Phase::kAwaitReady || s.phase == Phase::kAwaitExec) {
     if (s.result.fault != Fault::kRefused) s.Refuse("gate: the job ended during setup");
