@@ -5,7 +5,7 @@
 #   bench/budgets.sh
 #
 # Runs bench/battery.sh --quick, bench/run.sh and bench/supervise.sh with
-# fewer launches, reads their `ratio NAME VALUE` lines and fails (exit 1)
+# fewer launches and bench/egress_any.sh with a smaller transfer, reads their `ratio NAME VALUE` lines and fails (exit 1)
 # when a ratio is more than 1.5 times its budget: a regression, never an
 # absolute time (every ratio is against a baseline measured in the same
 # run). A ratio the scripts did not print fails too. The goals themselves
@@ -25,6 +25,8 @@ echo "== bench/run.sh (RUNS=50)"
 RUNS=50 WARMUP=5 "$BENCH/run.sh" | tee -a "$out"
 echo "== bench/supervise.sh (RUNS=50)"
 RUNS=50 "$BENCH/supervise.sh" | tee -a "$out"
+echo "== bench/egress_any.sh (16 MiB, 20 connections)"
+"$BENCH/egress_any.sh" --bytes 16777216 --samples 20 | tee -a "$out"
 
 echo "== budgets (a ratio fails past ${SLACK}x its budget)"
 failed=0

@@ -81,6 +81,7 @@ print(f"first byte over a fresh connection (median of {job['samples']}): direct 
       f"egress-any {job['connect_ms_median']} ms: +{job['connect_ms_median'] - direct['connect_ms_median']:.3f} ms")
 print(f"a job of /bin/true (the job's seconds in run's report, median of {starts} in turns): egress-any {any_ms} ms, "
       f"net none {none_ms} ms: +{any_ms - none_ms:.1f} ms for the stack and the ruleset, {start:.1f}x net none")
+print(f"ratio egress_any_start {start:.2f}")
 for ok, what in ((throughput >= 0.5, f"throughput {throughput:.2f}x direct (target >= 0.5x)"),
                  (start <= 3, f"a job's start {start:.1f}x net none (target <= 3x)")):
     print(f"{'PASS' if ok else 'MISS'}  {what}")
