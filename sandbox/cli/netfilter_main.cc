@@ -12,7 +12,7 @@
 //               network namespaces, which it joins (the supervisor's uid
 //               owns the job's user namespace, so it holds every
 //               capability there) and closes; it makes the stack's tap0
-//               there (MakeTap) and answers nothing once it is made
+//               there (MakeTap) and answers, empty, once tap0 is made
 //   apply N     (then, once; N bytes of ruleset follow the line) installs
 //               the ruleset in one transaction and answers the namespace's
 //               nftables generation after it: the kernel counts every
@@ -309,6 +309,7 @@ std::string MakeTap() {
     (void)!write(fd, "0\n", 2);
     close(fd);
   }
+  // The device the supervisor checks before the job (TunDeviceGap, job_network.h).
   const int tun = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
   if (tun < 0) return std::string("the stack's tap device: open /dev/net/tun: ") + strerror(errno);
   ifreq req{};

@@ -3,14 +3,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/if_tun.h>
-#include <net/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
@@ -21,6 +18,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <mutex>
 
 #include "sandbox/common/fault_hooks.h"
