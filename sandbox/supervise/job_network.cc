@@ -155,6 +155,8 @@ class NetfilterSession {
   }
   // Closes its input (it exits) and reaps it; idempotent.
   void End();
+  // Says no request follows: it exits once it has answered those sent.
+  void CloseInput() { shutdown(socket_.get(), SHUT_WR); }
 
  private:
   // Kills and reaps it; the Error names why, with its stderr line if any.
@@ -471,12 +473,17 @@ std::string JobNetwork::Verify() {
 
 long long JobNetwork::End() {
   // The stack exits (its exit fd closes) while the helper reads the drop
-  // counters; nothing of the job's is left to send a packet.
+  // counter; nothing of the job's is left to send a packet.
   exit_w_.Reset();
   long long dropped = -1;
   if (netfilter_ && joined_) {
-    if (auto text = netfilter_->Ask("dropped", "", Clock::now() + kStepTimeout); text.ok())
-      dropped = strtoll(text.value().c_str(), nullptr, 10);
+    // The last request: the helper exits right after its answer, while the
+    // answer comes back, rather than once its socket is closed after it.
+    const auto deadline = Clock::now() + kStepTimeout;
+    if (!netfilter_->Send("dropped", "", deadline)) {
+      netfilter_->CloseInput();
+      if (auto text = netfilter_->Receive(deadline); text.ok()) dropped = strtoll(text.value().c_str(), nullptr, 10);
+    }
   }
   Stop();
   return dropped;
