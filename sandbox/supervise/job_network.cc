@@ -24,6 +24,7 @@
 #include "sandbox/common/fault_hooks.h"
 #include "sandbox/common/helper_path.h"
 #include "sandbox/common/install_paths.h"
+#include "sandbox/common/send_fd.h"
 #include "sandbox/common/trust_file.h"
 #include "sandbox/egress/job_ruleset.h"
 #include "sandbox/supervise/namespaces.h"
@@ -194,24 +195,9 @@ std::optional<Error> NetfilterSession::SendNamespaces(int userns, int netns) {
   if (pid_ <= 0) return Error{"nftables", helper_ + " namespaces: not running"};
   static constexpr char kLine[] = "namespaces\n";
   const int fds[2] = {userns, netns};
-  iovec iov{const_cast<char*>(kLine), sizeof kLine - 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof fds)] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof fds);
-  memcpy(CMSG_DATA(c), fds, sizeof fds);
   // The first request: the socket is empty, the line fits at once.
-  ssize_t n;
-  do n = sendmsg(socket_.get(), &msg, MSG_NOSIGNAL);
-  while (n < 0 && errno == EINTR);
-  if (n != static_cast<ssize_t>(iov.iov_len))
-    return Failed("namespaces", n < 0 ? std::string("sendmsg: ") + strerror(errno) : "sent in part");
+  if (int err = SendFds(socket_.get(), kLine, sizeof kLine - 1, fds, 2))
+    return Failed("namespaces", err == EIO ? "sent in part" : std::string("sendmsg: ") + strerror(err));
   asked_.push_back("namespaces");
   return std::nullopt;
 }
