@@ -807,10 +807,9 @@ def _netfilter_session(requests, wrap=(), during=None, namespaces=True):
     `namespaces`) the first request, which hands it a fresh user and network
     namespace as the agent does (a callable sends its own first request,
     given the socket and the two namespaces' descriptors); its answers, exit
-    status and stderr.
-    `wrap` goes before the helper's command line; `during(pid)` runs once
-    the requests are sent, with a pid whose namespaces are the helper's."""
-    import socket
+    status and stderr. `wrap` goes before the helper's command line;
+    `during(pid)` runs once the requests are sent, with a pid whose
+    namespaces are the helper's."""
     helper = os.path.join(BUILD, "sandbox", "oarbank-netfilter")
     holder = subprocess.Popen(["unshare", "-Urn", "sleep", "60"])
     try:
@@ -859,9 +858,9 @@ def test_the_netfilter_helper_answers_in_order_and_refuses_anything_else():
     apply = b"apply %d\n" % len(ruleset) + ruleset
     # Sent at once, as the agent pipelines them: the generation the install
     # made (a fresh namespace's first change), the same generation again
-    # (nothing changed since; no tap0 here, so no wait for its IPv6
-    # address), then the named counter `dropped` (which starts at 5: only
-    # a ruleset the kernel holds answers that).
+    # (nothing changed since; no stack brings tap0 up here, so no wait for
+    # its IPv6 address), then the named counter `dropped` (which starts at
+    # 5: only a ruleset the kernel holds answers that).
     answers, code, err = _netfilter_session(apply + b"generation\ndropped\n")
     assert code == 0, err
     assert answers.startswith(b"ok 0\n"), "the namespaces joined and tap0 made: " + repr(answers)
