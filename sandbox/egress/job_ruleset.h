@@ -41,10 +41,10 @@ bool RulesAdmit(const std::vector<DestinationRule>& rules, const egress::IpAddre
 // from the other's; within a family each run of neighbours with the same
 // verdict becomes one rule on an anonymous set of their blocks (a block
 // inside another of its group is left out: the set holds no overlap).
-// libnftables parses and evaluates, and the kernel lists, one rule on a set
-// of fourteen blocks for far less than fourteen rules: the install and
-// the listing of the drop counters are on an egress-any job's path. `GroupsAdmit` evaluates the groups as
-// the kernel does, which is how the tests hold them equal to the list.
+// libnftables parses and evaluates one rule on a set of fourteen blocks for
+// far less than fourteen rules, and the install is on every egress-any
+// job's path. `GroupsAdmit` evaluates the groups as the kernel does, which
+// is how the tests hold them equal to the list.
 struct DestinationGroup {
   bool v4 = true;
   bool accept = false;
