@@ -42,7 +42,7 @@ MARKS = [
     ("await-stack", "oarbank::JobNetwork::AwaitStack", "egress-any: the agent waits for the stack's ready"),
     ("await-rules", "oarbank::JobNetwork::AwaitRules", "egress-any: the stack is ready; the agent waits for the install"),
     ("read-back", "oarbank::JobNetwork::Verify[abi:cxx11]", "egress-any: the gate reads the ruleset's generation back"),
-    ("net-end", "oarbank::JobNetwork::End", "egress-any: the drop counters are read, the stack told to exit"),
+    ("net-end", "oarbank::JobNetwork::End", "egress-any: the drop counter is read, the stack told to exit"),
     ("confine", "oarbank::ConfineSelf", "the launcher confines itself"),
     ("mount-namespace", "oarbank::EnterMountNamespace", "the launcher's mount namespace"),
     ("gate", "oarbank::VerifyConfined", "the agent's gate reads the launcher back"),

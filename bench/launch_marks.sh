@@ -4,7 +4,7 @@
 # its host probe and plan, the keeper, init, the launcher, the gate and the
 # teardown each begin; then `run` of the same job under egress-any, where
 # the job's network's steps (tap0, the stack, the helper's install, the
-# gate's read-back, the drop counters) and the two programs' execs are
+# gate's read-back, the drop counter) and the two programs' execs are
 # marked too (left out, saying so, where slirp4netns is not installed).
 #
 #   bench/launch_marks.sh

@@ -33,7 +33,7 @@
 //     ruleset since it was installed) and the stack still runs.
 //   end (JobNetwork::End)
 //     closes the stack's exit fd (slirp4netns exits; it also does when the
-//     supervisor dies) while the helper reads the drop counters, ends the
+//     supervisor dies) while the helper reads the drop counter, ends the
 //     helper, reaps both.
 //
 // The helper waits between those requests, while the module runs, holding
@@ -166,7 +166,7 @@ class JobNetwork {
   std::optional<Error> AwaitRules(std::chrono::steady_clock::time_point step);
   bool joined_ = false;  // the helper was handed the namespaces (it has a ruleset to count)
   UniqueFd userns_, netns_;
-  // oarbank-netfilter, from the ruleset's install to the drop counters.
+  // oarbank-netfilter, from the ruleset's install to the drop counter.
   std::unique_ptr<NetfilterSession> netfilter_;
   UniqueFd exit_w_;       // slirp4netns --exit-fd: it exits when this closes
   UniqueFd stack_ready_;  // slirp4netns --ready-fd, until it is ready

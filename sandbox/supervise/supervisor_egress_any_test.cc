@@ -242,7 +242,7 @@ TEST(SupervisorEgressAnyHelper, OneHelperPerJobHoldingOnlyItsSessionWhileTheModu
   watcher.join();
   ASSERT_EQ(r.fault, cage::Fault::kNone) << r.reason << r.stderr_text;
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
-  EXPECT_GE(r.container.net_dropped, 0) << "the drop counters were read after the job";
+  EXPECT_GE(r.container.net_dropped, 0) << "the drop counter was read after the job";
   ASSERT_EQ(helpers.size(), 1u) << "one helper for the job's install, read-back and counters";
   ASSERT_EQ(while_running.size(), 3u) << ::testing::PrintToString(while_running);
   EXPECT_EQ(while_running[0].substr(0, 9), "0 socket:") << while_running[0];
