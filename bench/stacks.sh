@@ -13,7 +13,13 @@
 # would forward the job's listeners to the host and the host's loopback
 # ports into the job.
 #
-#   bench/stacks.sh [--bytes N] [--samples N] [--starts N]
+#   bench/stacks.sh [--bytes N] [--samples N] [--starts N] [--profile]
+#
+# --profile (needs perf) says where each stack's time goes, so a miss can be
+# told from a floor: the CPU time and page faults of one start (its exec to
+# ready, and its exit), and over the transfers how busy the stack's process
+# is (CPU time over wall time: 1.00 is one CPU, all a single-threaded stack
+# can use) and how much CPU the whole machine spends per MiB moved.
 #
 # Needs root and Debian's slirp4netns and passt (scripts/setup.sh installs
 # both): two network namespaces joined by a veth pair, addresses in
@@ -21,20 +27,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "$(id -u)" != 0 ]; then echo "bench/stacks.sh: needs root (network namespaces)" >&2; exit 64; fi
-for tool in slirp4netns pasta; do
-  command -v "$tool" >/dev/null || { echo "bench/stacks.sh: $tool is missing (scripts/setup.sh installs it)" >&2; exit 64; }
-done
 bytes=$((128 << 20))
 samples=100
 starts=10
+profile=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --bytes) bytes="$2"; shift 2 ;;
     --samples) samples="$2"; shift 2 ;;
     --starts) starts="$2"; shift 2 ;;
+    --profile) profile=1; shift ;;
     *) echo "bench/stacks.sh: unknown option $1" >&2; exit 64 ;;
   esac
 done
+for tool in slirp4netns pasta; do
+  command -v "$tool" >/dev/null || { echo "bench/stacks.sh: $tool is missing (scripts/setup.sh installs it)" >&2; exit 64; }
+done
+if [ "$profile" = 1 ] && ! command -v perf >/dev/null; then
+  echo "bench/stacks.sh: --profile needs perf (Debian's linux-perf)" >&2
+  exit 64
+fi
 up="ostk-up-$$" pub="ostk-pub-$$" work="$(mktemp -d /tmp/ostk-XXXXXX)"
 holder=""
 . bench/upstream_world.sh
@@ -91,6 +103,77 @@ start_stack() {
 }
 stop_stack() { kill "$(cat "$work/stack.pid")" 2>/dev/null || true; }
 
+# --profile: where each stack's time goes, apart from the timed runs so the
+# counting costs them nothing. `direct` has no stack.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+machine_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat; }
+
+# One more start of `stack` under perf stat (from its exec to ready, and its
+# exit); prints its CPU time and page faults.
+profile_start() {
+  local stack=$1 perf_pid
+  new_holder
+  case "$stack" in
+    slirp4netns)
+      rm -f "$work/ready.fifo" && mkfifo "$work/ready.fifo"
+      ip netns exec "$up" perf stat -x, -o "$work/start.stat" -e task-clock,page-faults -- \
+        slirp4netns --configure --mtu=65520 --disable-host-loopback --ready-fd=3 \
+        "$holder" tap0 3>"$work/ready.fifo" </dev/null >/dev/null 2>&1 &
+      perf_pid=$!
+      head -c 1 "$work/ready.fifo" >/dev/null
+      pkill -P "$perf_pid" -x slirp4netns
+      wait "$perf_pid" || true
+      ;;
+    pasta)
+      ip netns exec "$up" perf stat -x, -o "$work/start.stat" -e task-clock,page-faults -- \
+        pasta --config-net -t none -u none -T none -U none --no-map-gw --runas 0 \
+        -P "$work/stack.pid" "$holder" </dev/null >/dev/null 2>&1
+      stop_stack
+      ;;
+  esac
+  end_holder
+  awk -F, '$3 ~ /^task-clock/ {cpu = $1} $3 ~ /^page-faults/ {pf = $1}
+    END {printf "one start %.1f ms of CPU and %d page faults; ", cpu, pf}' "$work/start.stat"
+}
+
+# One more client run (three transfers, five connections) through `stack`,
+# with the stack's own CPU time (/proc/PID/stat) and the machine's
+# (/proc/stat: every process and the kernel's own work) read around it;
+# prints one line, after the start's from profile_start.
+profile_stack() {
+  local stack=$1 start="" run=(ip netns exec "$up") stack_ticks=0 before after t0 t1 sp=""
+  if [ "$stack" != direct ]; then
+    start=$(profile_start "$stack")
+    new_holder
+    start_stack "$stack" "$holder" >/dev/null
+    run=(nsenter -t "$holder" -U -n --preserve-credentials)
+    sp=$(cat "$work/stack.pid")
+    stack_ticks=$(ticks "$sp")
+  fi
+  before=$(machine_ticks)
+  t0=$(date +%s%N)
+  if ! "${run[@]}" /usr/bin/python3 bench/egress_any_client.py 198.19.251.2 5001 5002 "$bytes" 5 >/dev/null 2>&1; then
+    echo "profile $stack: ${start}the client failed through it"
+    [ -z "$sp" ] || { stop_stack; end_holder; }
+    return 0
+  fi
+  t1=$(date +%s%N)
+  after=$(machine_ticks)
+  if [ -n "$sp" ]; then
+    stack_ticks=$(($(ticks "$sp") - stack_ticks))
+    stop_stack
+    end_holder
+  fi
+  python3 - "$stack" "$start" "$stack_ticks" $((after - before)) $((t1 - t0)) "$bytes" <<'PY'
+import os, sys
+name, start, stack_ticks, machine_ticks, wall_ns, size = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+tick_ms, wall_ms, mib = 1000 / os.sysconf("SC_CLK_TCK"), wall_ns / 1e6, 3 * size / 2**20
+own = "" if name == "direct" else f"its process {stack_ticks * tick_ms / wall_ms:.2f} CPUs, "
+print(f"profile {name}: {start}over the transfers {own}the machine {machine_ticks * tick_ms / wall_ms:.2f} "
+      f"of {os.cpu_count()} CPUs busy, {machine_ticks * tick_ms / mib:.2f} ms of CPU per MiB moved")
+PY
+}
+
 direct="$(ip netns exec "$up" "${client[@]}")"
 declare -A through start_ms
 for stack in slirp4netns pasta; do
@@ -108,6 +191,9 @@ for stack in slirp4netns pasta; do
   stop_stack
   end_holder
 done
+if [ "$profile" = 1 ]; then
+  for stack in direct slirp4netns pasta; do profile_stack "$stack"; done
+fi
 python3 - "$direct" "${through[slirp4netns]}" "${through[pasta]}" "${start_ms[slirp4netns]}" "${start_ms[pasta]}" <<'PY'
 import json, sys
 direct, slirp, pasta = (json.loads(a) for a in sys.argv[1:4])
