@@ -79,21 +79,24 @@ new_holder() {
   exit 1
 }
 end_holder() { kill "$holder" 2>/dev/null || true; wait "$holder" 2>/dev/null || true; }
-# Starts `stack` for the holder `pid`; prints the milliseconds to ready and
-# leaves the stack's pid in $work/stack.pid.
+# Starts `stack` for the holder `pid`, run through WRAPPER... if given (a
+# command that runs its arguments, such as perf stat); prints the
+# microseconds to ready and leaves the pid it started in $work/stack.pid
+# (the wrapper's, for slirp4netns under a wrapper).
 start_stack() {
   local stack=$1 pid=$2 t0 t1
+  shift 2
   t0=$(date +%s%N)
   case "$stack" in
     slirp4netns)
       rm -f "$work/ready.fifo" && mkfifo "$work/ready.fifo"
-      ip netns exec "$up" slirp4netns --configure --mtu=65520 --disable-host-loopback --ready-fd=3 \
+      ip netns exec "$up" "$@" slirp4netns --configure --mtu=65520 --disable-host-loopback --ready-fd=3 \
         "$pid" tap0 3>"$work/ready.fifo" </dev/null >/dev/null 2>&1 &
       echo $! >"$work/stack.pid"
       head -c 1 "$work/ready.fifo" >/dev/null
       ;;
     pasta)
-      ip netns exec "$up" pasta --config-net -t none -u none -T none -U none --no-map-gw --runas 0 \
+      ip netns exec "$up" "$@" pasta --config-net -t none -u none -T none -U none --no-map-gw --runas 0 \
         -P "$work/stack.pid" "$pid" </dev/null >"$work/pasta.log" 2>&1 ||
         { echo "bench/stacks.sh: pasta: $(tail -3 "$work/pasta.log")" >&2; exit 1; }
       ;;
@@ -111,26 +114,16 @@ machine_ticks() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/s
 # One more start of `stack` under perf stat (from its exec to ready, and its
 # exit); prints its CPU time and page faults.
 profile_start() {
-  local stack=$1 perf_pid
+  local stack=$1 wrapper
   new_holder
-  case "$stack" in
-    slirp4netns)
-      rm -f "$work/ready.fifo" && mkfifo "$work/ready.fifo"
-      ip netns exec "$up" perf stat -x, -o "$work/start.stat" -e task-clock,page-faults -- \
-        slirp4netns --configure --mtu=65520 --disable-host-loopback --ready-fd=3 \
-        "$holder" tap0 3>"$work/ready.fifo" </dev/null >/dev/null 2>&1 &
-      perf_pid=$!
-      head -c 1 "$work/ready.fifo" >/dev/null
-      pkill -P "$perf_pid" -x slirp4netns
-      wait "$perf_pid" || true
-      ;;
-    pasta)
-      ip netns exec "$up" perf stat -x, -o "$work/start.stat" -e task-clock,page-faults -- \
-        pasta --config-net -t none -u none -T none -U none --no-map-gw --runas 0 \
-        -P "$work/stack.pid" "$holder" </dev/null >/dev/null 2>&1
-      stop_stack
-      ;;
-  esac
+  start_stack "$stack" "$holder" perf stat -x, -o "$work/start.stat" -e task-clock,page-faults -- >/dev/null
+  if [ "$stack" = slirp4netns ]; then # perf's child: perf writes the counts once it ends
+    wrapper=$(cat "$work/stack.pid")
+    pkill -P "$wrapper" -x slirp4netns
+    wait "$wrapper" || true
+  else # pasta's daemon, left running once perf's child returned
+    stop_stack
+  fi
   end_holder
   awk -F, '$3 ~ /^task-clock/ {cpu = $1} $3 ~ /^page-faults/ {pf = $1}
     END {printf "one start %.1f ms of CPU and %d page faults; ", cpu, pf}' "$work/start.stat"
