@@ -30,7 +30,7 @@ SYSCALL_PREFIXES = ("__x64_sys_", "__do_sys_", "__se_sys_")
 
 
 def bucket(frames):
-    for ip, sym in frames:
+    for _, sym in frames:
         if sym in ("exc_page_fault", "do_user_addr_fault"):
             return "page faults"
         if sym in SECCOMP_LOAD:

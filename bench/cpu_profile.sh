@@ -41,11 +41,9 @@ for built in "$AGENT" "$FLOOR"; do [[ -x "$built" ]] || die "no $built"; done
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/oarbank-cpu.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
 [[ "$TMP$AGENT$FLOOR" != *[[:space:]\'\"]* ]] || die "paths with spaces or quotes are not supported"
-mkdir -p "$TMP"/{bundle,work/tmp,data}
-cat >"$TMP/policy.json" <<JSON
-{"contract": 1, "role": "runner", "bundle": "$TMP/bundle", "work": "$TMP/work", "data": "$TMP/data",
- "tmp": "$TMP/work/tmp", "net": {"mode": "none"}, "exec_writable": false}
-JSON
+# shellcheck source=bench/strict_job.sh
+. "$ROOT/bench/strict_job.sh"
+strict_job "$TMP"
 
 # profile NAME COMM COMMAND...: LAUNCHES launches of COMMAND under perf,
 # the samples of the processes named COMM left in $TMP/NAME.txt.
