@@ -26,7 +26,7 @@
 #    probe) before the job; its distance above the floor is printed.
 # 2. In-process, as a long-lived agent pays it: cage::RunPolicy(/bin/true)
 #    against fork+exec+wait of /bin/true and of the bwrap command above from
-#    the same process (a small driver compiled against the built library),
+#    the same process (bench/run_policy_driver, built with the tree),
 #    interleaved. Targets on these medians: RunPolicy <= 4x bare and below
 #    0.8x bwrap (an agent already running pays no process start of its own,
 #    where bwrap's fork+exec does).
@@ -46,6 +46,7 @@ set -euo pipefail
 readonly ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 readonly AGENT="$BUILD_DIR/sandbox/oarbank-agent" FLOOR="$BUILD_DIR/bench/minilaunch"
+readonly DRIVER="$BUILD_DIR/bench/run_policy_driver"
 readonly RUNS="${RUNS:-200}" WARMUP=20
 readonly TARGET_BARE=4 TARGET_INPROC_BWRAP=0.8 NOBODY_ID=65534
 
@@ -59,10 +60,10 @@ for arg in "$@"; do
 done
 
 die() { echo "bench: $*" >&2; exit 1; }
-for tool in hyperfine bwrap unshare jq awk g++; do
+for tool in hyperfine bwrap unshare jq awk; do
   command -v "$tool" >/dev/null || die "$tool is not installed"
 done
-for built in "$AGENT" "$FLOOR"; do
+for built in "$AGENT" "$FLOOR" "$DRIVER"; do
   [[ -x "$built" ]] || die "no $built (build first: cmake -S . -B build -G Ninja && ninja -C build)"
 done
 
@@ -150,72 +151,10 @@ printf 'info  the floor (minilaunch -J) / bwrap = %.2fx; without waiting for the
 # bwrap command above. This is the form the targets are about for the
 # library API (Run/RunPolicy); the hyperfine rows above add the agent's own
 # process start to every run.
-cat >"$TMP/inproc.cc" <<'CC'
-#include <sys/wait.h>
-#include <unistd.h>
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <vector>
-#include "sandbox/supervise/supervisor.h"
-#include "sandbox/plan/attestation.h"
-using namespace oarbank;
-using Clock = std::chrono::steady_clock;
-static double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
-static bool Spawn(char* const argv[]) {  // fork+exec+wait; true on exit 0
-  const pid_t pid = fork();
-  if (pid == 0) { execvp(argv[0], argv); _exit(127); }
-  int status = 0;
-  return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-static double Median(std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
-static double Min(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
-int main(int argc, char** argv) {
-  if (argc < 4) { fprintf(stderr, "usage: inproc POLICY N BWRAP_ARGV... | inproc --attest POLICY PATH\n"); return 64; }
-  if (std::string(argv[1]) == "--attest") {
-    // This driver is its own launcher: an attestation bound to it, for the
-    // policy's class, so the gate's read and check are in every timed job.
-    auto policy = LoadPolicyFile(argv[2]);
-    if (!policy.ok()) return 1;
-    Attestation a;
-    a.binding = BindingForThisProcess(ProbeHost());
-    a.proven_classes = {PolicyClass(policy.value())};
-    const std::string why = WriteAttestation(argv[3], a);
-    if (!why.empty()) fprintf(stderr, "%s\n", why.c_str());
-    return why.empty() ? 0 : 1;
-  }
-  auto policy = LoadPolicyFile(argv[1]);
-  if (!policy.ok()) { fprintf(stderr, "%s\n", PolicyErrorLine(policy.error()).c_str()); return 1; }
-  const int n = atoi(argv[2]);
-  char* bare_argv[] = {const_cast<char*>("/bin/true"), nullptr};
-  char* const* bwrap_argv = argv + 3;  // argv ends in nullptr
-  cage::RunOptions o;
-  o.cwd = "/";
-  o.attestation_path = getenv("OARBANK_INPROC_ATTESTATION");
-  std::vector<double> run, bare, bwrap;
-  for (int i = 0; i < n + 10; ++i) {  // interleaved triples; the first 10 warm up
-    auto t0 = Clock::now();
-    const auto r = cage::RunPolicy(policy.value(), {"/bin/true"}, o);
-    auto t1 = Clock::now();
-    if (r.exit_code != 0) { fprintf(stderr, "run: %s %s\n", cage::FaultName(r.fault), r.reason.c_str()); return 1; }
-    if (!Spawn(bare_argv)) { fprintf(stderr, "/bin/true failed\n"); return 1; }
-    auto t2 = Clock::now();
-    if (!Spawn(bwrap_argv)) { fprintf(stderr, "bwrap failed\n"); return 1; }
-    auto t3 = Clock::now();
-    if (i >= 10) { run.push_back(Ms(t1 - t0)); bare.push_back(Ms(t2 - t1)); bwrap.push_back(Ms(t3 - t2)); }
-  }
-  printf("%.3f %.3f %.3f %.3f %.3f %.3f\n", Median(run), Median(bare), Median(bwrap), Min(run), Min(bare), Min(bwrap));
-}
-CC
-libs=()  # the component archives, highest first (sandbox/README.md)
-for c in supervise launch egress plan seccomp seccomp_rows host policy common; do libs+=("$BUILD_DIR/sandbox/liboarbank_$c.a"); done
-g++ -std=c++20 -O2 -D_GNU_SOURCE -I"$ROOT" -I"$ROOT/include" -I"$BUILD_DIR/generated" "$TMP/inproc.cc" "${libs[@]}" \
-  -lseccomp -lnettle -lcares -o "$TMP/inproc" 2>"$TMP/out/g++.txt" || { cat "$TMP/out/g++.txt"; die "the in-process driver did not build"; }
-chmod 755 "$TMP/inproc"
-"$TMP/inproc" --attest "$TMP/policy.json" "$TMP/inproc-attestation.json" || die "the in-process driver cannot attest itself"
+"$DRIVER" --attest "$TMP/policy.json" "$TMP/inproc-attestation.json" || die "the in-process driver cannot attest itself"
 export OARBANK_INPROC_ATTESTATION="$TMP/inproc-attestation.json"
 read -r in_run in_bare in_bwrap in_run_min in_bare_min in_bwrap_min < \
-  <("${RUN_AS[@]}" "$TMP/inproc" "$TMP/policy.json" "$((RUNS / 2))" "${BWRAP[@]}") ||
+  <("${RUN_AS[@]}" "$DRIVER" "$TMP/policy.json" "$((RUNS / 2))" "${BWRAP[@]}") ||
   die "the in-process driver failed"
 echo
 printf 'in-process (agent already running), %d interleaved triples:\n' "$((RUNS / 2))"
