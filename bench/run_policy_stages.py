@@ -6,9 +6,10 @@ same job, for bench/run_policy_stages.sh.
 
 MARKS is what bench/run_policy_driver writes with OARBANK_DRIVER_MARKS (per
 round, the CLOCK_MONOTONIC ns at which RunPolicy, the bare /bin/true and
-bwrap began and ended); PERF_TEXT is `perf script --ns -F
-comm,pid,time,event,trace` of the kernel's sched_process_fork, _exec and
-_exit events, recorded on the same clock (`perf record -k CLOCK_MONOTONIC`).
+bwrap began and ended); PERF_TEXT is `perf script --ns` of the kernel's
+sched_process_fork, _exec and _exit events, recorded on the same clock
+(`perf record -k CLOCK_MONOTONIC`), read as bench/launch_timeline.py reads
+them.
 Each round's processes are found by who forked whom inside its window: the
 driver forks the keeper, the keeper clones init into the job's namespaces,
 init forks the launcher, which execs the module; bwrap forks its namespaced
@@ -18,13 +19,14 @@ it was seen, and the medians of the whole windows. The kernel records an
 exit as it begins: what a process's exit tears down (its memory, the last
 reference to the job's namespaces) falls in the stage after it.
 """
-import re
+import os
 import statistics
 import sys
 
-EVENT = re.compile(r"^\s*.+?\s+(\d+)\s+(\d+\.\d+):\s+sched:sched_process_(fork|exec|exit):\s*(.*)$")
-CHILD = re.compile(r"child_pid=(\d+)")
-FILENAME = re.compile(r"filename=(\S+)")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from launch_timeline import EVENT, FORK  # noqa: E402  (perf's event lines)
+
+KINDS = {"sched_process_fork": "fork", "sched_process_exec": "exec", "sched_process_exit": "exit"}
 
 # (name, what runs in it): the events that bound them are listed in order by
 # run_stages and bwrap_stages.
@@ -52,10 +54,10 @@ def load_events(path):
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             m = EVENT.match(line)
-            if m:
-                seconds, frac = m.group(2).split(".")
+            if m and m.group(4) in KINDS:
+                seconds, frac = m.group(3).split(".")
                 t = int(seconds) * 1_000_000_000 + int(frac.ljust(9, "0")[:9])
-                events.append((t, int(m.group(1)), m.group(3), m.group(4)))
+                events.append((t, int(m.group(2)), KINDS[m.group(4)], m.group(5)))
     events.sort()
     return events
 
@@ -64,13 +66,19 @@ def window(events, begin, end):
     return [e for e in events if begin <= e[0] <= end]
 
 
-def first(evs, kind, pid, pred=lambda e: True):
-    return next((e for e in evs if e[2] == kind and e[1] == pid and pred(e)), None)
+def first(evs, kind, pid):
+    return next((e for e in evs if e[2] == kind and e[1] == pid), None)
 
 
 def child_of(evs, parent):
+    """The first fork by `parent`, and the child's pid."""
     e = first(evs, "fork", parent)
-    return (e, int(CHILD.search(e[3]).group(1))) if e else (None, None)
+    return (e, int(FORK.search(e[3]).group(2))) if e else (None, None)
+
+
+def times(marks):
+    """The marks' times (an event's or a driver's stamp), or None if one is missing."""
+    return None if any(m is None for m in marks) else [m if isinstance(m, int) else m[0] for m in marks]
 
 
 def run_stages(evs, driver, begin, end):
@@ -84,7 +92,7 @@ def run_stages(evs, driver, begin, end):
     fork_launcher, launcher = child_of(evs, init)
     if launcher is None:
         return None
-    marks = [
+    return times([
         begin,
         fork_keeper,
         clone_init,
@@ -94,21 +102,18 @@ def run_stages(evs, driver, begin, end):
         first(evs, "exit", init),
         first(evs, "exit", keeper),
         end,
-    ]
-    return None if any(m is None for m in marks) else [m if isinstance(m, int) else m[0] for m in marks]
+    ])
 
 
 def bwrap_stages(evs, driver, begin, end):
-    fork_bwrap, bwrap = child_of(evs, driver)
+    """The stage boundaries of one bwrap run, or None where one is missing."""
+    _, bwrap = child_of(evs, driver)
     if bwrap is None:
         return None
-    execs = [e for e in evs if e[2] == "exec"]
-    command = next((e for e in execs if e[1] != bwrap), None)  # the first exec by another process
+    command = next((e for e in evs if e[2] == "exec" and e[1] != bwrap), None)  # the first exec by another process
     if command is None:
         return None
-    command_exit = first(evs, "exit", command[1])
-    marks = [begin, first(evs, "exec", bwrap), command, command_exit, end]
-    return None if any(m is None for m in marks) else [m if isinstance(m, int) else m[0] for m in marks]
+    return times([begin, first(evs, "exec", bwrap), command, first(evs, "exit", command[1]), end])
 
 
 def table(title, stages, rows):

@@ -55,7 +55,7 @@ echo "bench: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg), as uid $([[ $
 perf record -q -k CLOCK_MONOTONIC -e sched:sched_process_fork,sched:sched_process_exec,sched:sched_process_exit \
   -o "$TMP/stages.data" -- "${RUN_AS[@]}" "$DRIVER" "$TMP/policy.json" "$ROUNDS" "${BWRAP[@]}" \
   >"$TMP/driver.txt" 2>"$TMP/perf.txt" || { cat "$TMP/perf.txt"; die "the driver failed under perf"; }
-perf script --ns -F comm,pid,time,event,trace -i "$TMP/stages.data" >"$TMP/stages.txt" 2>/dev/null
+perf script --ns -i "$TMP/stages.data" >"$TMP/stages.txt" 2>/dev/null
 read -r run bare bwrap _ <"$TMP/driver.txt"
 echo "bench: traced medians: RunPolicy $run ms, bare /bin/true $bare ms, bwrap $bwrap ms"
 echo

@@ -17,7 +17,7 @@ BASE = 5000 * 1_000_000_000  # ns
 
 def event(comm, pid, t_us, kind, detail):
     t = BASE + t_us * 1000
-    return f" {comm:>15} {pid:6}  {t // 1_000_000_000}.{t % 1_000_000_000:09d}: sched:sched_process_{kind}: {detail}\n"
+    return f" {comm:>15} {pid:6} [001] {t // 1_000_000_000}.{t % 1_000_000_000:09d}: sched:sched_process_{kind}: {detail}\n"
 
 
 def fork(parent, child, t_us, comm="run_policy_driv"):
