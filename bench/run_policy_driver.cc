@@ -59,12 +59,16 @@ double Median(std::vector<double> v) {
 
 double Min(const std::vector<double>& v) { return *std::min_element(v.begin(), v.end()); }
 
+// The policy at `path`, or the line that says why not (on stderr).
+oarbank::Expected<oarbank::Policy> Load(const char* path) {
+  auto policy = oarbank::LoadPolicyFile(path);
+  if (!policy.ok()) fprintf(stderr, "run_policy_driver: %s\n", oarbank::PolicyErrorLine(policy.error()).c_str());
+  return policy;
+}
+
 int Attest(const char* policy_path, const char* out) {
-  auto policy = oarbank::LoadPolicyFile(policy_path);
-  if (!policy.ok()) {
-    fprintf(stderr, "run_policy_driver: %s\n", oarbank::PolicyErrorLine(policy.error()).c_str());
-    return 1;
-  }
+  auto policy = Load(policy_path);
+  if (!policy.ok()) return 1;
   oarbank::Attestation a;
   a.binding = oarbank::BindingForThisProcess(oarbank::ProbeHost());
   a.proven_classes = {oarbank::PolicyClass(policy.value())};
@@ -85,11 +89,8 @@ int main(int argc, char** argv) {
             "       OARBANK_INPROC_ATTESTATION=PATH run_policy_driver POLICY ROUNDS(1-100000) BWRAP_ARGV...\n");
     return 64;
   }
-  auto policy = oarbank::LoadPolicyFile(argv[1]);
-  if (!policy.ok()) {
-    fprintf(stderr, "run_policy_driver: %s\n", oarbank::PolicyErrorLine(policy.error()).c_str());
-    return 1;
-  }
+  auto policy = Load(argv[1]);
+  if (!policy.ok()) return 1;
   FILE* marks = nullptr;
   if (const char* path = getenv("OARBANK_DRIVER_MARKS")) {
     marks = fopen(path, "we");
