@@ -50,7 +50,7 @@ enum { kMaxRounds = 2000 };
 
 static char holder_stack[16384] __attribute__((aligned(64)));
 static char joiner_stack[16384] __attribute__((aligned(64)));
-static volatile int net_ready;
+static volatile int holder_ready;
 static int user_fd = -1, net_fd = -1, mnt_fd = -1, ipc_fd = -1, uts_fd = -1;
 // The namespaces the holder unshares (besides its user namespace): CLONE_NEWNET,
 // or with CLONE_NEWNS, CLONE_NEWIPC and CLONE_NEWUTS for the `five` way.
@@ -153,8 +153,8 @@ static double OneClone(double work, int idle) {
 static int Holder(void* unused) {
   (void)unused;
   if (syscall(SYS_unshare, holder_flags) != 0) syscall(SYS_exit, 5);
-  __atomic_store_n(&net_ready, 1, __ATOMIC_SEQ_CST);
-  syscall(SYS_futex, &net_ready, 1 /* FUTEX_WAKE */, 1, NULL, NULL, 0);
+  __atomic_store_n(&holder_ready, 1, __ATOMIC_SEQ_CST);
+  syscall(SYS_futex, &holder_ready, 1 /* FUTEX_WAKE */, 1, NULL, NULL, 0);
   for (;;) pause();
   return 0;
 }
@@ -186,7 +186,7 @@ static int OpenNs(pid_t holder, const char* ns) {
 // five: the holder makes the mount, ipc and uts namespaces too.
 static double Ahead(double work, int idle, int five) {
   double start = Now();
-  net_ready = 0;
+  holder_ready = 0;
   holder_flags = CLONE_NEWNET | (five ? CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS : 0);
   const pid_t holder = clone(Holder, holder_stack + sizeof holder_stack, CLONE_VM | CLONE_NEWUSER | SIGCHLD, NULL);
   if (holder < 0) Die("clone holder");
@@ -198,13 +198,13 @@ static double Ahead(double work, int idle, int five) {
   Busy(work);
   // Waits a millisecond at a time: a holder that failed exits without a wake.
   const struct timespec tick = {0, 1000000};
-  while (!__atomic_load_n(&net_ready, __ATOMIC_SEQ_CST)) {
+  while (!__atomic_load_n(&holder_ready, __ATOMIC_SEQ_CST)) {
     int status = 0;
     if (waitpid(holder, &status, WNOHANG) == holder) {
       fprintf(stderr, "netns_ahead: the holder could not unshare its namespaces\n");
       exit(1);
     }
-    syscall(SYS_futex, &net_ready, 0 /* FUTEX_WAIT */, 0, &tick, NULL, 0);
+    syscall(SYS_futex, &holder_ready, 0 /* FUTEX_WAIT */, 0, &tick, NULL, 0);
   }
   user_fd = OpenNs(holder, "user");
   net_fd = OpenNs(holder, "net");
@@ -221,12 +221,12 @@ static double Ahead(double work, int idle, int five) {
   }
   close(user_fd);
   close(net_fd);
-  if (five) {
+  if (five) {  // -1 again: the next `ahead` round's joiner tells the ways apart by mnt_fd
     close(mnt_fd);
     close(ipc_fd);
     close(uts_fd);
+    mnt_fd = ipc_fd = uts_fd = -1;
   }
-  mnt_fd = ipc_fd = uts_fd = -1;
   waitpid(holder, NULL, 0);
   ReapInit((pid_t)joined_init);
   return Now() - start;

@@ -1,7 +1,7 @@
-# bench/strict_job.sh, sourced by bench/launch_profile.sh,
-# bench/launch_marks.sh and bench/cpu_profile.sh: the job they launch, a
-# strict runner (net none, exec_writable false: the writable grants bound
-# noexec), in DIR.
+# bench/strict_job.sh, sourced by bench/supervise.sh,
+# bench/run_policy_stages.sh, bench/launch_profile.sh, bench/launch_marks.sh
+# and bench/cpu_profile.sh: the job they launch, a strict runner (net none,
+# exec_writable false: the writable grants bound noexec), in DIR.
 #
 #   strict_job DIR   makes DIR/{bundle,work/tmp,data} (the writable ones
 #                    open to every uid) and DIR/policy.json (0644)

@@ -43,7 +43,8 @@
 # KEEP_TMP=1.
 set -euo pipefail
 
-readonly ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+readonly ROOT
 readonly BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 readonly AGENT="$BUILD_DIR/sandbox/oarbank-agent" FLOOR="$BUILD_DIR/bench/minilaunch"
 readonly DRIVER="$BUILD_DIR/bench/run_policy_driver"
@@ -77,13 +78,10 @@ fi
 TMP=$(mktemp -d /tmp/oarbank-bench-XXXXXX)
 chmod 755 "$TMP"
 [[ "${KEEP_TMP:-0}" == 1 ]] || trap 'rm -rf "$TMP"' EXIT
-mkdir -p "$TMP"/{bundle,work/tmp,data,out}
-chmod 777 "$TMP"/{work,work/tmp,data,out}
-cat >"$TMP/policy.json" <<JSON
-{"contract": 1, "role": "runner", "bundle": "$TMP/bundle", "work": "$TMP/work", "data": "$TMP/data",
- "tmp": "$TMP/work/tmp", "net": {"mode": "none"}, "exec_writable": false}
-JSON
-chmod 644 "$TMP/policy.json"
+# shellcheck source=bench/strict_job.sh
+. "$ROOT/bench/strict_job.sh"
+strict_job "$TMP"
+mkdir -m 777 "$TMP/out"
 
 # `run` refuses a policy class the battery has not proven here with this
 # launcher (cage-before-capability): the battery runs first and its
