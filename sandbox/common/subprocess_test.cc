@@ -15,6 +15,7 @@
 #include <fstream>
 #include <string>
 
+#include "sandbox/common/read_file.h"
 #include "sandbox/common/unique_fd.h"
 
 namespace oarbank {
@@ -113,9 +114,10 @@ TEST(Subprocess, TheDeadlineKillsItsWholeGroup) {
   // Killed with the group (it may linger as a zombie of init for a moment).
   bool gone = false;
   for (int i = 0; i < 200 && !gone; ++i) {
-    std::ifstream stat("/proc/" + std::to_string(background) + "/stat");
-    std::string line;
-    gone = !std::getline(stat, line) || line.find(") Z") != std::string::npos;
+    // Not through iostreams: libstdc++'s filebuf throws when read(2) fails,
+    // as it does (ESRCH) on a process that ends mid-read.
+    const std::optional<std::string> stat = ReadFileUpTo("/proc/" + std::to_string(background) + "/stat", 4096);
+    gone = !stat || stat->find(") Z") != std::string::npos;
     if (!gone) usleep(10000);
   }
   EXPECT_TRUE(gone) << "the background sleep outlived its group";

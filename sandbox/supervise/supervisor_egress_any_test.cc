@@ -25,6 +25,7 @@
 #include <string>
 #include <thread>
 
+#include "sandbox/common/read_file.h"
 #include "sandbox/egress/job_ruleset.h"
 #include "sandbox/supervise/job_network.h"
 #include "sandbox/supervise/supervisor.h"
@@ -180,8 +181,11 @@ std::vector<pid_t> HelperChildren() {
     const auto& d = *it;
     const std::string name = d.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(d.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    // Read without iostreams: libstdc++'s filebuf throws when read(2) fails,
+    // as it does (ESRCH) on a process that ends mid-read.
+    const std::optional<std::string> read = ReadFileUpTo(d.path() / "stat", 4096);
+    if (!read) continue;
+    const std::string& text = *read;
     const size_t open = text.find('('), close = text.rfind(')');
     if (open == std::string::npos || close == std::string::npos) continue;
     std::istringstream rest(text.substr(close + 2));
