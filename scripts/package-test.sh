@@ -138,15 +138,24 @@ OARBANK_BATTERY_ATTESTATION="$work/attestation.json" oarbank-agent run --json tr
 jq -e --arg p "proven ($work/attestation.json)" '.container.proof == $p and .exit_code == 0' run.json >/dev/null ||
   fail "run: not proven: $(cat run.json)"
 
+# The library's link option: a program that links it binds its symbols at
+# load (no lazy binding in each job's forked processes; full RELRO).
+bound_at_load() {
+  readelf -d "$1" | grep -Eq '\(FLAGS\) +BIND_NOW|\(FLAGS_1\) +Flags:.* NOW' ||
+    fail "$1 is bound lazily: the package's link flags lack -z now"
+}
+
 step "consumer: find_package(oarbank_sandbox)"
 cmake -S consumer-src -B consumer-build -G Ninja >/dev/null
 ninja -C consumer-build >/dev/null
 consumer-build/consumer "$work/cage-cmake" "$work/attestation.json"
+bound_at_load consumer-build/consumer
 
 step "consumer: pkg-config oarbank-sandbox"
 # shellcheck disable=SC2046
 g++ -std=c++20 -O1 -o consumer-pc consumer-src/main.cc $(pkg-config --cflags --libs oarbank-sandbox)
 ./consumer-pc "$work/cage-pc" "$work/attestation.json"
+bound_at_load consumer-pc
 
 step "purge"
 cd /
