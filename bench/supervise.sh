@@ -26,10 +26,14 @@
 #    probe) before the job; its distance above the floor is printed.
 # 2. In-process, as a long-lived agent pays it: cage::RunPolicy(/bin/true)
 #    against fork+exec+wait of /bin/true and of the bwrap command above from
-#    the same process (bench/run_policy_driver, built with the tree),
-#    interleaved. Targets on these medians: RunPolicy <= 4x bare and below
-#    0.8x bwrap (an agent already running pays no process start of its own,
-#    where bwrap's fork+exec does).
+#    the same process (bench/run_policy_driver, built with the tree and
+#    static, as oarbank-agent is), interleaved. Targets on these medians:
+#    RunPolicy <= 4x bare and below 0.8x bwrap (an agent already running
+#    pays no process start of its own, where bwrap's fork+exec does). Then,
+#    for information, the same rounds from the same driver linked
+#    dynamically (bench/run_policy_driver_dynamic), bound at load
+#    (LD_BIND_NOW=1, as the library's link option binds a program that
+#    links it) and lazily.
 #
 # The policy is a strict runner (net none, exec_writable false: the
 # writable grants bound noexec in a private mount namespace). For root the
@@ -47,7 +51,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly ROOT
 readonly BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 readonly AGENT="$BUILD_DIR/sandbox/oarbank-agent" FLOOR="$BUILD_DIR/bench/minilaunch"
-readonly DRIVER="$BUILD_DIR/bench/run_policy_driver"
+readonly DRIVER="$BUILD_DIR/bench/run_policy_driver" DYNAMIC_DRIVER="$BUILD_DIR/bench/run_policy_driver_dynamic"
 readonly RUNS="${RUNS:-200}" WARMUP=20
 readonly TARGET_BARE=4 TARGET_INPROC_BWRAP=0.8 NOBODY_ID=65534
 
@@ -64,7 +68,7 @@ die() { echo "bench: $*" >&2; exit 1; }
 for tool in hyperfine bwrap unshare jq awk; do
   command -v "$tool" >/dev/null || die "$tool is not installed"
 done
-for built in "$AGENT" "$FLOOR" "$DRIVER"; do
+for built in "$AGENT" "$FLOOR" "$DRIVER" "$DYNAMIC_DRIVER"; do
   [[ -x "$built" ]] || die "no $built (build first: cmake -S . -B build -G Ninja && ninja -C build)"
 done
 
@@ -165,6 +169,22 @@ v3=$(verdict "$in_run_bare <= $TARGET_BARE")
 v4=$(verdict "$in_run_bwrap < $TARGET_INPROC_BWRAP")
 printf 'RunPolicy / bare  = %.2fx  (target <= %sx)  %s\n' "$in_run_bare" "$TARGET_BARE" "$v3"
 printf 'RunPolicy / bwrap = %.2fx  (target < %sx)  %s\n' "$in_run_bwrap" "$TARGET_INPROC_BWRAP" "$v4"
+
+# The same rounds from a dynamically linked driver: what a program that
+# links the library pays per job, bound at load as the library's link
+# option makes it, and lazily (each job's forks resolving symbols anew).
+"$DYNAMIC_DRIVER" --attest "$TMP/policy.json" "$TMP/dynamic-attestation.json" ||
+  die "the dynamic driver cannot attest itself"
+dynamic_rounds() {  # env...: RunPolicy / bwrap of one run of the dynamic driver
+  local run bwrap
+  read -r run _ bwrap _ < <("${RUN_AS[@]}" env "$@" OARBANK_INPROC_ATTESTATION="$TMP/dynamic-attestation.json" \
+    "$DYNAMIC_DRIVER" "$TMP/policy.json" "$((RUNS / 2))" "${BWRAP[@]}") || die "the dynamic driver failed"
+  echo "$run / $bwrap" | bc -l
+}
+dynamic_now=$(dynamic_rounds LD_BIND_NOW=1)
+dynamic_lazy=$(dynamic_rounds -u LD_BIND_NOW)
+printf 'info  linked dynamically: RunPolicy / bwrap = %.2fx bound at load, %.2fx bound lazily\n' \
+  "$dynamic_now" "$dynamic_lazy"
 
 printf 'ratio run_bwrap %.4f\nratio run_floor %.4f\nratio run_policy_bwrap %.4f\n' "$run_bwrap" \
   "$(echo "$(median 1) / $(median 5)" | bc -l)" "$in_run_bwrap"
